@@ -1,0 +1,78 @@
+# ncclguard build. `make` builds the preloaded library, the ncclguard command,
+# the CPU harness (fake libcuda.so.1 and libnccl.so.2) and the test programs.
+# `make check` runs every test, `make demo` a 4-rank job under the shim,
+# `make bench` the benchmarks. SANITIZE=1 builds everything with ASan+UBSan.
+
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /opt/cuda))
+NCCL_HOME ?= $(CUDA_HOME)
+PREFIX    ?= /usr/local
+B         ?= build
+
+CUDA_INC := $(firstword $(foreach d,$(CUDA_HOME)/include $(CUDA_HOME)/targets/x86_64-linux/include,\
+                $(if $(wildcard $(d)/cuda.h),$(d))))
+NCCL_INC := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_INC) /usr/include,\
+                $(if $(wildcard $(d)/nccl.h),$(d))))
+
+ifeq ($(filter deps clean,$(MAKECMDGOALS)),)
+ifeq ($(CUDA_INC),)
+$(error cuda.h not found: set CUDA_HOME to the CUDA install prefix (tried '$(CUDA_HOME)'))
+endif
+ifeq ($(NCCL_INC),)
+$(error nccl.h not found: set NCCL_HOME to the NCCL install prefix (tried '$(NCCL_HOME)' and $(CUDA_INC)))
+endif
+endif
+
+CC  ?= gcc
+CXX ?= g++
+WARN     := -Wall -Wextra -Werror
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -I$(NCCL_INC) -I$(CUDA_INC)
+LDFLAGS  += -pthread
+ifeq ($(SANITIZE),1)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS   += $(SANFLAGS)
+LDFLAGS  += $(SANFLAGS)
+endif
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
+
+.PHONY: all deps check demo bench install clean tsan fuzz
+all:
+
+# Every component adds its targets to ALL and its unit-test programs to UNIT_TESTS.
+ALL        :=
+UNIT_TESTS :=
+include shim/shim.mk
+-include tests/fakes/fakes.mk
+-include tests/apps/apps.mk
+include tests/unit/unit.mk
+include tests/e2e/e2e.mk
+-include cli/cli.mk
+-include bench/bench.mk
+
+all: $(ALL) $(UNIT_TESTS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+deps:
+	@scripts/install-deps
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@B=$(B) SANITIZE=$(SANITIZE) tests/run
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@B=$(B) scripts/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/ncclguard
+	install -m 0755 $(B)/libncclguard.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 README.md LICENSE $(wildcard docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/ncclguard/
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,80 @@
+/*
+ * comm.h: the communicator registry.
+ *
+ * Owns: one record per communicator this process created (through any creation
+ * path), found from the opaque ncclComm_t handle, which is never dereferenced.
+ * A record carries an id that is identical on every rank of the communicator
+ * (a hash of the ncclUniqueId(s); for split/shrink, derived from the parent's id,
+ * the split ordinal on the parent, and the color or excluded set), its place in
+ * the job, its state and the per-communicator sequence counters.
+ *
+ * Records are preallocated at the first communicator creation and never freed,
+ * so other threads (watchdog, dump) may read them without a lock.
+ *
+ * Threads: ncclguard_comm_find is lock-free and may run on the hot path; the
+ * other functions take a short internal lock and run on creation/destroy paths.
+ */
+#ifndef NCCLGUARD_COMM_H
+#define NCCLGUARD_COMM_H
+
+#include <nccl.h>
+#include <stdint.h>
+
+#define NG_MAX_OP_TYPES 16 /* >= NG_OP_NTYPES of track.h */
+
+enum ng_comm_state {
+    NG_COMM_INITIALIZING,
+    NG_COMM_READY,
+    NG_COMM_FINALIZING,
+    NG_COMM_REVOKED,
+    NG_COMM_ABORTED,
+    NG_COMM_DESTROYED,
+    NG_COMM_FAILED, /* creation returned an error */
+};
+
+struct ng_comm {
+    uint64_t id;
+    ncclComm_t handle;       /* NULL until creation returned it */
+    int rank, nranks, device;
+    int blocking;            /* 0 for nonblocking communicators */
+    char name[64];           /* commName from the config, or "" */
+    uint64_t parent_id;      /* 0 for a root communicator */
+    int64_t created_ns;      /* CLOCK_REALTIME */
+    int state;               /* enum ng_comm_state, atomic */
+    int last_async_error;    /* ncclResult_t, atomic */
+    uint64_t splits;         /* split/shrink calls on this communicator, atomic */
+    uint64_t coll_seq;       /* collectives called so far, atomic */
+    uint64_t ops_by_type[NG_MAX_OP_TYPES]; /* calls that NCCL accepted, atomic */
+    uint64_t *p2p_seq;       /* per peer, nranks entries, atomic */
+};
+
+/* Creates a record in state INITIALIZING (handle not yet known). NULL when the
+ * registry is full or could not be allocated (logged once). */
+struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t parent_id,
+                                   const ncclConfig_t *config);
+
+/* Publishes the handle that creation returned, so ncclguard_comm_find sees it. */
+void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle);
+
+/* Lock-free lookup; NULL for a handle this process never registered. */
+struct ng_comm *ncclguard_comm_find(ncclComm_t handle);
+
+/* Sets the state; DESTROYED and ABORTED also unmap the handle (NCCL may reuse it). */
+void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s);
+
+/* Number of records, and the i-th one (for summaries and dumps). */
+int ncclguard_comm_count(void);
+struct ng_comm *ncclguard_comm_at(int i);
+
+/* 64-bit FNV-1a, used for ids. */
+uint64_t ncclguard_hash(uint64_t h, const void *data, size_t len);
+#define NG_HASH_SEED 0xcbf29ce484222325ULL
+
+/* fork(): the child forgets every record of the parent and starts clean. */
+void ncclguard_comm_atfork_prepare(void);
+void ncclguard_comm_atfork_parent(void);
+void ncclguard_comm_atfork_child(void);
+
+const char *ncclguard_comm_state_name(int s);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * log.h: human-readable messages of the shim.
+ *
+ * Owns: the log destination (stderr, or the file named by NCCLGUARD_LOG, opened
+ * lazily on the first message so that an unused shim opens no file), the level
+ * (NCCLGUARD_LOG_LEVEL), and the "ncclguard: " prefix every line carries.
+ *
+ * Threads: any thread, not signal handlers (formatting uses vsnprintf). Each line
+ * is one write(2), so lines from several threads never interleave.
+ */
+#ifndef NCCLGUARD_LOG_H
+#define NCCLGUARD_LOG_H
+
+enum ng_level { NG_LOG_ERROR = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_DEBUG = 3 };
+
+/* Reads NCCLGUARD_LOG_LEVEL and NCCLGUARD_LOG. Called by the constructor; cheap. */
+void ncclguard_log_init(void);
+
+/* Writes "ncclguard: <message>\n" when lvl is enabled. */
+void ncclguard_log(enum ng_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True when messages of this level are written. */
+int ncclguard_log_enabled(enum ng_level lvl);
+
+#define NG_ERROR(...) ncclguard_log(NG_LOG_ERROR, __VA_ARGS__)
+#define NG_WARN(...) ncclguard_log(NG_LOG_WARN, __VA_ARGS__)
+#define NG_INFO(...) ncclguard_log(NG_LOG_INFO, __VA_ARGS__)
+#define NG_DEBUG(...) ncclguard_log(NG_LOG_DEBUG, __VA_ARGS__)
+
+/* Logs at most once per call site. */
+#define NG_WARN_ONCE(...)                                                          \
+    do {                                                                           \
+        static int ng_once_;                                                       \
+        if (!__atomic_exchange_n(&ng_once_, 1, __ATOMIC_RELAXED)) NG_WARN(__VA_ARGS__); \
+    } while (0)
+
+#endif

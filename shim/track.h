@@ -1,0 +1,84 @@
+/*
+ * track.h: what the generated wrappers in interpose.c call around each NCCL call.
+ *
+ * Owns: the meaning of each call for ncclguard: which communicator it creates or
+ * ends, the per-communicator sequence numbers of collectives and point-to-point
+ * ops, and the thread-local group depth.
+ *
+ * Threads: every function runs on the application thread that made the NCCL
+ * call (the hot path for ops): no malloc, no lock held for long, no syscall.
+ * The *_pre function fills a ticket on the caller's stack that the matching
+ * *_post function receives with the real call's result.
+ */
+#ifndef NCCLGUARD_TRACK_H
+#define NCCLGUARD_TRACK_H
+
+#include <nccl.h>
+#include <stdint.h>
+
+#include "comm.h"
+
+#define NG_OPS(X)                                                                  \
+    X(ALLREDUCE, "AllReduce") X(BROADCAST, "Broadcast") X(BCAST, "Bcast")           \
+    X(REDUCE, "Reduce") X(ALLGATHER, "AllGather") X(REDUCESCATTER, "ReduceScatter") \
+    X(ALLTOALL, "AlltoAll") X(GATHER, "Gather") X(SCATTER, "Scatter")              \
+    X(SEND, "Send") X(RECV, "Recv")
+
+enum ng_op_type {
+#define NG_OP_ENUM(e, s) NG_OP_##e,
+    NG_OPS(NG_OP_ENUM)
+#undef NG_OP_ENUM
+    NG_OP_NTYPES
+};
+
+/* The op name as NCCL spells it ("AllReduce"). */
+const char *ncclguard_op_name(int type);
+
+enum ng_end_kind { NG_END_FINALIZE, NG_END_DESTROY, NG_END_ABORT, NG_END_REVOKE };
+
+struct ng_op_ticket {
+    struct ng_comm *comm;
+    int type;
+    int peer; /* root or peer, -1 when the op has none */
+};
+
+struct ng_init_ticket {
+    struct ng_comm *comm;
+    ncclComm_t *out;
+};
+
+struct ng_end_ticket {
+    struct ng_comm *comm;
+    int kind;
+};
+
+/* True once the shim tracks calls; false when disabled or turned off by an error. */
+extern int ncclguard_tracking;
+
+void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
+                      size_t count, ncclDataType_t dtype, int redop, int root);
+void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t r);
+
+void ncclguard_group_start_post(ncclResult_t r);
+void ncclguard_group_end_post(ncclResult_t r);
+
+/* Creation: InitRank, InitRankConfig and InitRankScalable (nids unique ids). */
+void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank,
+                        int nids, const ncclUniqueId *ids, const ncclConfig_t *config);
+void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev);
+void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
+                         ncclComm_t *out, const ncclConfig_t *config);
+void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int *excluded,
+                          int nexcluded, ncclComm_t *out, const ncclConfig_t *config);
+void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r);
+void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r);
+
+void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind);
+void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);
+
+void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r);
+
+/* Totals for the exit summary. */
+uint64_t ncclguard_op_total(int type);
+
+#endif

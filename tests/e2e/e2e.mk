@@ -1,0 +1,22 @@
+# Small programs used by the end-to-end scripts of tests/e2e.
+E2E_BIN := $(B)/tests/e2e
+FAKE_LIBS = -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
+
+$(E2E_BIN)/nccl_probe: tests/e2e/progs/nccl_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(NCCL_HOME)/lib -l:libnccl.so.2
+
+$(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call: $(E2E_BIN)/%: tests/e2e/progs/%.c \
+        $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
+
+$(E2E_BIN)/libthrow.so: tests/e2e/progs/throw_lib.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -fPIC -shared $(filter -fsanitize%,$(CFLAGS)) -o $@ $<
+
+$(E2E_BIN)/dlopen_throw: tests/e2e/progs/dlopen_throw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -ldl
+
+ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call libthrow.so dlopen_throw)

@@ -1,0 +1,34 @@
+# Shared helpers for the end-to-end scripts in tests/e2e. Source it first.
+# Each script calls pass/fail/skip per case and `finish` at the end, which
+# prints the "e2e-summary:" line that tests/run reads.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+B=${B:-build}
+ROOT=$PWD
+SHIM=$ROOT/$B/libncclguard.so
+FAKES=$ROOT/$B/fakes
+APPS=$ROOT/$B/apps
+REAL_NCCL_DIR=${NCCL_HOME:-/usr/local/cuda}/lib
+_passed=0 _failed=0 _skipped=0
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-e2e.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+pass() { echo "PASS $1"; _passed=$((_passed + 1)); }
+fail() { echo "FAIL $1: ${2:-}"; _failed=$((_failed + 1)); }
+skip() { echo "SKIP $1: ${2:-}"; _skipped=$((_skipped + 1)); }
+# check NAME CMD...: pass when CMD succeeds
+check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n" "command failed: $*"; fi; }
+finish() { echo "e2e-summary: passed=$_passed failed=$_failed skipped=$_skipped"; [ $_failed -eq 0 ]; }
+
+# LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
+preload() {
+    if [ "${SANITIZE:-}" = 1 ]; then
+        echo "$(gcc -print-file-name=libasan.so):$SHIM"
+    else
+        echo "$SHIM"
+    fi
+}
+# with_fakes CMD...: run CMD with the CPU harness on the library path
+with_fakes() { LD_LIBRARY_PATH=$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+# under_shim CMD...: run CMD with the fakes and the shim preloaded
+under_shim() { LD_PRELOAD=$(preload) with_fakes "$@"; }

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The preloaded library itself: exports, dependencies, pass-through against the
+# real NVIDIA NCCL and against the fake, inertness in processes that never use
+# NCCL, fork safety, the libunwind hazard, missing symbols, NCCLGUARD_DISABLE.
+source "$(dirname "$0")/lib.sh"
+E2E=$ROOT/$B/tests/e2e
+
+# --- exports: exactly the entry points of nccl_api.def --------------------------------
+expected=$(grep -oE '^NCCL_API(_VOID)?\((ncclResult_t|ng_cstr), [A-Za-z_]+, [A-Za-z]+|^NCCL_API_VOID\([A-Za-z]+' \
+    shim/nccl_api.def | awk -F', ' '{print $NF}' | sed 's/.*(//; s/^/nccl/' | sort)
+exported=$(nm -D --defined-only "$SHIM" | awk '{print $3}' | sort)
+if [ -n "$expected" ] && [ "$expected" = "$exported" ]; then
+    pass "exports are exactly the $(echo "$expected" | wc -l) NCCL entry points of nccl_api.def"
+else
+    fail "exports" "$(diff <(echo "$expected") <(echo "$exported") | head -n 10)"
+fi
+
+# --- dependencies: libc only ------------------------------------------------------------
+needed=$(readelf -d "$SHIM" | awk '/NEEDED/ {print $5}' | tr -d '[]' |
+    grep -v -e '^libc\.so' -e '^ld-linux' -e '^libasan' -e '^libubsan')
+if [ -z "$needed" ]; then pass "NEEDED has the C library only"
+else fail "NEEDED has the C library only" "$needed"; fi
+
+# --- pass-through against the real NCCL (no fake libcuda on the path) -------------------
+if [ -e "$E2E/nccl_probe" ] && ldd "$E2E/nccl_probe" | grep -q 'libnccl.so.2 => /'; then
+    "$E2E/nccl_probe" >"$TMP/real.plain" 2>/dev/null
+    LD_PRELOAD=$(preload) "$E2E/nccl_probe" >"$TMP/real.shim" 2>"$TMP/real.err"
+    if grep -q 'ncclGetVersion -> 0 version=' "$TMP/real.plain" &&
+        grep -q 'ncclCommInitRank -> ' "$TMP/real.plain" &&
+        cmp -s "$TMP/real.plain" "$TMP/real.shim"; then
+        pass "real libnccl.so.2 answers the same with and without the shim"
+    else
+        fail "real libnccl.so.2 differential" "$(diff "$TMP/real.plain" "$TMP/real.shim" | head)"
+    fi
+else
+    skip "real libnccl.so.2 differential" "the real libnccl.so.2 is not installed"
+fi
+
+# --- the libunwind hazard ------------------------------------------------------------
+LD_DEBUG=bindings LD_DEBUG_OUTPUT=$TMP/bind LD_PRELOAD=$(preload) \
+    "$E2E/dlopen_throw" "$E2E/libthrow.so" >/dev/null 2>&1
+rc=$?
+binds=$(cat "$TMP"/bind.* 2>/dev/null | grep "normal symbol \`_Unwind_RaiseException'")
+if [ $rc -eq 0 ] && [ -n "$binds" ] && ! echo "$binds" | grep -qv 'to [^ ]*libgcc_s\.so'; then
+    pass "C++ exceptions under the shim unwind through libgcc_s"
+else
+    fail "C++ exceptions under the shim unwind through libgcc_s" "rc=$rc ${binds:-no binding seen}"
+fi
+
+# --- inertness: a process that never creates a communicator ----------------------------
+# wait_ready PID: until the process has exec'd and mapped its libraries
+wait_ready() {
+    for _ in $(seq 100); do
+        grep -q 'libc.so' "/proc/$1/maps" 2>/dev/null && [ -n "$(ls /proc/$1/fd 2>/dev/null)" ] &&
+            return 0
+        sleep 0.05
+    done
+    return 1
+}
+# snapshot PID: threads, open fds, mapped files (the shim itself left out)
+snapshot() {
+    echo "threads $(ls "/proc/$1/task" | wc -l)"
+    echo "fds $(ls "/proc/$1/fd" | sort -n | tr '\n' ' ')"
+    awk '$6 != "" && $6 !~ /libncclguard\.so$/ {print "file " $6}' "/proc/$1/maps" | sort -u
+}
+anon_kb() { awk '/^Anonymous:/ {print $2}' "/proc/$1/smaps_rollup"; }
+# No allocation of note: anonymous memory may grow by the shim's own data pages only.
+ANON_SLACK_KB=64
+inert() { # NAME CMD...: compare the process with and without the shim
+    local name=$1; shift
+    "$@" & local p1=$!
+    LD_PRELOAD=$SHIM "$@" & local p2=$!
+    if wait_ready $p1 && wait_ready $p2; then
+        sleep 0.5
+        snapshot $p1 >"$TMP/inert.plain"
+        snapshot $p2 >"$TMP/inert.shim"
+        local shim_mapped grew
+        shim_mapped=$(grep -c 'libncclguard\.so' "/proc/$p2/maps")
+        grew=$(($(anon_kb $p2) - $(anon_kb $p1)))
+        kill $p1 $p2 2>/dev/null; wait $p1 $p2 2>/dev/null
+        if [ "$shim_mapped" -gt 0 ] && cmp -s "$TMP/inert.plain" "$TMP/inert.shim" &&
+            [ $grew -le $ANON_SLACK_KB ]; then
+            pass "inert in $name: same threads, fds, mapped files; anonymous memory +${grew} KiB"
+        else
+            fail "inert in $name" "$(diff "$TMP/inert.plain" "$TMP/inert.shim" | head; echo "shim mapped: $shim_mapped, anonymous +${grew} KiB")"
+        fi
+    else
+        kill $p1 $p2 2>/dev/null; wait $p1 $p2 2>/dev/null
+        fail "inert in $name" "process did not start"
+    fi
+}
+if [ "${SANITIZE:-}" = 1 ]; then
+    skip "inertness" "measured on the production build (ASan adds its own threads and maps)"
+else
+    inert sleep sleep 30
+    PYTHONHASHSEED=0 inert python3 python3 -c 'import time; time.sleep(30)'
+    # a process that never uses NCCL writes nothing either
+    out=$(LD_PRELOAD=$SHIM python3 -c 'print("ok")' 2>&1)
+    if [ "$out" = ok ]; then pass "silent in a process without NCCL"
+    else fail "silent in a process without NCCL" "$out"; fi
+fi
+
+# --- everything below needs the CPU harness ---------------------------------------------
+if [ ! -e "$FAKES/libnccl.so.2" ] || [ ! -e "$E2E/call_each" ]; then
+    skip "harness tests" "fake NCCL not built"
+    finish; exit
+fi
+
+# --- differential: every call reaches the fake unchanged ------------------------------
+with_fakes env FAKENCCL_CALL_LOG="$TMP/each.plain" "$E2E/call_each" >"$TMP/each.out.plain" 2>&1
+under_shim env FAKENCCL_CALL_LOG="$TMP/each.shim" "$E2E/call_each" >"$TMP/each.out.shim" 2>&1
+calls=$(cut -d' ' -f1 "$TMP/each.plain" 2>/dev/null | grep -o 'nccl[A-Za-z]*' | sort -u | wc -l)
+if [ "$calls" -ge 41 ] && cmp -s "$TMP/each.plain" "$TMP/each.shim" &&
+    cmp -s "$TMP/each.out.plain" "$TMP/each.out.shim"; then
+    pass "call_each: the fake receives identical calls with and without the shim ($calls APIs)"
+else
+    fail "call_each differential" "calls=$calls $(diff "$TMP/each.plain" "$TMP/each.shim" | head -n 8)"
+fi
+
+# --- NCCLGUARD_DISABLE=1 is a pure pass-through ---------------------------------------
+under_shim env NCCLGUARD_DISABLE=1 NCCLGUARD_LOG_LEVEL=debug FAKENCCL_CALL_LOG="$TMP/each.off" \
+    "$E2E/call_each" >"$TMP/each.out.off" 2>"$TMP/each.err.off"
+if cmp -s "$TMP/each.plain" "$TMP/each.off" && ! grep -q '^ncclguard:' "$TMP/each.err.off"; then
+    pass "NCCLGUARD_DISABLE=1: identical calls and no tracking"
+else
+    fail "NCCLGUARD_DISABLE=1" "$(head -n 3 "$TMP/each.err.off")"
+fi
+under_shim env NCCLGUARD_LOG_LEVEL=debug "$E2E/call_each" >/dev/null 2>"$TMP/each.err.on"
+if grep -q '^ncclguard: .*summary: [1-9][0-9]* communicators' "$TMP/each.err.on"; then
+    pass "tracking on by default: exit summary counts communicators"
+else
+    fail "exit summary" "$(head -n 3 "$TMP/each.err.on")"
+fi
+
+# --- fork while another thread is inside an NCCL call -----------------------------------
+if timeout 120 bash -c "$(declare -f under_shim with_fakes preload); SHIM=$SHIM FAKES=$FAKES \
+        under_shim $E2E/fork_in_call" >"$TMP/fork.out" 2>&1; then
+    pass "fork while a thread is inside ncclCommInitRank: the child uses NCCL cleanly"
+else
+    fail "fork in call" "$(tail -n 3 "$TMP/fork.out")"
+fi
+
+finish
