@@ -1,0 +1,112 @@
+/*
+ * fakenccl operations: what an API call records (fn_op), how ops are fused
+ * into one host function per stream (fn_batch), how that host function
+ * makes progress on the stream worker of the fake libcuda (fn_exec), and the
+ * group state of each thread.
+ *
+ * Path of one op: ops.c checks the arguments and builds an fn_op; outside a
+ * group, launch.c wraps it in a batch and enqueues fn_batch_run with
+ * cuLaunchHostFunc on the caller's stream (a nonblocking comm hands the
+ * batch to the helper thread instead); inside a group, group.c collects ops
+ * until the outermost ncclGroupEnd, which makes one batch per stream.
+ * fn_batch_run (exec.c) then assigns sequence numbers at execution time and
+ * drives each op's state machine (coll.c, p2p.c) until every op is done,
+ * sleeping on the communicators' doorbells when nothing can move.
+ */
+#ifndef FAKENCCL_EXEC_H
+#define FAKENCCL_EXEC_H
+
+#include "fakenccl_comm.h"
+
+enum fn_op_kind {
+    FN_OP_ALLREDUCE,
+    FN_OP_BROADCAST, /* also ncclBcast */
+    FN_OP_REDUCE,
+    FN_OP_ALLGATHER,
+    FN_OP_REDUCESCATTER,
+    FN_OP_ALLTOALL,
+    FN_OP_GATHER,
+    FN_OP_SCATTER,
+    FN_OP_SEND,
+    FN_OP_RECV,
+};
+
+/* The reduction a collective descriptor carries when its op is a PreMulSum. */
+#define FN_REDOP_PREMULSUM 1000
+/* The descriptor's reduction or root for ops that have none. */
+#define FN_NONE (-1)
+
+/* One recorded operation; immutable once recorded (a captured one lives forever). */
+struct fn_op {
+    enum fn_op_kind kind;
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;
+    ncclDataType_t dtype;
+    int redop;            /* ncclRedOp_t, FN_REDOP_PREMULSUM, or FN_NONE */
+    int root;             /* root, peer for Send/Recv, or FN_NONE */
+    struct fn_comm *comm;
+    CUstream stream;
+    struct fn_redop premul; /* the PreMulSum operator, copied at call time */
+};
+
+/* The ops of one stream in one launch: run by one host function. */
+struct fn_batch {
+    CUstream stream;
+    CUcontext ctx;        /* made current to launch (NULL/legacy streams are per context) */
+    bool captured;        /* recorded into a graph: kept forever, run at each launch */
+    int nops;
+    struct fn_op *ops;
+    int ncomms;
+    struct fn_comm **comms; /* distinct comms of ops, in first-use order */
+};
+
+/* Progress of one op during one execution of its batch. */
+enum fn_step { FN_STEP_BLOCKED, FN_STEP_MOVED, FN_STEP_DONE, FN_STEP_FAILED };
+
+struct fn_exec {
+    const struct fn_op *op;
+    enum fn_step status;  /* BLOCKED/MOVED while running */
+    uint64_t seq;         /* collective seq (0-based) or p2p seq (1-based) */
+    uint64_t step;        /* first staging step of a collective */
+    uint64_t rounds, round;
+    int phase;
+    size_t pos;           /* bytes moved so far (p2p) */
+    void *snapshot;       /* private copy of an in-place AlltoAll send buffer */
+    bool reported;        /* the mismatch line was printed */
+};
+
+/* ---- coll.c / p2p.c: one step of an op's state machine, on a stream worker ---- */
+uint64_t fn_coll_rounds(const struct fn_op *op);
+enum fn_step fn_coll_step(struct fn_exec *e);
+enum fn_step fn_p2p_step(struct fn_exec *e);
+/* Why an op on c must stop now (abort, revoke, async error), or ncclSuccess. */
+ncclResult_t fn_exec_interrupted(struct fn_comm *c);
+/* NCCL's name of an op kind ("AllReduce"). */
+const char *fn_op_name(enum fn_op_kind k);
+
+/* ---- exec.c ---- */
+/* The host function: runs a batch to completion on the stream worker. */
+void fn_batch_run(void *arg);
+
+/* ---- launch.c ---- */
+/*
+ * Launches ops (already checked) now: one batch per (stream, context), one
+ * cuLaunchHostFunc each. When any comm is nonblocking (and no stream is
+ * capturing or the per-thread default stream) the launch is queued to the
+ * helper thread and ncclInProgress is returned. Copies `ops`.
+ */
+ncclResult_t fn_launch(const struct fn_op *ops, int nops);
+/* Fork: a child forgets the parent's helper thread and queued launches. */
+void fn_helper_atfork(enum fn_fork_phase phase);
+
+/* ---- group.c ---- */
+int fn_group_depth(void);
+/* Records an op in the calling thread's open group. */
+ncclResult_t fn_group_add_op(const struct fn_op *op);
+/* Records a deferred creation in the calling thread's open group. */
+ncclResult_t fn_group_add_create(struct fn_create_job *job);
+/* Remembers the first error of a call made inside the group (ncclGroupEnd returns it). */
+void fn_group_note_error(ncclResult_t err);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * fakenccl groups: ncclGroupStart, ncclGroupEnd, ncclGroupSimulateEnd.
+ *
+ * The group depth and the recorded calls are thread-local, as in NCCL: ops
+ * called from another thread while one thread has a group open are
+ * independent. Inside a group, op calls are checked and recorded and return
+ * at once; creation calls (InitRank, Split, Shrink) are recorded too. The
+ * outermost ncclGroupEnd first completes the creations, each on its own
+ * thread so that a single thread can create every rank of a communicator,
+ * then launches the ops: one fused host function per stream touched, so a
+ * ring of Send/Recv between neighbours inside one group cannot deadlock.
+ * The first error of a call inside the group is returned again by
+ * ncclGroupEnd, which then launches nothing.
+ */
+#include "fakenccl_calllog.h"
+#include "fakenccl_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FN_SIM_MAGIC 0x74685283u
+
+struct group_state {
+    int depth;
+    struct fn_op *ops;
+    int nops, cap;
+    struct fn_create_job **jobs;
+    int njobs, jcap;
+    ncclResult_t err;
+};
+
+static _Thread_local struct group_state g;
+
+int fn_group_depth(void)
+{
+    return g.depth;
+}
+
+void fn_group_note_error(ncclResult_t err)
+{
+    if (g.depth > 0 && g.err == ncclSuccess && err != ncclSuccess && err != ncclInProgress)
+        g.err = err;
+}
+
+ncclResult_t fn_group_add_op(const struct fn_op *op)
+{
+    if (g.nops == g.cap) {
+        int cap = g.cap ? g.cap * 2 : 16;
+        struct fn_op *ops = realloc(g.ops, (size_t)cap * sizeof *ops);
+        if (!ops) {
+            fn_warn("fakenccl: out of memory recording a group call");
+            fn_group_note_error(ncclSystemError);
+            return ncclSystemError;
+        }
+        g.ops = ops;
+        g.cap = cap;
+    }
+    g.ops[g.nops++] = *op;
+    return ncclSuccess;
+}
+
+ncclResult_t fn_group_add_create(struct fn_create_job *job)
+{
+    if (g.njobs == g.jcap) {
+        int cap = g.jcap ? g.jcap * 2 : 8;
+        struct fn_create_job **jobs = realloc(g.jobs, (size_t)cap * sizeof *jobs);
+        if (!jobs) {
+            fn_warn("fakenccl: out of memory recording a group call");
+            fn_group_note_error(ncclSystemError);
+            return ncclSystemError;
+        }
+        g.jobs = jobs;
+        g.jcap = cap;
+    }
+    g.jobs[g.njobs++] = job;
+    return ncclSuccess;
+}
+
+/* NCCL-like cost model for ncclGroupSimulateEnd: 10 us per op plus 1 GB/s, in microseconds. */
+static float simulate(const struct fn_op *ops, int nops)
+{
+    double us = 0;
+    for (int i = 0; i < nops; i++)
+        us += 10.0 + (double)(ops[i].count * fn_type_size(ops[i].dtype)) * 1e-3;
+    return (float)us;
+}
+
+/* The outermost end of a group: creations first, then (unless simulating) the ops. */
+static ncclResult_t group_end(ncclSimInfo_t *sim)
+{
+    if (g.depth == 0) {
+        fn_warn("ncclGroupEnd: not in a group call.");
+        return ncclInvalidUsage;
+    }
+    if (--g.depth > 0)
+        return ncclSuccess;
+    struct group_state s = g;
+    memset(&g, 0, sizeof g);
+    ncclResult_t res = s.err;
+    bool async = false;
+    if (res != ncclSuccess) {
+        for (int i = 0; i < s.njobs; i++)
+            fn_create_cancel(s.jobs[i], res);
+    } else {
+        if (s.njobs > 0)
+            res = fn_create_group_end(s.jobs, s.njobs, &async);
+        if (sim)
+            sim->estimatedTime = simulate(s.ops, s.nops);
+        else if (res == ncclSuccess && s.nops > 0)
+            res = fn_launch(s.ops, s.nops);
+    }
+    free(s.ops);
+    free(s.jobs);
+    if (res == ncclInProgress)
+        async = true;
+    else if (res != ncclSuccess)
+        return res;
+    return async ? ncclInProgress : ncclSuccess;
+}
+
+FN_EXPORT ncclResult_t pncclGroupStart(void)
+{
+    g.depth++;
+    struct fn_logline l;
+    if (fn_log_begin(&l, "ncclGroupStart"))
+        fn_log_end(&l, ncclSuccess);
+    return ncclSuccess;
+}
+FN_WEAK_ALIAS(ncclGroupStart);
+
+FN_EXPORT ncclResult_t pncclGroupEnd(void)
+{
+    if (g.depth == 1) { /* FAKENCCL_FAIL_OP=GroupEnd: the outermost end fails, dropping the group */
+        int rank = g.nops > 0 ? g.ops[0].comm->rank : FN_NO_RANK;
+        ncclResult_t f = fn_fault_check_call("GroupEnd", rank);
+        if (f != ncclSuccess && g.err == ncclSuccess)
+            g.err = f;
+    }
+    ncclResult_t r = group_end(NULL);
+    struct fn_logline l;
+    if (fn_log_begin(&l, "ncclGroupEnd"))
+        fn_log_end(&l, r);
+    return r;
+}
+FN_WEAK_ALIAS(ncclGroupEnd);
+
+FN_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    ncclResult_t r = ncclSuccess;
+    if (!simInfo) {
+        fn_warn("GroupSimulateEnd : simInfo argument is NULL");
+        r = ncclInvalidArgument;
+    } else if (simInfo->magic != FN_SIM_MAGIC) {
+        fn_warn("ncclSimInfo_t argument not initialized via the sim info initializer");
+        r = ncclInvalidArgument;
+    } else {
+        r = group_end(simInfo);
+    }
+    struct fn_logline l;
+    if (fn_log_begin(&l, "ncclGroupSimulateEnd")) {
+        if (simInfo && r == ncclSuccess)
+            fn_log_fmt(&l, " simInfo={estimatedTime=%.3f}", (double)simInfo->estimatedTime);
+        else
+            fn_log_ptr(&l, "simInfo", FN_LOG_BUF, simInfo);
+        fn_log_end(&l, r);
+    }
+    return r;
+}
+FN_WEAK_ALIAS(ncclGroupSimulateEnd);

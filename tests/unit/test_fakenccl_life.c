@@ -1,0 +1,577 @@
+/*
+ * Fake NCCL: communicator life. Nonblocking init, ops and group ends
+ * (ncclInProgress, then ncclCommGetAsyncError reaches ncclSuccess); split
+ * and shrink membership and results; abort waking every waiter in every
+ * process; revoke; finalize; destroy waiting for outstanding ops; use after
+ * destroy or abort rejected loudly; fork.
+ */
+#include "test_fakenccl_util.h"
+
+#include "fakecuda.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct shared {
+    ncclUniqueId id;
+    volatile int flag, count, done;
+};
+
+static struct shared *new_shared(void)
+{
+    struct shared *sh = fnt_shared(sizeof *sh);
+    sh->id = fnt_unique_id();
+    return sh;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
+static ncclResult_t poll_async(ncclComm_t comm)
+{
+    ncclResult_t st = ncclInProgress;
+    for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        if (st == ncclInProgress)
+            sleep_ms(1);
+    }
+    return st;
+}
+
+static void arrive(struct shared *sh, int n)
+{
+    __atomic_fetch_add(&sh->count, 1, __ATOMIC_ACQ_REL);
+    FNT_CHECK(fnt_wait_flag(&sh->count, n, 30), "peers did not arrive");
+}
+
+static void nonblocking_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    int v = rank + 1, out = 0, count;
+    cfg.blocking = 0;
+    if (rank == 1) /* rank 1 arrives late: rank 0's init stays in progress meanwhile */
+        FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
+    FNT_CHECK(ncclCommInitRankConfig(&comm, n, sh->id, rank, &cfg) == ncclInProgress,
+              "init did not return ncclInProgress");
+    FNT_CHECK(comm != NULL, "no handle from a nonblocking init");
+    if (rank == 0) {
+        ncclResult_t st;
+        sleep_ms(200);
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        FNT_CHECK(st == ncclInProgress, "init completed without its peer (%d)", st);
+        /* using it before init completed is NCCL's "Attempt to use communicator before..." */
+        FNT_CHECK(ncclCommCount(comm, &count) == ncclInvalidArgument, "count accepted");
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ==
+                      ncclInvalidArgument, "op accepted during init");
+        FNT_CHECK(strstr(ncclGetLastError(comm), "Attempt to use communicator") != NULL,
+                  "last error: %s", ncclGetLastError(comm));
+        fnt_set_flag(&sh->flag, 1);
+    }
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "init did not succeed");
+    FNT_NCCL(ncclCommCount(comm, &count));
+    FNT_CHECK(count == n, "count %d", count);
+    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInProgress,
+              "op did not return ncclInProgress");
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "op launch did not complete");
+    fnt_sync(s);
+    FNT_CHECK(out == 3, "out = %d", out);
+    FNT_NCCL(ncclGroupStart());
+    FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclMax, comm, s));
+    FNT_CHECK(ncclGroupEnd() == ncclInProgress, "group end did not return ncclInProgress");
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "group launch did not complete");
+    fnt_sync(s);
+    FNT_CHECK(out == 2, "out = %d", out);
+    FNT_CHECK(ncclCommFinalize(comm) == ncclInProgress, "finalize did not return ncclInProgress");
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "finalize did not complete");
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(nonblocking_init_op_group_finalize)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, nonblocking_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+static void env_nonblocking_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm;
+    int v = 1, out = 0;
+    setenv("NCCL_COMM_BLOCKING", "0", 1);
+    FNT_CHECK(ncclCommInitRank(&comm, n, sh->id, rank) == ncclInProgress, "not in progress");
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "init failed");
+    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, CU_STREAM_PER_THREAD) ==
+                  ncclInProgress, "op not in progress");
+    FNT_CHECK(poll_async(comm) == ncclSuccess, "op failed");
+    FNT_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    FNT_CHECK(out == n, "out = %d", out);
+    (void)s;
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(nccl_comm_blocking_env)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, env_nonblocking_rank, sh), 0);
+}
+END_TEST
+
+/* Split by parity with reversed keys; a second split where rank 3 gives NCCL_SPLIT_NOCOLOR. */
+static void split_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm, child, child2;
+    int count, me, dev, out = 0, gathered[8];
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    FNT_NCCL(ncclCommSplit(comm, rank % 2, -rank, &child, NULL));
+    FNT_CHECK(child != NULL, "no child");
+    FNT_NCCL(ncclCommCount(child, &count));
+    FNT_NCCL(ncclCommUserRank(child, &me));
+    FNT_NCCL(ncclCommCuDevice(child, &dev));
+    FNT_CHECK(count == n / 2, "count %d", count);
+    /* keys -rank: the highest parent rank of a color comes first */
+    FNT_CHECK(me == (n - 1 - rank) / 2, "rank %d got child rank %d", rank, me);
+    FNT_CHECK(dev == rank % 8, "device %d", dev);
+    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, child, s));
+    FNT_NCCL(ncclAllGather(&rank, gathered, 1, ncclInt32, child, s));
+    fnt_sync(s);
+    int want = 0;
+    for (int r = rank % 2; r < n; r += 2)
+        want += r;
+    FNT_CHECK(out == want, "sum %d want %d", out, want);
+    for (int k = 0; k < count; k++) /* in child rank order: parent ranks descending */
+        FNT_CHECK(gathered[k] == n - 2 + rank % 2 - 2 * k, "gathered[%d] = %d", k, gathered[k]);
+    FNT_NCCL(ncclCommSplit(comm, rank == 3 ? NCCL_SPLIT_NOCOLOR : 0, rank, &child2, NULL));
+    if (rank == 3) {
+        FNT_CHECK(child2 == NULL, "NOCOLOR gave a communicator");
+    } else {
+        FNT_NCCL(ncclCommCount(child2, &count));
+        FNT_CHECK(count == n - 1, "count %d", count);
+        FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, child2, s));
+        fnt_sync(s);
+        FNT_CHECK(out == 0 + 1 + 2, "out %d", out);
+        FNT_NCCL(ncclCommDestroy(child2));
+    }
+    /* the parent still works after its splits */
+    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, comm, s));
+    fnt_sync(s);
+    FNT_CHECK(out == n * (n - 1) / 2, "parent out %d", out);
+    FNT_NCCL(ncclCommDestroy(child));
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(split_membership_and_results)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(4, split_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+/* Shrink without rank 2, which never calls it; then shrink away a rank that "died" while the
+ * others were stuck in an op with it (NCCL_SHRINK_ABORT ends that op). */
+static void shrink_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm, small, smaller;
+    CUevent ev;
+    int count, me, out = 0, excl[1] = {2}, excl2[1] = {1};
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    if (rank == 2) {
+        FNT_NCCL(ncclCommDestroy(comm));
+        return;
+    }
+    FNT_NCCL(ncclCommShrink(comm, excl, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    FNT_NCCL(ncclCommCount(small, &count));
+    FNT_NCCL(ncclCommUserRank(small, &me));
+    FNT_CHECK(count == 3 && me == (rank < 2 ? rank : 2), "count %d rank %d", count, me);
+    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
+    fnt_sync(s);
+    FNT_CHECK(out == 0 + 1 + 3, "out %d", out);
+    /* small rank 1 (parent rank 1) dies; the others are stuck in an AllReduce with it */
+    if (me == 1)
+        _exit(0);
+    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
+    FNT_CU(cuEventRecord(ev, s));
+    sleep_ms(300);
+    FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "op completed without its peer");
+    FNT_NCCL(ncclCommShrink(small, excl2, 1, &smaller, NULL, NCCL_SHRINK_ABORT));
+    FNT_CU(cuEventSynchronize(ev)); /* the stuck op was ended */
+    FNT_NCCL(ncclCommCount(smaller, &count));
+    FNT_CHECK(count == 2, "count %d", count);
+    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, smaller, s));
+    fnt_sync(s);
+    FNT_CHECK(out == 0 + 3, "out %d", out);
+    FNT_NCCL(ncclCommDestroy(smaller));
+    FNT_NCCL(ncclCommAbort(small));
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(shrink_membership_and_abort_mode)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(4, shrink_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+/* Rank 0 aborts while ranks 0 and 1 wait for rank 2 in an AllReduce. */
+static void abort_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm;
+    CUevent ev;
+    ncclResult_t st;
+    int v = 1, out = 0;
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    if (rank < 2) {
+        FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
+        FNT_CU(cuEventRecord(ev, s));
+        sleep_ms(300);
+        FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 2");
+    }
+    arrive(sh, n);
+    if (rank == 0) {
+        FNT_NCCL(ncclCommAbort(comm));
+        FNT_CU(cuEventSynchronize(ev));
+        /* the handle is gone: every later call on it is refused */
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ==
+                      ncclInvalidArgument, "op on an aborted comm accepted");
+        FNT_CHECK(ncclCommGetAsyncError(comm, &st) == ncclInvalidArgument, "async accepted");
+        FNT_CHECK(ncclCommAbort(comm) == ncclInvalidArgument, "double abort accepted");
+        fnt_set_flag(&sh->flag, 1);
+        return;
+    }
+    FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not abort");
+    if (rank == 1) /* the peer's waiting op was woken with an error */
+        FNT_CU(cuEventSynchronize(ev));
+    FNT_CHECK(out == 0, "the aborted op wrote a result");
+    FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+    FNT_CHECK(st == ncclRemoteError, "async error %d", st);
+    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclRemoteError,
+              "op after a remote abort accepted");
+    FNT_CHECK(ncclCommDestroy(comm) == ncclRemoteError, "destroy of a failed comm accepted");
+    FNT_NCCL(ncclCommAbort(comm));
+}
+
+START_TEST(abort_wakes_waiters_in_every_process)
+{
+    struct shared *sh = new_shared();
+    fnt_stderr_begin();
+    int failed = fnt_run(3, abort_rank, sh);
+    char *err = fnt_stderr_end();
+    ck_assert_int_eq(failed, 0);
+    ck_assert_ptr_nonnull(strstr(err, "fakenccl: ncclAllReduce on an aborted communicator"));
+    free(err);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+/* Rank 0 revokes while its AllReduce waits for rank 1. */
+static void revoke_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm, again;
+    CUevent ev;
+    ncclResult_t st;
+    int v = 1, out = 0, count;
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    if (rank == 0) {
+        FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
+        FNT_CU(cuEventRecord(ev, s));
+        sleep_ms(300);
+        FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 1");
+        FNT_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+        FNT_CU(cuEventSynchronize(ev)); /* the pending op ended (with an error) */
+        FNT_CHECK(out == 0, "the revoked op wrote a result");
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        FNT_CHECK(st == ncclSuccess, "async %d after revoke", st);
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInvalidUsage,
+                  "op after revoke accepted");
+        FNT_CHECK(ncclCommRevoke(comm, 0) == ncclInvalidArgument, "double revoke accepted");
+        FNT_CHECK(ncclCommFinalize(comm) == ncclInvalidArgument, "finalize after revoke");
+        FNT_NCCL(ncclCommCount(comm, &count)); /* the handle stays valid */
+        fnt_set_flag(&sh->flag, 1);
+    } else {
+        FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not revoke");
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        FNT_CHECK(st == ncclRemoteError, "peer async %d", st);
+        FNT_NCCL(ncclCommRevoke(comm, 0));
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        FNT_CHECK(st == ncclSuccess, "async %d after own revoke", st);
+    }
+    /* a revoked communicator can still be shrunk... by nobody here; split it instead */
+    FNT_NCCL(ncclCommSplit(comm, 0, rank, &again, NULL));
+    FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, again, s));
+    fnt_sync(s);
+    FNT_CHECK(out == n, "out %d", out);
+    FNT_NCCL(ncclCommDestroy(again));
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(revoke_ends_pending_ops_and_keeps_handle)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, revoke_rank, sh), 0);
+}
+END_TEST
+
+struct destroy_arg {
+    ncclComm_t comm;
+    volatile int returned;
+};
+
+static void *destroy_thread(void *p)
+{
+    struct destroy_arg *d = p;
+    FNT_NCCL(ncclCommDestroy(d->comm));
+    fnt_set_flag(&d->returned, 1);
+    return NULL;
+}
+
+/* Destroy (without finalize) waits for outstanding ops, like NCCL's stream sync;
+ * finalize too, and destroy after finalize is local. */
+static void destroy_waits_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm;
+    int v = 1, out = 0;
+    pthread_t t;
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    if (rank == 1)
+        FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
+    FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
+    if (rank == 0) {
+        struct destroy_arg d = {comm, 0};
+        FNT_CHECK(pthread_create(&t, NULL, destroy_thread, &d) == 0, "pthread_create");
+        sleep_ms(400);
+        FNT_CHECK(!__atomic_load_n(&d.returned, __ATOMIC_ACQUIRE),
+                  "destroy returned with an op outstanding");
+        fnt_set_flag(&sh->flag, 1);
+        pthread_join(t, NULL);
+        FNT_CHECK(out == 2, "out %d", out);
+    } else {
+        FNT_NCCL(ncclCommFinalize(comm)); /* blocking: returns once the op is done */
+        FNT_CHECK(out == 2, "finalize returned before the op finished");
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInvalidUsage,
+                  "op after finalize accepted");
+        FNT_NCCL(ncclCommDestroy(comm));
+    }
+}
+
+START_TEST(destroy_and_finalize_wait_for_outstanding_ops)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, destroy_waits_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+START_TEST(use_after_destroy_is_rejected_loudly)
+{
+    ncclUniqueId id = fnt_unique_id();
+    ncclComm_t comm;
+    ncclResult_t st;
+    int v = 1, out, count;
+    CUstream s;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess); /* device 0 by default */
+    ck_assert_int_eq(ncclCommCuDevice(comm, &count), ncclSuccess);
+    ck_assert_int_eq(count, 0);
+    ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    ck_assert_int_eq(out, 1);
+    ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+    fnt_stderr_begin();
+    ncclResult_t r1 = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s);
+    ncclResult_t r2 = ncclCommDestroy(comm);
+    ncclResult_t r3 = ncclCommGetAsyncError(comm, &st);
+    ncclResult_t r4 = ncclCommCount(comm, &count);
+    ncclResult_t r5 = ncclSend(&v, 1, ncclInt32, 0, comm, s);
+    char *err = fnt_stderr_end();
+    ck_assert_int_eq(r1, ncclInvalidArgument);
+    ck_assert_int_eq(r2, ncclInvalidArgument);
+    ck_assert_int_eq(r3, ncclInvalidArgument);
+    ck_assert_int_eq(r4, ncclInvalidArgument);
+    ck_assert_int_eq(r5, ncclInvalidArgument);
+    ck_assert_ptr_nonnull(strstr(err, "fakenccl: ncclAllReduce on a destroyed communicator"));
+    ck_assert_ptr_nonnull(strstr(err, "fakenccl: ncclCommDestroy on a destroyed communicator"));
+    ck_assert_ptr_nonnull(strstr(err, "fakenccl: ncclCommCount on a destroyed communicator"));
+    free(err);
+    /* a pointer that was never a communicator */
+    int junk[64] = {0};
+    ck_assert_int_eq(ncclCommCount((ncclComm_t)junk, &count), ncclInvalidArgument);
+    ck_assert(fnt_shm_clean(&id));
+}
+END_TEST
+
+/* A thread keeps calling into the fake (taking its locks) while the process forks: the child
+ * is never stuck on a lock, and it can create and use a fresh communicator. */
+static volatile int stop_calls;
+
+static void *caller(void *p)
+{
+    (void)p;
+    ncclUniqueId id;
+    int version;
+    while (!__atomic_load_n(&stop_calls, __ATOMIC_ACQUIRE)) {
+        ncclGetUniqueId(&id);
+        ncclGetVersion(&version);
+        ncclGetLastError(NULL);
+        ncclGroupEnd(); /* an error: writes the last-error text under its lock */
+    }
+    return NULL;
+}
+
+static int fork_child(void)
+{
+    ncclUniqueId id;
+    ncclComm_t comm;
+    CUstream s;
+    int v = 5, out = 0;
+    alarm(60);
+    if (ncclGetUniqueId(&id) || cuInit(0) || ncclCommInitRank(&comm, 1, id, 0) ||
+        cuStreamCreate(&s, 0) || ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ||
+        cuStreamSynchronize(s) || out != 5 || ncclCommDestroy(comm))
+        return 1;
+    return 0;
+}
+
+START_TEST(fork_child_starts_clean)
+{
+    char dir[] = "/tmp/fnt-fork-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/log-%%p", dir);
+    setenv("FAKENCCL_CALL_LOG", path, 1); /* the call log's lock is taken in the loop too */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, caller, NULL), 0);
+    for (int i = 0; i < 20; i++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(fork_child());
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    __atomic_store_n(&stop_calls, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* After cuInit in the parent, a child cannot use CUDA (as with the real driver): it gets clean
+ * errors, never a hang, and the parent's communicator is refused there. */
+START_TEST(fork_child_refuses_parent_comm)
+{
+    ncclUniqueId id = fnt_unique_id();
+    ncclComm_t comm;
+    int v = 1, out;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);
+        ncclComm_t fresh;
+        ncclUniqueId id2;
+        int bad = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, NULL) !=
+                  ncclInvalidArgument;
+        bad |= ncclGetUniqueId(&id2) != ncclSuccess;
+        bad |= ncclCommInitRank(&fresh, 1, id2, 0) != ncclUnhandledCudaError;
+        _exit(bad);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess); /* still fine in the parent */
+}
+END_TEST
+
+/* A rank killed while its peers never arrived: its segment is swept by the next creation. */
+static void lonely_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    ncclComm_t comm;
+    fnt_setup_rank(rank);
+    ncclCommInitRank(&comm, n + 1, sh->id, rank); /* waits for a rank that never comes */
+}
+
+static void one_rank(int rank, int n, void *arg)
+{
+    ncclUniqueId *id = arg;
+    ncclComm_t comm;
+    fnt_setup_rank(rank);
+    FNT_NCCL(ncclCommInitRank(&comm, n, *id, rank));
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(killed_ranks_leave_nothing_behind)
+{
+    struct shared *sh = new_shared();
+    struct fnt_job job;
+    fnt_start(&job, 1, lonely_rank, sh);
+    ck_assert(fnt_still_running(&job, 0, 500));
+    ck_assert(!fnt_shm_clean(&sh->id)); /* created, waiting for rank 1 */
+    fnt_kill_all(&job);
+    ck_assert(!fnt_shm_clean(&sh->id)); /* nobody can unlink it any more... */
+    ncclUniqueId other = fnt_unique_id();
+    ck_assert_int_eq(fnt_run(1, one_rank, &other), 0);
+    ck_assert(fnt_shm_clean(&sh->id)); /* ...but the next creation sweeps it */
+    ck_assert(fnt_shm_clean(&other));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("fakenccl_life");
+    TCase *tc = tcase_create("life");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, nonblocking_init_op_group_finalize);
+    tcase_add_test(tc, nccl_comm_blocking_env);
+    tcase_add_test(tc, split_membership_and_results);
+    tcase_add_test(tc, shrink_membership_and_abort_mode);
+    tcase_add_test(tc, abort_wakes_waiters_in_every_process);
+    tcase_add_test(tc, revoke_ends_pending_ops_and_keeps_handle);
+    tcase_add_test(tc, destroy_and_finalize_wait_for_outstanding_ops);
+    tcase_add_test(tc, use_after_destroy_is_rejected_loudly);
+    tcase_add_test(tc, fork_child_starts_clean);
+    tcase_add_test(tc, fork_child_refuses_parent_comm);
+    tcase_add_test(tc, killed_ranks_leave_nothing_behind);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
