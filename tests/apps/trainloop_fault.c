@@ -1,0 +1,58 @@
+/*
+ * Host-side faults, where the culprits of real hangs usually are: a rank that
+ * stops calling NCCL (trainloop_host_stall) and a stream that never reaches
+ * its collective (trainloop_gpu_stall). Both functions keep these exact,
+ * non-static names so that they show up in stack traces and evidence dumps.
+ * Skip, mismatch and corrupt are applied where the ops are issued and filled.
+ */
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trainloop.h"
+
+static atomic_int g_release_stalls;
+
+/* True when fault F targets this rank in STEP (every worker thread of the rank). */
+int tl_fault_now(const struct tl_proc *p, const struct tl_fault *f, int step)
+{
+    return f->rank >= 0 && f->rank == p->rank && f->step == step;
+}
+
+/*
+ * --hang-rank: the calling thread blocks here forever, outside NCCL, like a
+ * rank stuck in its data loader. Not inlined, so the frame keeps its name.
+ */
+__attribute__((noinline)) void trainloop_host_stall(void)
+{
+    for (;;) {
+        sleep(1);
+        __asm__ volatile("" ::: "memory");
+    }
+}
+
+/*
+ * --stall-gpu-rank: a host function on the communication stream that does not
+ * return, so the collectives queued behind it are enqueued but never reached
+ * by the "GPU". It sleeps in short slices rather than burning a core, and lets
+ * go at process exit so that no driver worker thread is left blocked.
+ */
+__attribute__((noinline)) void CUDA_CB trainloop_gpu_stall(void *arg)
+{
+    (void)arg;
+    struct timespec slice = { .tv_sec = 0, .tv_nsec = 1000000L };
+    while (!atomic_load(&g_release_stalls))
+        nanosleep(&slice, NULL);
+}
+
+void tl_enqueue_gpu_stall(struct tl_worker *w, int step)
+{
+    tl_note(" step %d: stream stalled before the first collective (--stall-gpu-rank)", step);
+    TL_CU(cuLaunchHostFunc, (w->comm_stream, trainloop_gpu_stall, NULL));
+}
+
+/* atexit handler: lets any stalled stream go. */
+void tl_release_gpu_stalls(void)
+{
+    atomic_store(&g_release_stalls, 1);
+}
