@@ -1,0 +1,42 @@
+/*
+ * main.c: the ncclguard command. Dispatches to one function per subcommand;
+ * adding one is one line in `commands` plus its file.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"envcheck", ncclguard_cli_envcheck,
+     "audit the NCCL_* variables against the NCCL library that would be loaded"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: ncclguard <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`ncclguard <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return NG_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ncclguard: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return NG_EXIT_USAGE;
+}

@@ -1,0 +1,680 @@
+/*
+ * test_config.c: the configuration model: value parsers, bounded reading,
+ * the file grammar, conditions, the precedence of every pair of sources,
+ * locks, and the JSON of the dump's "config" object.
+ *
+ * Each test runs in its own forked process (Check's default), so the static
+ * state of config.c and the environment start fresh every time.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "condition.h"
+#include "config.h"
+#include "confread.h"
+#include "confvalue.h"
+#include "facts.h"
+#include "log.h"
+#include "log_capture.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/ng-config-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    capture_reset();
+    ncclguard_facts_reset();
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Writes text to dir/name with mode; returns the path (static storage per name slot). */
+static const char *file(const char *name, const char *text, mode_t mode)
+{
+    static char paths[8][128];
+    static int next;
+    char *p = paths[next++ % 8];
+    snprintf(p, 128, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_eq(chmod(p, mode), 0);
+    return p;
+}
+
+/* Loads site and user text (NULL: no such file) with the given environment. */
+static void load(const char *site, const char *user, char **envp)
+{
+    struct ng_config_paths p = {
+        .site = site ? file("site.conf", site, 0644) : "",
+        .user = user ? file("user.conf", user, 0644) : "",
+    };
+    ncclguard_config_load(&p, envp, 1);
+}
+
+/* --- values ------------------------------------------------------------------------- */
+
+START_TEST(values_parse)
+{
+    double d;
+    int i;
+    long long ll;
+    ck_assert_int_eq(ncclguard_parse_duration("300", &d), 0);
+    ck_assert(d == 300);
+    ck_assert_int_eq(ncclguard_parse_duration("10m", &d), 0);
+    ck_assert(d == 600);
+    ck_assert_int_eq(ncclguard_parse_duration("1.5h", &d), 0);
+    ck_assert(d == 5400);
+    ck_assert_int_eq(ncclguard_parse_duration("250ms", &d), 0);
+    ck_assert(fabs(d - 0.25) < 1e-9);
+    ck_assert_int_eq(ncclguard_parse_duration("off", &d), 0);
+    ck_assert(d == 0);
+    ck_assert_int_eq(ncclguard_parse_duration("10 m", &d), 0);
+    ck_assert_int_eq(ncclguard_parse_duration("1e3", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_duration("-5", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_duration("5 minutes", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_duration("", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_factor("1.5x", &d), 0);
+    ck_assert(d == 1.5);
+    ck_assert_int_eq(ncclguard_parse_factor("2", &d), 0);
+    ck_assert_int_eq(ncclguard_parse_factor("2y", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("1GB/s", &d), 0);
+    ck_assert(d == 1e9);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("2GiB/s", &d), 0);
+    ck_assert(d == 2.0 * 1024 * 1024 * 1024);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("500M", &d), 0);
+    ck_assert(d == 5e8);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("5 furlongs", &d), -1);
+    ck_assert_int_eq(ncclguard_parse_bool("Yes", &i), 0);
+    ck_assert_int_eq(i, 1);
+    ck_assert_int_eq(ncclguard_parse_bool("off", &i), 0);
+    ck_assert_int_eq(i, 0);
+    ck_assert_int_eq(ncclguard_parse_bool("2", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_int("-42", &ll), 0);
+    ck_assert_int_eq(ll, -42);
+    ck_assert_int_eq(ncclguard_parse_int("42x", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_int("99999999999999999999999", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("SIGUSR2", &i), 0);
+    ck_assert_int_eq(i, SIGUSR2);
+    ck_assert_int_eq(ncclguard_parse_signal("usr1", &i), 0);
+    ck_assert_int_eq(i, SIGUSR1);
+    ck_assert_int_eq(ncclguard_parse_signal("RTMIN+2", &i), 0);
+    ck_assert_int_eq(i, SIGRTMIN + 2);
+    ck_assert_int_eq(ncclguard_parse_signal("SIGKILL", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("11", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("off", &i), 0);
+    ck_assert_int_eq(i, 0);
+    ck_assert_int_eq(ncclguard_parse_choice("END", "off|end|full"), 1);
+    ck_assert_int_eq(ncclguard_parse_choice("ful", "off|end|full"), -1);
+    ck_assert(ncclguard_glob_match("gpu-a*", "GPU-A12"));
+    ck_assert(!ncclguard_glob_match("gpu-a*", "gpu-b12"));
+}
+END_TEST
+
+/* --- bounded reading ------------------------------------------------------------------- */
+
+START_TEST(lines_limits)
+{
+    static char big[3 * NG_CONF_LINE_MAX];
+    struct ng_lines r;
+    const char *line;
+    size_t len;
+    int flag;
+    memset(big, 'a', sizeof big);
+    memcpy(big, "x = 1\r\n", 7);
+    big[7 + NG_CONF_LINE_MAX + 10] = '\n'; /* the second line is too long */
+    memcpy(big + sizeof big - 6, "\ny = 2", 6);
+    ncclguard_lines_mem(&r, big, sizeof big);
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(len, 5); /* CR removed */
+    ck_assert_int_eq(flag, NG_LINE_OK);
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(flag, NG_LINE_TOO_LONG);
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(flag, NG_LINE_TOO_LONG); /* the third line, too, has no '\n' in time */
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(r.lineno, 4);
+    ck_assert(len == 5 && !memcmp(line, "y = 2", 5));
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 0);
+    ck_assert_int_eq(r.stop, NG_STOP_NONE);
+
+    const char nul[] = "a = 1\nb\0c\n";
+    ncclguard_lines_mem(&r, nul, sizeof nul - 1);
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(ncclguard_lines_next(&r, &line, &len, &flag), 1);
+    ck_assert_int_eq(flag, NG_LINE_NUL);
+
+    static char many[(NG_CONF_MAX_LINES + 5) * 2];
+    for (size_t i = 0; i < sizeof many; i += 2) memcpy(many + i, "#\n", 2);
+    ncclguard_lines_mem(&r, many, sizeof many);
+    int n = 0;
+    while (ncclguard_lines_next(&r, &line, &len, &flag)) n++;
+    ck_assert_int_eq(n, NG_CONF_MAX_LINES);
+    ck_assert_int_eq(r.stop, NG_STOP_LINES);
+}
+END_TEST
+
+START_TEST(open_refuses_unsafe_files)
+{
+    int fd;
+    char why[200];
+    ck_assert_int_eq(ncclguard_conf_open("/nonexistent/ncclguard.conf", &fd, why, sizeof why),
+                     NG_CONF_ABSENT);
+    const char *ok = file("ok.conf", "timeout = 1\n", 0644);
+    ck_assert_int_eq(ncclguard_conf_open(ok, &fd, why, sizeof why), NG_CONF_OPENED);
+    close(fd);
+    const char *ww = file("ww.conf", "timeout = 1\n", 0666);
+    ck_assert_int_eq(ncclguard_conf_open(ww, &fd, why, sizeof why), NG_CONF_REFUSED);
+    ck_assert_ptr_nonnull(strstr(why, "world-writable"));
+    ck_assert_int_eq(fd, -1);
+    ck_assert_int_eq(ncclguard_conf_open(dir, &fd, why, sizeof why), NG_CONF_REFUSED);
+    ck_assert_ptr_nonnull(strstr(why, "directory"));
+    ck_assert_int_eq(ncclguard_conf_open("/dev/zero", &fd, why, sizeof why), NG_CONF_REFUSED);
+    ck_assert_ptr_nonnull(strstr(why, "character device"));
+    char fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ck_assert_int_eq(ncclguard_conf_open(fifo, &fd, why, sizeof why), NG_CONF_REFUSED);
+    ck_assert_ptr_nonnull(strstr(why, "FIFO"));
+    const char *other = file("other.conf", "timeout = 1\n", 0644);
+    if (chown(other, 12345, 12345) == 0 && geteuid() != 12345) {
+        ck_assert_int_eq(ncclguard_conf_open(other, &fd, why, sizeof why), NG_CONF_REFUSED);
+        ck_assert_ptr_nonnull(strstr(why, "uid 12345"));
+    }
+    char big[128];
+    snprintf(big, sizeof big, "%s/big.conf", dir);
+    int b = open(big, O_CREAT | O_WRONLY, 0644);
+    ck_assert_int_ge(b, 0);
+    ck_assert_int_eq(ftruncate(b, NG_CONF_MAX_BYTES + 1), 0);
+    close(b);
+    ck_assert_int_eq(ncclguard_conf_open(big, &fd, why, sizeof why), NG_CONF_REFUSED);
+    ck_assert_ptr_nonnull(strstr(why, "too large"));
+}
+END_TEST
+
+/* --- the file grammar ------------------------------------------------------------------ */
+
+START_TEST(grammar_entries_and_comments)
+{
+    load("# site policy\n"
+         "[ncclguard]\n"
+         "timeout = 10m   # ten minutes\n"
+         "  Dump_Dir = \"/tmp/a #b\"  ; quoted, with a hash\n"
+         "NCCLGUARD_POLL_MS = 50\n"
+         "track=end\n"
+         "[env.default]\n"
+         "NCCL_IB_TIMEOUT = 22\n"
+         "NCCL_NET_FORCE_MERGE = mlx5_0,mlx5_1;mlx5_2\n"
+         "[env.force]\n"
+         "NCCL_DEBUG = WARN\n"
+         "[env.forbid]\n"
+         "NCCL_TIMEOUT\n"
+         "NCCL_LL_* = removed long ago\n",
+         NULL, NULL);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->timeout == 600);
+    ck_assert_str_eq(s->dump_dir, "/tmp/a #b");
+    ck_assert_int_eq(s->poll_ms, 50);
+    ck_assert_int_eq(s->track, NG_TRACK_END);
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].source, NG_SRC_SITE);
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].line, 3);
+    ck_assert_int_eq(s->origin[NG_KEY_RING].source, NG_SRC_BUILTIN);
+    size_t n;
+    const struct ng_env_rule *r = ncclguard_config_env_rules(&n);
+    ck_assert_int_eq(n, 5);
+    ck_assert_str_eq(r[0].name, "NCCL_IB_TIMEOUT");
+    ck_assert_str_eq(r[0].value, "22");
+    ck_assert_int_eq(r[0].action, NG_ENV_DEFAULT);
+    ck_assert_int_eq(r[0].origin.line, 8);
+    ck_assert_str_eq(r[1].value, "mlx5_0,mlx5_1;mlx5_2");
+    ck_assert_int_eq(r[2].action, NG_ENV_FORCE);
+    ck_assert_int_eq(r[3].action, NG_ENV_FORBID);
+    ck_assert_str_eq(r[3].value, "");
+    ck_assert_str_eq(r[4].name, "NCCL_LL_*");
+    ck_assert_str_eq(r[4].value, "removed long ago");
+    ck_assert_int_eq(ncclguard_config_file(NG_SRC_SITE)->problems, 0);
+    ck_assert_int_eq(capture_count(-1, ""), 0);
+}
+END_TEST
+
+START_TEST(grammar_bad_lines_are_reported_and_skipped)
+{
+    load("timeout = 100\n"          /* 1: fine */
+         "timeout = soon\n"         /* 2: bad value */
+         "timout = 5\n"             /* 3: typo */
+         "just words\n"             /* 4: no '=' */
+         "[env.default]\n"          /* 5 */
+         "NCCL IB = 1\n"            /* 6: bad name */
+         "NCCLGUARD_TIMEOUT = 9\n"  /* 7: a setting in env */
+         "NCCL_X = \"open\n"        /* 8: unterminated quote */
+         "[nonsense]\n"             /* 9: unknown section */
+         "anything = goes\n"        /* 10: skipped silently */
+         "[ncclguard\n"             /* 11: bad header */
+         "ring = 3\n"               /* 12: skipped (section ignored), no message */
+         "[ncclguard]\n"            /* 13 */
+         "ring = 3\n"               /* 14: out of range */
+         "kill_exit = 7\n",         /* 15: fine */
+         NULL, NULL);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->timeout == 100);
+    ck_assert_int_eq(s->kill_exit, 7);
+    ck_assert_int_eq(s->ring, 4096);
+    ck_assert_int_eq(ncclguard_config_file(NG_SRC_SITE)->problems, 9);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "line ignored"), 7);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "section ignored"), 2);
+    ck_assert_int_eq(capture_count(-1, "site.conf:2: timeout: 'soon' is not a duration"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:3: unknown setting 'timout'; did you mean "
+                                       "'timeout'?; line ignored"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:6:"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:7: NCCLGUARD_TIMEOUT is a setting"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:8: a quoted value"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:9: unknown section [nonsense]"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:11:"), 1);
+    ck_assert_int_eq(capture_count(-1, "site.conf:14: ring: '3' is not an integer from 16"), 1);
+    ck_assert_int_eq(capture_count(-1, ":10:"), 0);
+    ck_assert_int_eq(capture_count(-1, ":12:"), 0);
+    size_t n;
+    ncclguard_config_env_rules(&n);
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+START_TEST(grammar_messages_are_capped)
+{
+    char text[4096] = "";
+    for (int i = 0; i < 30; i++) strcat(text, "bogus line\n");
+    strcat(text, "timeout = 42\n");
+    load(text, NULL, NULL);
+    ck_assert(ncclguard_settings()->timeout == 42);
+    ck_assert_int_eq(capture_count(-1, "line ignored"), NG_CONF_MSGS_MAX);
+    ck_assert_int_eq(capture_count(-1, "20 more problems not shown"), 1);
+}
+END_TEST
+
+START_TEST(binary_file_refused_whole)
+{
+    char garbage[512];
+    for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (char)(i * 7 + 3);
+    memcpy(garbage, "timeout = 5\n", 12);
+    ncclguard_config_begin(1);
+    ncclguard_config_add_buffer(NG_SRC_SITE, "garbage", garbage, sizeof garbage);
+    ncclguard_config_finish(NULL);
+    ck_assert(ncclguard_settings()->timeout == 300);
+    ck_assert_int_eq(ncclguard_config_file(NG_SRC_SITE)->status, NG_FILE_REFUSED);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, ""), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "not a text file"), 1);
+}
+END_TEST
+
+START_TEST(refused_file_gives_one_message_and_defaults)
+{
+    struct ng_config_paths p = {.site = file("ww.conf", "timeout = 5\n", 0666), .user = ""};
+    ncclguard_config_load(&p, NULL, 1);
+    ck_assert(ncclguard_settings()->timeout == 300);
+    ck_assert_int_eq(capture_count(-1, ""), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "site config file ignored ("), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "world-writable"), 1);
+}
+END_TEST
+
+START_TEST(quiet_processes_log_at_debug)
+{
+    struct ng_config_paths p = {.site = file("s.conf", "bogus\n", 0644), .user = ""};
+    ncclguard_config_load(&p, NULL, 0);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, ""), 0);
+    ck_assert_int_eq(capture_count(NG_LOG_DEBUG, "line ignored"), 1);
+}
+END_TEST
+
+/* --- conditions ---------------------------------------------------------------------- */
+
+/* A fake /proc and /sys: n GPUs of one model, and InfiniBand when ib. */
+static void fake_sysroot(int n, const char *model, int ib)
+{
+    char path[256], cmd[1024];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/root/proc/driver/nvidia/gpus/0000:%02x:00.0", dir, i);
+        snprintf(cmd, sizeof cmd, "mkdir -p %s && printf 'Model: \\t\\t %s\\nIRQ: 1\\n' > "
+                 "%s/information", path, model, path);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/root/sys/class/infiniband%s", dir,
+             ib ? "/mlx5_0" : "");
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/root", dir);
+    setenv("NCCLGUARD_TEST_SYSROOT", path, 1);
+    ncclguard_facts_reset();
+}
+
+static int cond(const char *text)
+{
+    char why[256];
+    int r = ncclguard_condition_eval(text, why, sizeof why);
+    return r;
+}
+
+START_TEST(conditions_match_facts)
+{
+    fake_sysroot(8, "NVIDIA H100 80GB HBM3", 1);
+    setenv("WORLD_SIZE", "64", 1);
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    setenv("SLURM_JOB_NAME", "train-llm", 1);
+    char host[256], text[600];
+    gethostname(host, sizeof host);
+    ck_assert_int_eq(cond("gpu=H100*"), 1);
+    ck_assert_int_eq(cond("gpu=\"NVIDIA H100 80GB HBM3\""), 1);
+    ck_assert_int_eq(cond("gpu=*A100*"), 0);
+    ck_assert_int_eq(cond("gpu!=*A100*"), 1);
+    ck_assert_int_eq(cond("gpus>=8 gpus<=8 gpus=8 gpus>7 gpus<9"), 1);
+    ck_assert_int_eq(cond("gpus>8"), 0);
+    ck_assert_int_eq(cond("ib=yes"), 1);
+    ck_assert_int_eq(cond("ib=no"), 0);
+    ck_assert_int_eq(cond("world_size=64..1024"), 1);
+    ck_assert_int_eq(cond("world_size=65.."), 0);
+    ck_assert_int_eq(cond("world_size=..64"), 1);
+    ck_assert_int_eq(cond("world_size!=1..63"), 1);
+    ck_assert_int_eq(cond("nodes=8"), 1);
+    ck_assert_int_eq(cond("nodes >= 2"), 1);
+    ck_assert_int_eq(cond("job=train-*"), 1);
+    ck_assert_int_eq(cond("job=eval-*,train-*"), 1);
+    ck_assert_int_eq(cond("job=eval-*"), 0);
+    snprintf(text, sizeof text, "host=%s", host);
+    ck_assert_int_eq(cond(text), 1);
+    ck_assert_int_eq(cond("host=no-such-host-*"), 0);
+    snprintf(text, sizeof text, "host=%s gpus>=8 ib=yes job=train-*", host);
+    ck_assert_int_eq(cond(text), 1);
+    snprintf(text, sizeof text, "host=%s gpus>=16", host);
+    ck_assert_int_eq(cond(text), 0);
+}
+END_TEST
+
+START_TEST(conditions_unknown_facts_and_errors)
+{
+    fake_sysroot(0, "", 0);
+    unsetenv("WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_SIZE");
+    unsetenv("PMIX_SIZE");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("SLURM_NPROCS");
+    unsetenv("SLURM_JOB_NAME");
+    ck_assert_int_eq(cond("world_size>=1"), 0); /* unknown: false, whatever the operator */
+    ck_assert_int_eq(cond("world_size<1"), 0);
+    ck_assert_int_eq(cond("gpu!=H100*"), 0);
+    ck_assert_int_eq(cond("job!=x"), 0);
+    ck_assert_int_eq(cond("gpus=0"), 1);
+    ck_assert_int_eq(cond("ib=no"), 1);
+    ck_assert_int_eq(cond(""), -1);
+    ck_assert_int_eq(cond("colour=red"), -1);
+    ck_assert_int_eq(cond("gpus"), -1);
+    ck_assert_int_eq(cond("gpus>=lots"), -1);
+    ck_assert_int_eq(cond("host>=a"), -1);
+    ck_assert_int_eq(cond("gpu=\"unterminated"), -1);
+    ck_assert_int_eq(cond("ib=maybe"), -1);
+}
+END_TEST
+
+START_TEST(conditional_sections_in_files)
+{
+    fake_sysroot(8, "NVIDIA H100 80GB HBM3", 1);
+    load("timeout = 100\n"
+         "[when gpus>=8 ib=yes]\n"
+         "timeout = 200\n"
+         "env.default.NCCL_IB_TIMEOUT = 22\n"
+         "[when gpu=*A100*]\n"
+         "timeout = 999\n"
+         "env.force.NCCL_ALGO = Ring\n"
+         "[when bogus=1]\n"
+         "timeout = 777\n"
+         "[env.default]\n"
+         "NCCL_IB_RETRY_CNT = 10\n",
+         NULL, NULL);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->timeout == 200);
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].line, 3);
+    size_t n;
+    const struct ng_env_rule *r = ncclguard_config_env_rules(&n);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(r[0].name, "NCCL_IB_TIMEOUT");
+    ck_assert_str_eq(r[1].name, "NCCL_IB_RETRY_CNT");
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:8: unknown condition 'bogus'"), 1);
+}
+END_TEST
+
+/* --- precedence: built-in < site < user < env < site lock ------------------------------ */
+
+/* Case i: bit 0 site sets timeout=101, bit 1 user 102, bit 2 env 103, bit 3 site locks it. */
+START_TEST(precedence_matrix)
+{
+    int site = _i & 1, user = _i & 2, env = _i & 4, lock = _i & 8;
+    char stext[128];
+    snprintf(stext, sizeof stext, "%s%s", lock ? "lock = timeout\n" : "",
+             site ? "timeout = 101\n" : "");
+    char *envp[] = {env ? "NCCLGUARD_TIMEOUT=103" : "OTHER=1", NULL};
+    load(stext, user ? "timeout = 102\n" : "", envp);
+    const struct ng_settings *s = ncclguard_settings();
+    double want = 300;
+    int src = NG_SRC_BUILTIN;
+    if (site) want = 101, src = NG_SRC_SITE;
+    if (user && !lock) want = 102, src = NG_SRC_USER;
+    if (env && !lock) want = 103, src = NG_SRC_ENV;
+    ck_assert_msg(s->timeout == want, "case %d: timeout %g, expected %g", _i, s->timeout, want);
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].source, src);
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].locked, lock ? 1 : 0);
+    /* every override refused by a lock says so, once */
+    int refused = lock ? (user ? 1 : 0) + (env ? 1 : 0) : 0;
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "locked"), refused);
+}
+END_TEST
+
+START_TEST(env_rules_precedence)
+{
+    load("[env.default]\n"
+         "A_DEF = site\n"
+         "B_DEF = site\n"
+         "[env.force]\n"
+         "C_FORCE = site\n"
+         "[env.forbid]\n"
+         "D_FORBID\n"
+         "E_* = no E\n",
+         "[env.default]\n"
+         "A_DEF = user\n"      /* user beats a site default */
+         "C_FORCE = user\n"    /* refused: the site forces C */
+         "D_FORBID = user\n"   /* refused: the site forbids D */
+         "E_X = user\n"        /* refused: matches the site's E_* */
+         "F_USER = user\n"
+         "[env.force]\n"
+         "B_DEF = user-force\n", /* user force replaces a site default */
+         NULL);
+    size_t n;
+    const struct ng_env_rule *r = ncclguard_config_env_rules(&n);
+    ck_assert_int_eq(n, 6);
+    ck_assert_str_eq(r[0].name, "A_DEF");
+    ck_assert_str_eq(r[0].value, "user");
+    ck_assert_int_eq(r[0].origin.source, NG_SRC_USER);
+    ck_assert_str_eq(r[1].value, "user-force");
+    ck_assert_int_eq(r[1].action, NG_ENV_FORCE);
+    ck_assert_str_eq(r[2].value, "site");
+    ck_assert_int_eq(r[2].origin.source, NG_SRC_SITE);
+    ck_assert_str_eq(r[5].name, "F_USER");
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "user.conf:3: C_FORCE is forced by the site"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "user.conf:4: D_FORBID is forbidden"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "user.conf:5: E_X is forbidden"), 1);
+}
+END_TEST
+
+START_TEST(lock_rules)
+{
+    char *envp[] = {"NCCLGUARD_KILL_AT=3", "NCCLGUARD_WARN_AT=2", NULL};
+    load("lock = kill_at, NCCLGUARD_ABORT_AT, nosuchkey\n"
+         "kill_at = 2\n",
+         "lock = warn_at\n"
+         "abort_at = 1.5\n",
+         envp);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->kill_at == 2);
+    ck_assert(s->abort_at == 0); /* locked at its built-in value */
+    ck_assert(s->warn_at == 2);  /* a user file cannot lock */
+    ck_assert_int_eq(s->origin[NG_KEY_ABORT_AT].locked, 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "lock: unknown setting 'nosuchkey'"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "'lock' is only allowed in the site file"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_KILL_AT=3 ignored (environment): "
+                                                "the site locked kill_at"), 1);
+}
+END_TEST
+
+START_TEST(env_variables_checked)
+{
+    char *envp[] = {"NCCLGUARD_TIMOUT=5", "NCCLGUARD_RING=abc", "NCCLGUARD_SLOW_MS=250",
+                    "NCCLGUARD_CONFIG=/x", "NCCLGUARD_TEST_ANYTHING=1", "NCCLGUARD_DUMP_DIR=",
+                    NULL};
+    load(NULL, NULL, envp);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert_int_eq(s->slow_ms, 250);
+    ck_assert_int_eq(s->origin[NG_KEY_SLOW_MS].source, NG_SRC_ENV);
+    ck_assert_int_eq(s->ring, 4096);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_TIMOUT is not a setting of ncclguard "
+                                                "(environment): did you mean NCCLGUARD_TIMEOUT?"),
+                     1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_RING=abc ignored (environment)"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, ""), 2);
+}
+END_TEST
+
+START_TEST(defaults_and_derived_values)
+{
+    setenv("SLURM_JOB_ID", "4242", 1);
+    load(NULL, NULL, NULL);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->timeout == 300 && s->first_timeout == 900 && s->init_timeout == 600);
+    ck_assert(s->warn_at == 1 && s->dump_at == 1 && s->abort_at == 0 && s->kill_at == 0);
+    ck_assert_int_eq(s->dump_signal, SIGUSR2);
+    ck_assert_int_eq(s->kill_exit, 124);
+    ck_assert_int_eq(s->track, NG_TRACK_FULL);
+    ck_assert_int_eq(s->audit, NG_AUDIT_NODE);
+    ck_assert_int_eq(s->log_level, NG_LOG_INFO);
+    ck_assert_str_eq(s->dump_dir, "./ncclguard-4242");
+    ck_assert(s->timeout_allreduce < 0);
+    ck_assert_int_eq(ncclguard_setting_key("NCCLGUARD_Dump_Dir"), NG_KEY_DUMP_DIR);
+    ck_assert_int_eq(ncclguard_setting_key("nope"), -1);
+}
+END_TEST
+
+/* --- timeouts and the ladder ------------------------------------------------------------ */
+
+START_TEST(timeouts_scale_with_size)
+{
+    load("timeout = 100\n"
+         "first_timeout = 50\n"
+         "init_timeout = 20m\n"
+         "timeout_allgather = 400\n"
+         "floor_bandwidth = 1GB/s\n"
+         "abort_at = 2\n"
+         "kill_at = 3x\n",
+         NULL, NULL);
+    const struct ng_settings *s = ncclguard_settings();
+    int ar = ncclguard_timeout_op("AllReduce"), ag = ncclguard_timeout_op("AllGather");
+    ck_assert_int_ge(ar, 0);
+    ck_assert_int_eq(ncclguard_timeout_op("Bcast"), ncclguard_timeout_op("Broadcast"));
+    ck_assert_int_eq(ncclguard_timeout_op("Nonsense"), -1);
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ar, 0) == 100);
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ar, 10000000000ULL) == 110);
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ag, 10000000000ULL) == 410);
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ar, 0) == 100); /* max(50, 100) */
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_INIT, -1, 0) == 1200);
+    ck_assert(ncclguard_action_after_s(s, NG_ACTION_WARN, 110) == 110);
+    ck_assert(ncclguard_action_after_s(s, NG_ACTION_ABORT, 110) == 220);
+    ck_assert(ncclguard_action_after_s(s, NG_ACTION_KILL, 110) == 330);
+    load("timeout = off\n", NULL, NULL);
+    s = ncclguard_settings();
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ar, 1 << 30) == 0);
+    ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ar, 0) == 900);
+}
+END_TEST
+
+/* --- the dump's config object ----------------------------------------------------------- */
+
+START_TEST(json_object)
+{
+    char *envp[] = {"NCCLGUARD_SLOW_MS=250", NULL};
+    load("lock = kill_at\n"
+         "timeout = 1.5m\n"
+         "dump_dir = \"/tmp/with \\\"quote\"\n",
+         NULL, envp);
+    static char buf[65536];
+    long n = ncclguard_config_json(buf, sizeof buf);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq((long)strlen(buf), n);
+    ck_assert_msg(buf[0] == '{' && buf[n - 1] == '}', "%s", buf);
+    ck_assert_ptr_nonnull(strstr(buf, "\"timeout\":{\"value\":90,\"origin\":\"site "));
+    ck_assert_ptr_nonnull(strstr(buf, "site.conf:2\"}"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"slow_ms\":{\"value\":250,\"origin\":\"env "
+                                      "NCCLGUARD_SLOW_MS\"}"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"kill_at\":{\"value\":0,\"origin\":\"built-in\","
+                                      "\"locked\":true}"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"dump_dir\":{\"value\":\"/tmp/with \\\"quote\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"timeout_allreduce\":{\"value\":null"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"track\":{\"value\":\"full\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"disable\":{\"value\":false"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"status\":\"loaded\",\"lines\":3,\"problems\":0"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"env\":[]"));
+    /* too small: -1, and a valid empty object */
+    char small[64];
+    ck_assert_int_eq(ncclguard_config_json(small, sizeof small), -1);
+    ck_assert_str_eq(small, "{}");
+    ck_assert_int_eq(ncclguard_config_json(NULL, 0), n);
+    ck_assert_int_eq(ncclguard_config_json(buf, (size_t)n + 1), n);
+    ck_assert_int_eq(ncclguard_config_json(buf, (size_t)n), -1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *t = tcase_create("config");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, values_parse);
+    tcase_add_test(t, lines_limits);
+    tcase_add_test(t, open_refuses_unsafe_files);
+    tcase_add_test(t, grammar_entries_and_comments);
+    tcase_add_test(t, grammar_bad_lines_are_reported_and_skipped);
+    tcase_add_test(t, grammar_messages_are_capped);
+    tcase_add_test(t, binary_file_refused_whole);
+    tcase_add_test(t, refused_file_gives_one_message_and_defaults);
+    tcase_add_test(t, quiet_processes_log_at_debug);
+    tcase_add_test(t, conditions_match_facts);
+    tcase_add_test(t, conditions_unknown_facts_and_errors);
+    tcase_add_test(t, conditional_sections_in_files);
+    tcase_add_loop_test(t, precedence_matrix, 0, 16);
+    tcase_add_test(t, env_rules_precedence);
+    tcase_add_test(t, lock_rules);
+    tcase_add_test(t, env_variables_checked);
+    tcase_add_test(t, defaults_and_derived_values);
+    tcase_add_test(t, timeouts_scale_with_size);
+    tcase_add_test(t, json_object);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
