@@ -81,6 +81,8 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         c->parent_id = parent_id;
         c->created_ns = realtime_ns();
         c->p2p_seq = p2p;
+        c->p2p_cap = p2p ? nranks : 0;
+        pthread_mutex_init(&c->poll_lock, NULL);
         p2p = NULL;
         /* The config is the caller's; read only the fields this version of nccl.h
          * defines, and only when the caller's struct is at least that large. */
@@ -148,6 +150,26 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
         }
     }
     pthread_mutex_unlock(&lock);
+}
+
+void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
+{
+    if (!c || c->p2p_seq || npeers <= 0) return;
+    c->p2p_seq = calloc((size_t)npeers, sizeof *c->p2p_seq);
+    c->p2p_cap = c->p2p_seq ? npeers : 0;
+}
+
+int ncclguard_comm_index(const struct ng_comm *c)
+{
+    return c ? (int)(c - records) : -1;
+}
+
+void ncclguard_comm_set_ending(struct ng_comm *c, int ending)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->poll_lock);
+    c->ending = ending;
+    pthread_mutex_unlock(&c->poll_lock);
 }
 
 int ncclguard_comm_count(void)

@@ -18,6 +18,7 @@
 #define NCCLGUARD_COMM_H
 
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #define NG_MAX_OP_TYPES 16 /* >= NG_OP_NTYPES of track.h */
@@ -44,9 +45,32 @@ struct ng_comm {
     int last_async_error;    /* ncclResult_t, atomic */
     uint64_t splits;         /* split/shrink calls on this communicator, atomic */
     uint64_t coll_seq;       /* collectives called so far, atomic */
+    uint64_t completed_seq;  /* seq of the newest collective seen completed, atomic */
     uint64_t ops_by_type[NG_MAX_OP_TYPES]; /* calls that NCCL accepted, atomic */
-    uint64_t *p2p_seq;       /* per peer, nranks entries, atomic */
+    uint64_t *p2p_seq;       /* per peer, p2p_cap entries, atomic */
+    int p2p_cap;
+    /* The watchdog calls NCCL on `handle` only under poll_lock and while
+     * `ending` is 0; the hooks of Finalize/Destroy/Abort/Revoke set `ending`
+     * under the lock first, so the watchdog never touches a freed handle. */
+    pthread_mutex_t poll_lock;
+    int ending;
+    /* Set when ncclguard itself aborted the communicator (the escalation
+     * ladder): from then on the shim answers every call on the handle without
+     * reaching NCCL, which freed it. */
+    int fenced;              /* atomic */
+    char fence_reason[200];  /* written before `fenced` is set */
 };
+
+/* Split and shrink children learn their size only later: they reserve the
+ * parent's size of per-peer counters at creation, before anyone uses them. */
+void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers);
+
+/* Index of a record in the registry (for ncclguard_comm_at). */
+int ncclguard_comm_index(const struct ng_comm *c);
+
+/* Marks the communicator as being ended (before Finalize/Destroy/Abort/Revoke
+ * reach NCCL), or back to usable when that call failed. */
+void ncclguard_comm_set_ending(struct ng_comm *c, int ending);
 
 /* Creates a record in state INITIALIZING (handle not yet known). NULL when the
  * registry is full or could not be allocated (logged once). */

@@ -14,26 +14,28 @@
 #include <string.h>
 
 #include "comm.h"
+#include "config.h"
+#include "dump.h"
+#include "flight.h"
 #include "identity.h"
 #include "interpose.h"
+#include "json.h"
 #include "log.h"
+#include "policy.h"
 #include "track.h"
+#include "watchdog.h"
 
 static int started; /* the first communicator was created; atomic */
-
-static int env_true(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
-           strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
-}
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ncclguard_process_init(void)
 {
     ncclguard_identity_init();
-    ncclguard_log_init();
-    int on = !env_true("NCCLGUARD_DISABLE");
-    __atomic_store_n(&ncclguard_tracking, on, __ATOMIC_RELEASE);
+    ncclguard_log_init(); /* from the environment, for messages of the policy itself */
+    ncclguard_policy_apply_at_start();
+    const struct ng_settings *s = ncclguard_settings();
+    ncclguard_log_configure(s->log_level, s->log);
+    __atomic_store_n(&ncclguard_tracking, !s->disable, __ATOMIC_RELEASE);
 }
 
 __attribute__((constructor)) static void ncclguard_constructor(void)
@@ -56,6 +58,9 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     ncclguard_comm_atfork_child();
+    ncclguard_track_atfork_child();
+    ncclguard_dump_atfork_child();
+    pthread_mutex_init(&start_lock, NULL);
     __atomic_store_n(&started, 0, __ATOMIC_RELAXED);
 }
 
@@ -76,8 +81,16 @@ static void print_summary(void)
             len += (size_t)snprintf(ops + len, sizeof ops - len, "%s%s %llu", len ? ", " : "",
                                     ncclguard_op_name(t), (unsigned long long)n);
     }
-    NG_INFO("summary: %d communicators, %llu ops%s%s%s", ncomms, (unsigned long long)total,
-            len ? " (" : "", ops, len ? ")" : "");
+    struct ng_watchdog_stats w;
+    struct ng_flight_stats f;
+    ncclguard_watchdog_stats(&w);
+    ncclguard_flight_stats(&f);
+    NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
+            "%llu async errors, %llu dumps, %llu records dropped", ncomms,
+            (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
+            (unsigned long long)w.slow, (unsigned long long)(w.timeouts + w.init_timeouts),
+            (unsigned long long)w.async_errors, (unsigned long long)w.dumps,
+            (unsigned long long)f.overwritten);
     for (int i = 0; i < ncclguard_comm_count() && ncclguard_log_enabled(NG_LOG_DEBUG); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
         NG_DEBUG("comm %016llx rank %d/%d %s: %llu collectives", (unsigned long long)c->id,
@@ -86,10 +99,28 @@ static void print_summary(void)
     }
 }
 
+static void at_exit(void)
+{
+    /* A fork child that made no communicator of its own has nothing to say. */
+    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
+    ncclguard_watchdog_at_exit();
+    print_summary();
+}
+
+/* The dump's "config" member: the effective settings and the policy's changes
+ * (async-signal-safe, like the rest of the dump writer). */
+static void dump_config(struct ng_json *j)
+{
+    static char buf[64 * 1024];
+    long n = ncclguard_config_json(buf, sizeof buf);
+    if (n > 0) ncclguard_json_raw(j, buf, (size_t)n);
+}
+
 static void first_comm_once(void)
 {
+    ncclguard_dump_set_config_writer(dump_config);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    atexit(print_summary);
+    atexit(at_exit);
 }
 
 void ncclguard_first_comm(void)
@@ -97,5 +128,10 @@ void ncclguard_first_comm(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
     pthread_once(&once, first_comm_once);
-    __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&start_lock);
+    if (!started) {
+        ncclguard_track_start();
+        __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&start_lock);
 }

@@ -72,6 +72,21 @@ const struct ng_real *ncclguard_real(void)
     return &real;
 }
 
+static int nccl_version; /* atomic */
+
+int ncclguard_nccl_version_code(void)
+{
+    return __atomic_load_n(&nccl_version, __ATOMIC_RELAXED);
+}
+
+void ncclguard_nccl_version_probe(void)
+{
+    int v = 0;
+    const struct ng_real *r = ncclguard_real();
+    if (!ncclguard_nccl_version_code() && r->GetVersion && r->GetVersion(&v) == ncclSuccess)
+        __atomic_store_n(&nccl_version, v, __ATOMIC_RELAXED);
+}
+
 int ncclguard_api_count(void)
 {
     ncclguard_real();
@@ -91,13 +106,21 @@ int ncclguard_api_missing(void)
 
 #define NG_PRE_PLAIN()
 #define NG_POST_PLAIN()
-#define NG_PRE_OP(type, comm, stream, count, dtype, redop, root) \
-    struct ng_op_ticket ng_t;                                    \
-    ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root);
+#define NG_PRE_COMM(comm) \
+    if (ncclguard_fenced(comm)) return ncclguard_fenced_result();
+#define NG_POST_COMM(comm)
+#define NG_PRE_LAST_ERROR(comm)                                  \
+    const char *ng_fence = ncclguard_fenced_last_error(comm);   \
+    if (ng_fence) return ng_fence;
+#define NG_POST_LAST_ERROR(comm)
+#define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                   \
+    struct ng_op_ticket ng_t;                                                      \
+    ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root); \
+    if (ng_t.fenced) return ncclguard_fenced_result();
 #define NG_POST_OP(...) ncclguard_op_post(&ng_t, ng_r);
 #define NG_PRE_GROUP_START()
 #define NG_POST_GROUP_START() ncclguard_group_start_post(ng_r);
-#define NG_PRE_GROUP_END()
+#define NG_PRE_GROUP_END() ncclguard_group_end_pre();
 #define NG_POST_GROUP_END() ncclguard_group_end_post(ng_r);
 #define NG_PRE_INIT(out, nranks, rank, nids, ids, config) \
     struct ng_init_ticket ng_t;                            \
@@ -107,19 +130,23 @@ int ncclguard_api_missing(void)
     struct ng_init_ticket ng_t;    \
     ncclguard_init_all_pre(&ng_t, out, ndev);
 #define NG_POST_INIT_ALL(out, ndev) ncclguard_init_all_post(&ng_t, ndev, ng_r);
-#define NG_PRE_SPLIT(parent, color, out, config) \
-    struct ng_init_ticket ng_t;                  \
+#define NG_PRE_SPLIT(parent, color, out, config)                   \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    struct ng_init_ticket ng_t;                                    \
     ncclguard_split_pre(&ng_t, parent, color, out, config);
 #define NG_POST_SPLIT(...) ncclguard_init_post(&ng_t, ng_r);
-#define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config) \
-    struct ng_init_ticket ng_t;                                 \
+#define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)    \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    struct ng_init_ticket ng_t;                                    \
     ncclguard_shrink_pre(&ng_t, parent, excluded, nexcluded, out, config);
 #define NG_POST_SHRINK(...) ncclguard_init_post(&ng_t, ng_r);
-#define NG_PRE_COMM_END(comm, kind) \
-    struct ng_end_ticket ng_t;      \
-    ncclguard_end_pre(&ng_t, comm, kind);
+#define NG_PRE_COMM_END(comm, kind)   \
+    struct ng_end_ticket ng_t;        \
+    ncclguard_end_pre(&ng_t, comm, kind); \
+    if (ng_t.fenced) return ncclguard_end_fenced(&ng_t);
 #define NG_POST_COMM_END(...) ncclguard_end_post(&ng_t, ng_r);
-#define NG_PRE_ASYNC_ERR(comm, err)
+#define NG_PRE_ASYNC_ERR(comm, err) \
+    if (ncclguard_fenced(comm)) return ncclguard_async_error_fenced(err);
 #define NG_POST_ASYNC_ERR(comm, err) ncclguard_async_error_post(comm, err, ng_r);
 
 #define NCCL_API(ret, fail, name, params, args, hook)                    \

@@ -25,6 +25,11 @@ struct ng_real {
 /* Resolves the table on first use and returns it. */
 const struct ng_real *ncclguard_real(void);
 
+/* NCCL_VERSION_CODE of the loaded NCCL (e.g. 22809), 0 until known. Set by
+ * ncclguard_nccl_version_probe, which calls the real ncclGetVersion once. */
+int ncclguard_nccl_version_code(void);
+void ncclguard_nccl_version_probe(void);
+
 /* Number of entry points in nccl_api.def, and how many the loaded NCCL lacks. */
 int ncclguard_api_count(void);
 int ncclguard_api_missing(void);

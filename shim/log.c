@@ -40,6 +40,12 @@ void ncclguard_log_init(void)
         NG_WARN("NCCLGUARD_LOG_LEVEL=%s is not error, warn, info or debug; using info", lvl);
 }
 
+void ncclguard_log_configure(int level, const char *path)
+{
+    if (level >= NG_LOG_ERROR && level <= NG_LOG_DEBUG) log_level = level;
+    log_path = path && *path ? path : NULL;
+}
+
 int ncclguard_log_enabled(enum ng_level lvl)
 {
     return (int)lvl <= log_level;

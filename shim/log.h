@@ -16,6 +16,10 @@ enum ng_level { NG_LOG_ERROR = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_DEBUG
 /* Reads NCCLGUARD_LOG_LEVEL and NCCLGUARD_LOG. Called by the constructor; cheap. */
 void ncclguard_log_init(void);
 
+/* Applies the effective settings (config files included); `path` must stay
+ * valid (the settings' storage does). */
+void ncclguard_log_configure(int level, const char *path);
+
 /* Writes "ncclguard: <message>\n" when lvl is enabled. */
 void ncclguard_log(enum ng_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

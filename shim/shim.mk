@@ -1,6 +1,8 @@
 # The preloaded library. Runtime dependencies: libc only (NCCL, libcuda and
 # later libunwind are reached with dlsym/dlopen at run time).
-SHIM_SRCS := shim/interpose.c shim/track.c shim/comm.c shim/init.c shim/log.c shim/identity.c
+SHIM_SRCS := shim/interpose.c shim/track.c shim/comm.c shim/init.c shim/log.c shim/identity.c \
+    shim/flight.c shim/groups.c shim/gpu.c shim/watchdog.c shim/stats.c shim/events.c \
+    shim/json.c shim/dump.c shim/dump_body.c shim/ladder.c
 -include shim/policy.mk
 SHIM_SRCS += $(SHIM_POLICY_SRCS)
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(B)/%.o)
@@ -9,7 +11,7 @@ $(B)/shim/%.o: CFLAGS += -fvisibility=hidden
 
 $(B)/libncclguard.so: $(SHIM_OBJS) shim/ncclguard.map
 	$(CC) -shared -o $@ $(SHIM_OBJS) $(LDFLAGS) -Wl,--version-script=shim/ncclguard.map \
-	    -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,--as-needed -ldl
+	    -Wl,--no-undefined -Wl,--as-needed -ldl
 	@extra=$$(readelf -d $@ | grep NEEDED | grep -v -e 'libc\.so' -e 'ld-linux' -e 'libasan' -e 'libubsan' \
 	   ); \
 	if [ -n "$$extra" ]; then echo "$@ must need only libc, found:"; echo "$$extra"; \

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "flight.h"
 
 #define NG_OPS(X)                                                                  \
     X(ALLREDUCE, "AllReduce") X(BROADCAST, "Broadcast") X(BCAST, "Bcast")           \
@@ -37,9 +38,11 @@ const char *ncclguard_op_name(int type);
 enum ng_end_kind { NG_END_FINALIZE, NG_END_DESTROY, NG_END_ABORT, NG_END_REVOKE };
 
 struct ng_op_ticket {
-    struct ng_comm *comm;
-    int type;
-    int peer; /* root or peer, -1 when the op has none */
+    struct ng_comm *comm; /* NULL: not tracked */
+    int fenced;           /* the communicator was aborted by ncclguard: refuse the call */
+    int captured;         /* the stream was capturing */
+    int group_slot;       /* index in the thread's group stream list, -1 if none */
+    struct ng_op_record rec;
 };
 
 struct ng_init_ticket {
@@ -50,6 +53,7 @@ struct ng_init_ticket {
 struct ng_end_ticket {
     struct ng_comm *comm;
     int kind;
+    int fenced;
 };
 
 /* True once the shim tracks calls; false when disabled or turned off by an error. */
@@ -60,7 +64,19 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
 void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t r);
 
 void ncclguard_group_start_post(ncclResult_t r);
+void ncclguard_group_end_pre(void);
 void ncclguard_group_end_post(ncclResult_t r);
+
+/* Sets up tracking at the first communicator creation (ring, markers, watchdog). */
+void ncclguard_track_start(void);
+void ncclguard_track_atfork_child(void);
+
+/* Watchdog: refreshes the realtime offset that enqueue times are based on. */
+void ncclguard_track_refresh_clock(void);
+
+/* Nonblocking communicators: records the end markers waiting for communicator
+ * `slot` (-1: all) to finish launching. */
+void ncclguard_flush_deferred(int slot);
 
 /* Creation: InitRank, InitRankConfig and InitRankScalable (nids unique ids). */
 void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank,
@@ -77,6 +93,21 @@ void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind);
 void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);
 
 void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r);
+
+/*
+ * Communicators that ncclguard aborted ("fenced", see comm.h). NCCL freed the
+ * handle, so every later call on it is answered here: collectives and queries
+ * fail with ncclInvalidUsage, ncclCommGetAsyncError reports ncclRemoteError (the
+ * way a framework's watchdog notices a broken communicator), ncclGetLastError
+ * explains what happened, and the application's own Abort/Destroy/Finalize of
+ * the handle succeed without reaching NCCL (no double free).
+ */
+int ncclguard_fenced(ncclComm_t comm);
+ncclResult_t ncclguard_fenced_result(void);
+ncclResult_t ncclguard_end_fenced(struct ng_end_ticket *t);
+ncclResult_t ncclguard_async_error_fenced(ncclResult_t *err);
+/* The text for ncclGetLastError(comm), or NULL to ask NCCL. */
+const char *ncclguard_fenced_last_error(ncclComm_t comm);
 
 /* Totals for the exit summary. */
 uint64_t ncclguard_op_total(int type);

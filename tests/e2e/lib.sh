@@ -22,11 +22,11 @@ finish() { echo "e2e-summary: passed=$_passed failed=$_failed skipped=$_skipped"
 
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
 preload() {
-    if [ "${SANITIZE:-}" = 1 ]; then
-        echo "$(gcc -print-file-name=libasan.so):$SHIM"
-    else
-        echo "$SHIM"
-    fi
+    case "${SANITIZE:-}" in
+    1) echo "$(gcc -print-file-name=libasan.so):$SHIM" ;;
+    thread) echo "$(gcc -print-file-name=libtsan.so):$SHIM" ;;
+    *) echo "$SHIM" ;;
+    esac
 }
 # with_fakes CMD...: run CMD with the CPU harness on the library path
 with_fakes() { LD_LIBRARY_PATH=$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }

@@ -1,0 +1,125 @@
+/*
+ * dump_format.h: the layout of a dump (schema "ncclguard.dump/1.1"), in one place.
+ *
+ * Owns: the member names of every object of a dump, their order in the file,
+ * and the kind of value each holds. The writer (dump.c) expands these lists;
+ * a reader (the `ncclguard analyze` command) includes this header for the
+ * same names; docs/dump-format.md documents exactly these members, and the
+ * round-trip test (tests/unit/check_dump.py) checks that the header, the
+ * document and a written dump agree.
+ *
+ * Each list is X(key, kind, source):
+ *  - key: the JSON member name;
+ *  - kind: how the value is written, one of
+ *      STR          string (null for a NULL pointer)
+ *      NAME         string from a fixed char array, null when empty
+ *      I64, U64     integer
+ *      I64_NONNEG   integer, null when negative (unknown)
+ *      I64_NONZERO  integer, null when 0 (unknown or none)
+ *      U64_NONZERO  integer, null when 0 (none)
+ *      HEX          string of 16 lowercase hex digits
+ *      HEX_NONZERO  the same, null when 0
+ *      BOOL         true or false
+ *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
+ *                   names, documented in docs/dump-format.md
+ *      CONFIG, FLIGHT, COMMS, OPS   nested members (CONFIG is omitted when no
+ *                   config writer is installed);
+ *  - source: the expression the writer reads, in terms of its locals `d` (the
+ *    dump), `s` (ring statistics), `c` (a communicator snapshot), `v` (an op:
+ *    v->index, v->state) and `r` (its struct ng_op_record). A reader ignores it.
+ *
+ * Changing a key, its kind or the order is a schema change: bump the version
+ * in NG_DUMP_SCHEMA, and update docs/dump-format.md and check_dump.py.
+ */
+#ifndef NCCLGUARD_DUMP_FORMAT_H
+#define NCCLGUARD_DUMP_FORMAT_H
+
+#define NG_DUMP_SCHEMA "ncclguard.dump/1.1"
+
+/* File name: <dir>/NG_DUMP_PREFIX "r<rank>-<host>-<pid>" NG_DUMP_SUFFIX;
+ * "rx" when the global rank is unknown. */
+#define NG_DUMP_PREFIX "ncclguard-"
+#define NG_DUMP_SUFFIX ".json"
+
+/* The top-level object. */
+#define NG_DUMP_TOP_FIELDS(X)                               \
+    X("schema", STR, NG_DUMP_SCHEMA)                        \
+    X("reason", STR, d->reason)                             \
+    X("time_ns", I64, d->time_ns)                           \
+    X("host", STR, d->id->host)                             \
+    X("pid", I64, d->pid)                                   \
+    X("rank", I64_NONNEG, d->id->rank)                      \
+    X("local_rank", I64_NONNEG, d->id->local_rank)          \
+    X("job", STR, d->id->job)                               \
+    X("ncclguard_version", STR, d->ncclguard_version)       \
+    X("nccl_version", I64_NONZERO, d->nccl_version)         \
+    X("config", CONFIG, d)                                  \
+    X("flight", FLIGHT, d)                                  \
+    X("comms", COMMS, d)                                    \
+    X("ops", OPS, d)
+
+/* "flight": the ring's statistics. */
+#define NG_DUMP_FLIGHT_FIELDS(X)                            \
+    X("capacity", U64, s->capacity)                         \
+    X("recorded", U64, s->recorded)                         \
+    X("overwritten", U64, s->overwritten)                   \
+    X("dropped_inflight", U64, s->dropped_inflight)
+
+/* One element of "comms". */
+#define NG_DUMP_COMM_FIELDS(X)                              \
+    X("id", HEX, c->id)                                     \
+    X("rank", I64, c->rank)                                 \
+    X("nranks", I64, c->nranks)                             \
+    X("device", I64_NONNEG, c->device)                      \
+    X("name", NAME, c->name)                                \
+    X("state", COMM_STATE, c->state)                        \
+    X("blocking", BOOL, c->blocking)                        \
+    X("parent", HEX_NONZERO, c->parent_id)                  \
+    X("created_ns", I64, c->created_ns)                     \
+    X("last_seq", U64, c->coll_seq)                         \
+    X("last_completed_seq", U64, c->completed_seq)          \
+    X("last_async_error", I64, c->last_async_error)
+
+/* One element of "ops": every field of struct ng_op_record (flight.h). */
+#define NG_DUMP_OP_FIELDS(X)                                \
+    X("index", U64, v->index)                               \
+    X("comm", HEX, r->comm_id)                              \
+    X("comm_rank", I64, r->comm_rank)                       \
+    X("comm_nranks", I64, r->comm_nranks)                   \
+    X("seq", U64_NONZERO, r->seq)                           \
+    X("p2p_seq", U64_NONZERO, r->p2p_seq)                   \
+    X("op", OP_NAME, r->op)                                 \
+    X("count", U64, r->count)                               \
+    X("datatype", DATATYPE, r->dtype)                       \
+    X("bytes", U64, r->bytes)                               \
+    X("redop", REDOP, r->redop)                             \
+    X("root", ROOT, r)                                      \
+    X("peer", PEER, r)                                      \
+    X("stream", HEX, r->stream)                             \
+    X("group", U64_NONZERO, r->group_id)                    \
+    X("thread", U64, r->thread_id)                          \
+    X("enqueue_ns", I64, r->enqueue_ns)                     \
+    X("enqueue_mono_ns", I64, r->enqueue_mono_ns)           \
+    X("state", OP_STATE, v->state)                          \
+    X("gpu_start_ns", I64_NONZERO, r->gpu_start_ns)         \
+    X("gpu_end_ns", I64_NONZERO, r->gpu_end_ns)             \
+    X("seen_start_ns", I64_NONZERO, r->seen_start_ns)       \
+    X("seen_end_ns", I64_NONZERO, r->seen_end_ns)           \
+    X("result", I64, r->result)                             \
+    X("flags", OP_FLAGS, r->flags)                          \
+    X("marker", I64_NONNEG, r->marker)
+
+/* Names of the bits of ng_op_record.flags (NG_REC_* of flight.h), in bit order;
+ * a bit without a name is written as "bit<N>". */
+#define NG_DUMP_OP_FLAG_NAMES {"slow", "timeout", "deferred", "first"}
+
+/* Names of ncclDataType_t values, indexed by value; others: "unknown/<n>". */
+#define NG_DUMP_DATATYPE_NAMES                                                  \
+    {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", \
+     "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+
+/* Names of the built-in ncclRedOp_t values; a value >= ncclNumOps (created by
+ * ncclRedOpCreatePreMulSum) is written "premulsum/<n>", a negative one null. */
+#define NG_DUMP_REDOP_NAMES {"sum", "prod", "max", "min", "avg"}
+
+#endif

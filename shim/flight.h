@@ -1,0 +1,127 @@
+/*
+ * flight.h: the flight recorder, a ring of the last NCCLGUARD_RING op records.
+ *
+ * Owns: the ring (preallocated at the first communicator creation) and the
+ * lifecycle of one record. A record is written by the application thread that
+ * enqueued the op, then advanced (state, GPU times) by the watchdog.
+ *
+ * Concurrency, without locks:
+ *  - a writer claims index i with one atomic add on `head`; the slot is
+ *    i % capacity. Writers never wait for one another, nor for readers;
+ *  - each slot has a seqlock-style `version`: odd while the claiming writer
+ *    fills it, 2*(i+1) once record i is complete. A reader copies the slot and
+ *    keeps the copy only if the version was even and unchanged around the copy;
+ *  - `state_word` packs (index, state): the watchdog moves a record from one
+ *    state to the next with a compare-and-swap, which fails harmlessly when
+ *    the slot has meanwhile been reused for a newer record;
+ *  - claiming a slot whose previous record is not finished drops that record
+ *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.
+ *
+ * Threads: ncclguard_flight_append on any application thread (hot path: no
+ * malloc, no syscall); readers on the watchdog, a dump, or a signal handler.
+ */
+#ifndef NCCLGUARD_FLIGHT_H
+#define NCCLGUARD_FLIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum ng_op_state {
+    NG_OP_SCHEDULED = 0, /* enqueued; the GPU has not reached it */
+    NG_OP_STARTED,       /* the GPU passed the start marker */
+    NG_OP_COMPLETED,     /* the GPU passed the end marker */
+    NG_OP_FAILED,        /* NCCL returned an error at enqueue, or an async error */
+    NG_OP_ABORTED,       /* its communicator was aborted or revoked before it finished */
+    NG_OP_CAPTURED,      /* recorded into a CUDA graph: no markers */
+    NG_OP_NSTATES
+};
+
+/* True for a state that never changes again. */
+static inline int ng_op_state_final(int s)
+{
+    return s >= NG_OP_COMPLETED;
+}
+
+#define NG_NO_MARKER (-1)
+
+/* Every field is 64 bits wide, so that records can be copied word by word with
+ * relaxed atomic accesses (torn-free, and clean under ThreadSanitizer). */
+struct ng_op_record {
+    /* set by the writer */
+    uint64_t comm_id;
+    uint64_t seq;            /* collectives on this communicator, from 1 (0 for p2p) */
+    uint64_t p2p_seq;        /* sends+recvs to this peer on this communicator, from 1 */
+    uint64_t count;
+    uint64_t bytes;
+    uint64_t stream;         /* cudaStream_t value */
+    uint64_t group_id;       /* 0 when not in a group */
+    uint64_t thread_id;      /* gettid() of the caller */
+    int64_t enqueue_ns;      /* CLOCK_REALTIME */
+    int64_t enqueue_mono_ns; /* CLOCK_MONOTONIC */
+    int64_t op;              /* enum ng_op_type */
+    int64_t dtype;           /* ncclDataType_t */
+    int64_t redop;           /* ncclRedOp_t, -1 when none */
+    int64_t root;            /* root or peer, -1 when none */
+    int64_t comm_rank, comm_nranks;
+    int64_t comm_slot;       /* index of the communicator in the registry, -1 if none */
+    int64_t marker;          /* CUDA event pair (cuda.h of the shim), NG_NO_MARKER if none */
+    int64_t result;          /* ncclResult_t the enqueue returned */
+    /* advanced by the watchdog */
+    int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale; 0 unknown */
+    int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */
+    uint64_t flags;                     /* NG_REC_* */
+    /* concurrency */
+    uint64_t state_word; /* (index << 8) | enum ng_op_state */
+    uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
+};
+
+#define NG_REC_SLOW 0x1u      /* reported as slow */
+#define NG_REC_TIMEOUT 0x2u   /* reported as timed out */
+#define NG_REC_DEFERRED 0x4u  /* nonblocking: end marker not yet recorded */
+#define NG_REC_FIRST 0x8u     /* first op on its communicator */
+#define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump */
+
+struct ng_flight_stats {
+    uint64_t recorded;         /* records ever appended */
+    uint64_t overwritten;      /* records lost to wrap-around */
+    uint64_t dropped_inflight; /* of which still unfinished when overwritten */
+    uint64_t capacity;
+};
+
+#define NG_FLIGHT_NONE UINT64_MAX
+
+/* Allocates the ring; idempotent. 0, or -1 when memory is short. */
+int ncclguard_flight_init(uint64_t capacity);
+
+/* Appends a copy of *rec in `state`; returns its index, NG_FLIGHT_NONE when the
+ * ring is not allocated. Hot path: one atomic add and the copy. */
+uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state);
+
+/* Copies record `index` consistently; 0 on success, -1 if torn or overwritten. */
+int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out);
+
+/* Current state of record `index`, or -1 if it was overwritten. */
+int ncclguard_flight_state(uint64_t index);
+
+/* Moves record `index` from state `from` to `to`; 0 on success, -1 if the
+ * record changed meanwhile (overwritten, or advanced by someone else). */
+int ncclguard_flight_advance(uint64_t index, int from, int to);
+
+/* Stores one field (a member of struct ng_op_record given by its offset) of
+ * record `index` if the record is still there. For the watchdog and the hooks
+ * that patch a record after it was appended. */
+void ncclguard_flight_set(uint64_t index, size_t offset, uint64_t value);
+#define NG_FLIGHT_SET(index, field, value) \
+    ncclguard_flight_set(index, offsetof(struct ng_op_record, field), (uint64_t)(value))
+
+/* Index one past the newest record. */
+uint64_t ncclguard_flight_head(void);
+
+void ncclguard_flight_stats(struct ng_flight_stats *out);
+
+const char *ncclguard_op_state_name(int state);
+
+/* fork(): the child starts with an empty ring. */
+void ncclguard_flight_atfork_child(void);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * json.h: a streaming JSON writer that is async-signal-safe.
+ *
+ * Owns: the JSON syntax of what the shim writes (dumps; later the event log).
+ * The caller supplies a fixed buffer and a file descriptor; the writer fills
+ * the buffer and hands it to write(2) whenever it is full, so a document of
+ * any size streams out through a small buffer. It never calls malloc, stdio or
+ * anything that reads the locale: numbers and escapes are formatted here.
+ *
+ * Syntax is tracked with a small stack: the writer places the commas and
+ * colons, and a misuse (a value without a key inside an object, a key inside an
+ * array, unbalanced ends, nesting deeper than NG_JSON_MAX_DEPTH) is an error.
+ * Errors are sticky: the first one (a failed write, or EINVAL for a misuse)
+ * is kept, later calls do nothing, and ncclguard_json_finish reports it.
+ *
+ * Strings: '"', '\\' and control characters are escaped (\n, \t, ... or
+ * \u00XX); valid UTF-8 is copied as is; each byte that is not part of a valid
+ * UTF-8 sequence (stray continuation, truncated or overlong sequence,
+ * surrogate, above U+10FFFF) becomes one "\ufffd" (U+FFFD, the replacement
+ * character), so the output is always valid UTF-8 and valid JSON.
+ *
+ * Threads: one writer belongs to one caller; every function is async-signal-
+ * safe (only write(2) is called) and may run in a signal handler.
+ */
+#ifndef NCCLGUARD_JSON_H
+#define NCCLGUARD_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NG_JSON_MAX_DEPTH 16
+
+/* Opaque in spirit: callers use the functions below, not the fields. */
+struct ng_json {
+    char *buf;
+    size_t cap, len;
+    int fd;
+    int err;           /* first error (an errno value), 0 while all is well */
+    uint64_t written;  /* bytes handed to write(2) so far */
+    int depth;         /* open containers */
+    int want_value;    /* a key was written; its value comes next */
+    int newline_depth; /* see ncclguard_json_set_newlines */
+    unsigned char is_object[NG_JSON_MAX_DEPTH];
+    unsigned char has_member[NG_JSON_MAX_DEPTH + 1]; /* [0]: the top-level value */
+};
+
+/* Starts a document that goes to fd through buf[cap] (cap >= 1). */
+void ncclguard_json_init(struct ng_json *j, int fd, char *buf, size_t cap);
+
+void ncclguard_json_begin_object(struct ng_json *j);
+void ncclguard_json_end_object(struct ng_json *j);
+void ncclguard_json_begin_array(struct ng_json *j);
+void ncclguard_json_end_array(struct ng_json *j);
+
+/* The key of the next member of the innermost object (escaped like a string). */
+void ncclguard_json_key(struct ng_json *j, const char *key);
+
+/* Values. A NULL string is written as null. string_n writes exactly n bytes
+ * (a NUL among them is escaped as \u0000). */
+void ncclguard_json_string(struct ng_json *j, const char *s);
+void ncclguard_json_string_n(struct ng_json *j, const char *s, size_t n);
+void ncclguard_json_int64(struct ng_json *j, int64_t v);
+void ncclguard_json_uint64(struct ng_json *j, uint64_t v);
+/* A string of exactly 16 lowercase hex digits: "00000000005f3a1c". */
+void ncclguard_json_hex64(struct ng_json *j, uint64_t v);
+/* Fixed-point with `decimals` (0..9) digits after the point, rounded half
+ * away from zero; magnitudes >= 1e18 use an exponent ("1.50e+18"); NaN and
+ * infinities (which JSON lacks) are written as null. */
+void ncclguard_json_double(struct ng_json *j, double v, int decimals);
+void ncclguard_json_bool(struct ng_json *j, int v);
+void ncclguard_json_null(struct ng_json *j);
+
+/* Members of containers at depth <= `depth` (1: the members of the top-level
+ * object; 2: also the elements of its arrays) start on a new line, and so does
+ * the closing bracket of such a non-empty container. 0 (the default): compact.
+ * Makes a large dump readable with grep and less; still one JSON document. */
+void ncclguard_json_set_newlines(struct ng_json *j, int depth);
+
+/* Writes n bytes of already serialised JSON (one complete value, which the
+ * caller vouches for) as the next value: for a member that another module
+ * formats into a buffer, such as the dump's "config" (ncclguard_config_json). */
+void ncclguard_json_raw(struct ng_json *j, const char *json, size_t n);
+
+/* True when a key has been written and its value has not. */
+int ncclguard_json_value_pending(const struct ng_json *j);
+
+/* Open containers (0 at the top level). */
+int ncclguard_json_depth(const struct ng_json *j);
+
+/* Ends the document: checks that every container is closed and a value was
+ * written, appends a newline and flushes. 0, or -1 with errno set to the first
+ * error. */
+int ncclguard_json_finish(struct ng_json *j);
+
+/* Decimal digits of v into out (at least 21 bytes), NUL-terminated; returns
+ * the length. Async-signal-safe helpers for messages composed by hand. */
+size_t ncclguard_fmt_int64(char *out, int64_t v);
+size_t ncclguard_fmt_uint64(char *out, uint64_t v);
+
+#endif

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Checks a set of ncclguard dumps (one per rank) for the end-to-end tests.
+
+usage: dumpcheck.py CHECK DIR [ARGS]
+  completed DIR NRANKS      every rank dumped; every op completed; per communicator,
+                            last_seq == last_completed_seq, identical on every rank
+  stall DIR RANK            RANK's oldest in-flight collective is scheduled; every other
+                            rank has the same (comm, seq) started
+  hang DIR RANK             RANK wrote no dump; the others' oldest in-flight collective is
+                            the same (comm, seq) on all of them
+  differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
+                            and differ first there, on RANK
+  flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
+Prints what it found; exits 1 with a reason when the check fails.
+"""
+import glob
+import json
+import os
+import sys
+
+
+def load(d):
+    dumps = {}
+    for path in glob.glob(os.path.join(d, "ncclguard-r*.json")):
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("schema", "").split("/")[0] != "ncclguard.dump":
+            fail(f"{path}: schema {doc.get('schema')}")
+        dumps[doc["rank"]] = doc
+    return dumps
+
+
+def fail(msg):
+    print("dumpcheck: FAIL: " + msg)
+    sys.exit(1)
+
+
+def inflight(doc):
+    """The first collective still in flight, by enqueue time: (comm, seq, state)."""
+    ops = [o for o in doc["ops"] if o["state"] in ("scheduled", "started") and o["seq"]]
+    if not ops:
+        return None
+    o = min(ops, key=lambda o: o["enqueue_mono_ns"])
+    return (o["comm"], o["seq"], o["state"])
+
+
+def colls(doc):
+    """comm -> {seq: (op, count, datatype)} for collectives."""
+    out = {}
+    for o in doc["ops"]:
+        if o["seq"]:
+            out.setdefault(o["comm"], {})[o["seq"]] = (o["op"], o["count"], o["datatype"])
+    return out
+
+
+def check_completed(dumps, nranks):
+    if len(dumps) != nranks:
+        fail(f"{len(dumps)} dumps for {nranks} ranks")
+    per_comm = {}
+    for rank, doc in dumps.items():
+        bad = [o for o in doc["ops"] if o["state"] != "completed"]
+        if bad:
+            fail(f"rank {rank}: {len(bad)} ops not completed, e.g. {bad[0]}")
+        if not doc["ops"]:
+            fail(f"rank {rank}: no ops recorded")
+        for c in doc["comms"]:
+            if c["last_seq"] != c["last_completed_seq"]:
+                fail(f"rank {rank} comm {c['id']}: last_seq {c['last_seq']} != "
+                     f"last_completed_seq {c['last_completed_seq']}")
+            per_comm.setdefault(c["id"], set()).add((c["last_seq"], c["last_completed_seq"]))
+    for cid, seqs in per_comm.items():
+        if len(seqs) != 1:
+            fail(f"comm {cid}: ranks disagree on seqs: {sorted(seqs)}")
+    print(f"dumpcheck: {nranks} ranks, {len(per_comm)} comms, all ops completed, seqs agree")
+
+
+def check_stall(dumps, rank):
+    if rank not in dumps:
+        fail(f"no dump from rank {rank}")
+    mine = inflight(dumps[rank])
+    if not mine or mine[2] != "scheduled":
+        fail(f"rank {rank}: oldest in-flight op is {mine}, want scheduled")
+    for r, doc in dumps.items():
+        if r == rank:
+            continue
+        same = [o for o in doc["ops"] if o["comm"] == mine[0] and o["seq"] == mine[1]]
+        if not same or same[0]["state"] != "started":
+            fail(f"rank {r}: op {mine[:2]} is {same[0]['state'] if same else 'absent'}, "
+                 "want started")
+    print(f"dumpcheck: rank {rank} scheduled at comm {mine[0]} seq {mine[1]}; "
+          f"{len(dumps) - 1} peers started there")
+
+
+def check_hang(dumps, rank):
+    if rank in dumps:
+        fail(f"rank {rank} wrote a dump; it never entered NCCL")
+    if not dumps:
+        fail("no dumps at all")
+    seen = {r: inflight(doc) for r, doc in dumps.items()}
+    keys = {v[:2] if v else None for v in seen.values()}
+    if len(keys) != 1 or None in keys:
+        fail(f"peers disagree on the stuck op: {seen}")
+    print(f"dumpcheck: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}")
+
+
+def check_differ(dumps, rank):
+    if rank not in dumps:
+        fail(f"no dump from rank {rank}")
+    tables = {r: colls(doc) for r, doc in dumps.items()}
+    found = False
+    for cid in tables[rank]:
+        seqs = sorted(set().union(*(t.get(cid, {}).keys() for t in tables.values())))
+        for s in seqs:
+            vals = {r: t.get(cid, {}).get(s) for r, t in tables.items() if s in t.get(cid, {})}
+            if len(set(vals.values())) <= 1:
+                continue
+            others = {v for r, v in vals.items() if r != rank}
+            if len(others) != 1 or vals.get(rank) in others:
+                fail(f"comm {cid} seq {s}: the ranks differ, but not on rank {rank} alone: {vals}")
+            print(f"dumpcheck: comm {cid}: ranks agree up to seq {s - 1}; at seq {s} rank "
+                  f"{rank} has {vals.get(rank)}, the others {others.pop()}")
+            found = True
+            break
+    if not found:
+        fail("the dumps agree everywhere")
+
+
+def check_flight(dumps, capacity):
+    for rank, doc in dumps.items():
+        fl = doc["flight"]
+        want = max(0, fl["recorded"] - capacity)
+        if fl["capacity"] != capacity or fl["overwritten"] != want:
+            fail(f"rank {rank}: flight {fl}, want capacity {capacity} overwritten {want}")
+        if want == 0:
+            fail(f"rank {rank}: the ring never wrapped ({fl})")
+        if len(doc["ops"]) > capacity:
+            fail(f"rank {rank}: {len(doc['ops'])} ops listed for a ring of {capacity}")
+    print(f"dumpcheck: flight counters consistent on {len(dumps)} ranks")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        sys.exit(64)
+    check, d = sys.argv[1], sys.argv[2]
+    arg = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    dumps = load(d)
+    {"completed": check_completed, "stall": check_stall, "hang": check_hang,
+     "differ": check_differ, "flight": check_flight}[check](dumps, arg)
+
+
+if __name__ == "__main__":
+    main()

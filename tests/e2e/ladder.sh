@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The escalation ladder beyond warn and dump: abort (with the handle fenced) and
+# kill, on the CPU harness. Timeouts are short (1-2 s) but every wait is bounded
+# generously by launch --timeout.
+source "$(dirname "$0")/lib.sh"
+E2E=$ROOT/$B/tests/e2e
+if [ ! -x "$APPS/trainloop" ] || [ ! -x "$E2E/fence" ]; then
+    skip "ladder" "harness not built"; finish; exit
+fi
+
+# --- the fence: what the application sees on a handle ncclguard aborted -----------------
+for mode in abort destroy; do
+    (cd "$TMP" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_ABORT_AT=2 NCCLGUARD_DUMP_DIR=$TMP/fence-$mode \
+        under_shim "$E2E/fence" $mode >"$TMP/fence-$mode.out" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^fence: ok' "$TMP/fence-$mode.out")" = 6 ] &&
+        ! grep -q '^fakenccl:' "$TMP/fence-$mode.out" &&
+        grep -q 'ncclCommAbort of comm .* returned 0' "$TMP/fence-$mode.out" &&
+        ls "$TMP/fence-$mode"/*.json >/dev/null 2>&1; then
+        pass "fenced handle: errors and explanations, then the application's own $mode succeeds without reaching NCCL"
+    else
+        fail "fence ($mode)" "rc=$rc"; cat "$TMP/fence-$mode.out"
+    fi
+done
+
+# --- abort on the harness: stalled GPU, hung host ------------------------------------------
+for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; do
+    name=abort-${fault%% *}; name=${name//-/_}
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_ABORT_AT=3 NCCLGUARD_DUMP_DIR=$TMP/$name/dumps \
+        under_shim "$APPS/launch" -n 4 --timeout 90 -- "$APPS/trainloop" --steps 30 $fault \
+        --quiet >"$TMP/$name/out" 2>&1)
+    rc=$?
+    aborted=$(grep -c 'aborting comm' "$TMP/$name/out")
+    if [ $rc -eq 2 ] && [ "$aborted" -ge 1 ] &&
+        grep -q 'trainloop: rank [0-9]: .* failed: .*ncclguard aborted this communicator' \
+            "$TMP/$name/out" &&
+        [ "$(ls "$TMP/$name/dumps" | wc -l)" -ge 3 ]; then
+        pass "abort ($fault): $aborted communicators aborted, trainloop's next call fails, it exits 2, dumps written"
+    else
+        fail "abort ($fault)" "rc=$rc aborted=$aborted"; tail -n 20 "$TMP/$name/out"
+    fi
+done
+
+# --- kill: the documented exit status, after a durable dump -------------------------------
+mkdir -p "$TMP/kill"
+(cd "$TMP/kill" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_KILL_AT=2 NCCLGUARD_KILL_EXIT=99 \
+    NCCLGUARD_DUMP_DIR=$TMP/kill/dumps under_shim "$APPS/launch" -n 2 --timeout 90 -- \
+    "$APPS/trainloop" --steps 30 --stall-gpu-rank 1 --stall-step 3 --quiet >"$TMP/kill/out" 2>&1)
+rc=$?
+reasons=$(python3 -c 'import glob,json,sys
+print(sorted({json.load(open(p))["reason"] for p in glob.glob(sys.argv[1]+"/*.json")}))' \
+    "$TMP/kill/dumps" 2>/dev/null)
+if [ $rc -eq 99 ] && grep -q 'launch: rank [01] exited with status 99' "$TMP/kill/out" &&
+    grep -q 'ending the process with status 99' "$TMP/kill/out" && [ "$reasons" = "['kill']" ] &&
+    ! ls "$TMP/kill"/core* >/dev/null 2>&1; then
+    pass "kill: exit status 99 (NCCLGUARD_KILL_EXIT), dump with reason kill, no core file"
+else
+    fail "kill" "rc=$rc reasons=$reasons"; tail -n 20 "$TMP/kill/out"
+fi
+finish

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Tracking, flight recorder and watchdog, end to end: trainloop under launch with
+# every rank preloaded. Timeouts here are seconds, generous for a loaded 2-core box.
+source "$(dirname "$0")/lib.sh"
+CHECK="python3 $ROOT/tests/e2e/dumpcheck.py"
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
+    skip "tracking" "harness not built"; finish; exit
+fi
+
+# job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: runs a job in $TMP/NAME with dumps in
+# $TMP/NAME/dumps and the combined output in $TMP/NAME/out; sets $rc.
+job() {
+    local name=$1; shift
+    local largs=()
+    while [ "$1" != -- ]; do largs+=("$1"); shift; done
+    shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim \
+        "$LAUNCH" "${largs[@]}" -- "$TRAIN" "$@" >"$TMP/$name/out" 2>&1)
+    rc=$?
+}
+show() { echo "--- $1 (last lines)"; tail -n 15 "$TMP/$1/out"; }
+
+# --- healthy: no timeout, no slow op, every op counted and completed ----------------------
+# The harness's "GPU" is host threads sharing two cores with eight others, where a
+# 10 ms blip of a 1 ms op is ordinary; the slow rule's factor is raised so that
+# only a pathological op would count (the slow-rank case below tests the rule).
+NCCLGUARD_SLOW_FACTOR=1000 job healthy -n 4 --timeout 300 -- --steps 50 --quiet
+if [ $rc -eq 0 ] && ! grep -q 'ncclguard: .*\(in flight\|slow \)' "$TMP/healthy/out"; then
+    pass "healthy 4 ranks x 50 steps: no timeout, no slow op"
+else
+    fail "healthy run" "rc=$rc"; show healthy
+fi
+counted=1
+for r in 0 1 2 3; do
+    app=$(grep -o "trainloop: rank $r ok steps=50 ops=[0-9]*" "$TMP/healthy/out" | grep -o '[0-9]*$')
+    shim=$(grep "ncclguard: \[rank $r .*summary:" "$TMP/healthy/out" | grep -o '[0-9]* ops' | grep -o '[0-9]*')
+    [ -n "$app" ] && [ "$app" = "$shim" ] || { counted=0; echo "rank $r: app ops=$app shim ops=$shim"; }
+done
+if [ $counted = 1 ]; then pass "exit summary counts every op of every rank"
+else fail "exit summary counts every op"; fi
+
+NCCLGUARD_DUMP_AT_EXIT=1 job atexit -n 4 --timeout 300 -- --steps 50 --quiet
+if [ $rc -eq 0 ] && $CHECK completed "$TMP/atexit/dumps" 4 >"$TMP/atexit/check"; then
+    pass "exit dumps: every op completed, seq = last_completed_seq on every rank"
+else
+    fail "exit dumps" "rc=$rc $(cat "$TMP/atexit/check")"
+fi
+
+# --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
+NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_EVENTS=$TMP/stall.events \
+    job stall -n 4 --timeout 25 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
+if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
+    grep -q 'ncclguard: \[rank 0 .*in flight .*started on GPU, not finished' "$TMP/stall/out" &&
+    $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check"; then
+    pass "stalled GPU on rank 2: scheduled there, started on the peers ($(cat "$TMP/stall/check"))"
+else
+    fail "stalled GPU" "$(cat "$TMP/stall/check" 2>/dev/null)"; show stall
+fi
+
+if python3 - "$TMP/stall.events" <<'PY'
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+kinds = {e["event"] for e in events}
+need = {"comm_created", "timeout", "dump"}
+assert need <= kinds, f"missing {need - kinds}"
+assert {e["rank"] for e in events if e["event"] == "dump"} == {0, 1, 2, 3}
+PY
+then pass "event log: comm_created, timeout and dump events of every rank, valid JSON lines"
+else fail "event log"; fi
+
+# --- a dump on request: SIGUSR2 (forwarded by launch) -------------------------------------
+mkdir -p "$TMP/signal"
+(cd "$TMP/signal" && NCCLGUARD_DUMP_DIR=$TMP/signal/dumps NCCLGUARD_EVENTS=$TMP/signal/events \
+    under_shim "$LAUNCH" -n 2 --timeout 120 \
+    -- "$TRAIN" --steps 100000 --compute-ms 5 --quiet >"$TMP/signal/out" 2>&1) &
+lpid=$!
+# the handler exists once a rank has its first communicator (4 = 2 ranks x 2 comms)
+for _ in $(seq 600); do
+    [ "$(grep -c comm_created "$TMP/signal/events" 2>/dev/null)" -ge 4 ] && break; sleep 0.1
+done
+pkill -USR2 -f "^$LAUNCH -n 2 --timeout 120 -- " # launch forwards it to the ranks
+for _ in $(seq 100); do [ "$(ls "$TMP/signal/dumps" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
+pkill -TERM -f "^$LAUNCH -n 2 --timeout 120 -- "; wait $lpid 2>/dev/null
+reasons=$(python3 -c 'import glob,json,sys
+print(sorted(json.load(open(p))["reason"] for p in glob.glob(sys.argv[1]+"/*.json")))' "$TMP/signal/dumps" 2>/dev/null)
+if [ "$reasons" = "['signal', 'signal']" ]; then
+    pass "SIGUSR2 makes every rank write a dump"
+else
+    fail "dump on SIGUSR2" "reasons=$reasons"; show signal
+fi
+
+# --- a rank hung on the host: the others time out on the op it never called --------------
+NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 \
+    job hang -n 4 --timeout 25 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
+if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
+    ! grep -q 'ncclguard: \[rank 1 .*in flight' "$TMP/hang/out"; then
+    pass "host hang on rank 1: peers time out on one op, rank 1 dumps nothing"
+else
+    fail "host hang" "$(cat "$TMP/hang/check")"; show hang
+fi
+
+# --- skipped and mismatched collectives: the dumps differ exactly there -------------------
+for kind in skip mismatch; do
+    NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 \
+        job $kind -n 4 --timeout 25 -- --steps 30 --$kind-rank 3 --$kind-step 2 --quiet
+    if $CHECK differ "$TMP/$kind/dumps" 3 >"$TMP/$kind/check"; then
+        pass "--$kind-rank 3: $(cat "$TMP/$kind/check")"
+    else
+        fail "--$kind-rank 3" "$(cat "$TMP/$kind/check")"; show $kind
+    fi
+done
+
+# --- a slow rank: slow-op lines ----------------------------------------------------------
+FAKENCCL_DELAY_MS=120 FAKENCCL_DELAY_RANK=1 NCCLGUARD_SLOW_MS=60 \
+    job slow -n 2 --timeout 120 -- --steps 5 --quiet
+if [ $rc -eq 0 ] && grep -q 'ncclguard: \[rank 1 .*slow [A-Za-z]* #' "$TMP/slow/out"; then
+    pass "a 120 ms GPU delay on rank 1 gives slow-op lines"
+else
+    fail "slow ops" "rc=$rc"; show slow
+fi
+
+# --- more shapes: threads, nonblocking, graphs, async errors ----------------------------------
+NCCLGUARD_DUMP_AT_EXIT=1 job threads -n 2 --timeout 300 -- --steps 10 --threads 8 --quiet
+if [ $rc -eq 0 ] && $CHECK completed "$TMP/threads/dumps" 2 >"$TMP/threads/check" &&
+    [ "$(grep -o '"comms"' -c "$TMP"/threads/dumps/*.json | head -n 1 | cut -d: -f2)" -ge 1 ]; then
+    pass "8 threads with 8 communicators: $(cat "$TMP/threads/check")"
+else
+    fail "8 threads" "rc=$rc $(cat "$TMP/threads/check")"; show threads
+fi
+
+NCCLGUARD_DUMP_AT_EXIT=1 job nonblocking -n 4 --timeout 300 -- --steps 10 --nonblocking --quiet
+if [ $rc -eq 0 ] && $CHECK completed "$TMP/nonblocking/dumps" 4 >"$TMP/nonblocking/check"; then
+    pass "nonblocking communicators: $(cat "$TMP/nonblocking/check")"
+else
+    fail "nonblocking" "rc=$rc $(cat "$TMP/nonblocking/check")"; show nonblocking
+fi
+
+NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 job graph -n 2 --timeout 300 -- --steps 10 --graph --quiet
+captured=$(python3 -c 'import glob,json,sys
+print(min(sum(o["state"]=="captured" for o in json.load(open(p))["ops"]) for p in glob.glob(sys.argv[1]+"/*.json")))' \
+    "$TMP/graph/dumps" 2>/dev/null)
+if [ $rc -eq 0 ] && [ "${captured:-0}" -gt 0 ]; then
+    pass "capture + graph launch while the watchdog polls every 1 ms: $captured ops captured, no capture invalidated"
+else
+    fail "graph capture" "rc=$rc captured=${captured:-none}"; show graph
+fi
+
+FAKENCCL_ASYNC_ERROR_AFTER=20 FAKENCCL_ASYNC_ERROR_RANK=0 \
+    job asyncerr -n 2 --timeout 60 -- --steps 20 --quiet
+if grep -q 'ncclguard: \[rank 0 .*async error on comm' "$TMP/asyncerr/out"; then
+    pass "an injected async error is reported"
+else
+    fail "async error" "rc=$rc"; show asyncerr
+fi
+
+# --- the ring overflows: drops counted -----------------------------------------------------
+NCCLGUARD_RING=64 NCCLGUARD_DUMP_AT_EXIT=1 job ring -n 2 --timeout 300 -- --steps 20 --quiet
+if [ $rc -eq 0 ] && $CHECK flight "$TMP/ring/dumps" 64 >"$TMP/ring/check"; then
+    pass "ring of 64 records: $(cat "$TMP/ring/check")"
+else
+    fail "ring overflow" "rc=$rc $(cat "$TMP/ring/check")"; show ring
+fi
+
+finish

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the threaded parts (make tsan builds everything with
+# -fsanitize=thread into build-tsan): the flight recorder under concurrent
+# writers, and jobs whose watchdog polls while application threads enqueue.
+source "$(dirname "$0")/lib.sh"
+if [ "${SANITIZE:-}" != thread ]; then
+    skip "tsan" "run with make tsan"; finish; exit
+fi
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0"
+reports() { grep -c 'WARNING: ThreadSanitizer' "$1" 2>/dev/null || true; }
+
+"$ROOT/$B/tests/unit/test_shim_flight" >"$TMP/flight.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/flight.out")" = 0 ]; then
+    pass "flight recorder: concurrent writers and readers, no race"
+else
+    fail "flight recorder under TSan" "rc=$rc"; tail -n 30 "$TMP/flight.out"
+fi
+
+for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --graph"; do
+    (cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 under_shim "$APPS/launch" \
+        -n 2 --timeout 300 -- "$APPS/trainloop" $args --quiet >"$TMP/job.out" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(reports "$TMP/job.out")" = 0 ]; then
+        pass "watchdog polling every 1 ms during trainloop $args: no race"
+    else
+        fail "trainloop $args under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/job.out" | head -n 60
+    fi
+done
+finish

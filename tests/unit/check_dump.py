@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/1.1.
+
+Usage:
+  check_dump.py [--expect EXPECT.json] DUMP...   check dumps (and expected values)
+  check_dump.py --format shim/dump_format.h --docs docs/dump-format.md
+                                                 check that the header, the document
+                                                 and this checker list the same members
+
+The schema below is written out here on purpose, independently of the writer:
+it is what a reader expects. Exit status 0 when every check passes; otherwise
+each failure is printed on stderr and the status is 1. Standard library only.
+"""
+import json
+import re
+import sys
+
+SCHEMA = "ncclguard.dump/1.1"
+
+# (key, kind) in file order, as in shim/dump_format.h.
+TOP = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
+       ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
+       ("ncclguard_version", "STR"), ("nccl_version", "I64_NONZERO"), ("config", "CONFIG"),
+       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS")]
+FLIGHT = [("capacity", "U64"), ("recorded", "U64"), ("overwritten", "U64"),
+          ("dropped_inflight", "U64")]
+COMM = [("id", "HEX"), ("rank", "I64"), ("nranks", "I64"), ("device", "I64_NONNEG"),
+        ("name", "NAME"), ("state", "COMM_STATE"), ("blocking", "BOOL"),
+        ("parent", "HEX_NONZERO"), ("created_ns", "I64"), ("last_seq", "U64"),
+        ("last_completed_seq", "U64"), ("last_async_error", "I64")]
+OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "I64"),
+      ("seq", "U64_NONZERO"), ("p2p_seq", "U64_NONZERO"), ("op", "OP_NAME"), ("count", "U64"),
+      ("datatype", "DATATYPE"), ("bytes", "U64"), ("redop", "REDOP"), ("root", "ROOT"),
+      ("peer", "PEER"), ("stream", "HEX"), ("group", "U64_NONZERO"), ("thread", "U64"),
+      ("enqueue_ns", "I64"), ("enqueue_mono_ns", "I64"), ("state", "OP_STATE"),
+      ("gpu_start_ns", "I64_NONZERO"), ("gpu_end_ns", "I64_NONZERO"),
+      ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
+      ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG")]
+LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_FLIGHT_FIELDS": FLIGHT,
+         "NG_DUMP_COMM_FIELDS": COMM, "NG_DUMP_OP_FIELDS": OP}
+# Section of docs/dump-format.md that documents each list.
+DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_FLIGHT_FIELDS": "flight",
+                "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_OP_FIELDS": "ops[]"}
+
+COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
+OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
+IN_FLIGHT = {"scheduled", "started"}
+OP_NAMES = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
+            "AlltoAll", "Gather", "Scatter", "Send", "Recv", "Unknown"}
+P2P = {"Send", "Recv"}
+DATATYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+             "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+REDOPS = {"sum", "prod", "max", "min", "avg"}
+FLAGS = ["slow", "timeout", "deferred", "first"]
+
+errors = []
+
+
+def fail(where, msg):
+    errors.append(f"{where}: {msg}")
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_value(where, kind, v):
+    """Checks one scalar value against its kind."""
+    ok = True
+    if kind == "STR":
+        ok = isinstance(v, str)
+    elif kind == "NAME":
+        ok = v is None or (isinstance(v, str) and v != "")
+    elif kind == "I64":
+        ok = is_int(v) and -2**63 <= v < 2**63
+    elif kind == "U64":
+        ok = is_int(v) and 0 <= v < 2**64
+    elif kind == "I64_NONNEG":
+        ok = v is None or (is_int(v) and 0 <= v < 2**63)
+    elif kind == "I64_NONZERO":
+        ok = v is None or (is_int(v) and v != 0 and -2**63 <= v < 2**63)
+    elif kind == "U64_NONZERO":
+        ok = v is None or (is_int(v) and 0 < v < 2**64)
+    elif kind in ("HEX", "HEX_NONZERO"):
+        ok = isinstance(v, str) and re.fullmatch(r"[0-9a-f]{16}", v) is not None
+        if kind == "HEX_NONZERO":
+            ok = v is None or (ok and v != "0" * 16)
+    elif kind == "BOOL":
+        ok = isinstance(v, bool)
+    elif kind == "COMM_STATE":
+        ok = v in COMM_STATES
+    elif kind == "OP_STATE":
+        ok = v in OP_STATES
+    elif kind == "OP_NAME":
+        ok = v in OP_NAMES
+    elif kind == "DATATYPE":
+        ok = v in DATATYPES or (isinstance(v, str) and re.fullmatch(r"unknown/-?\d+", v))
+    elif kind == "REDOP":
+        ok = v is None or v in REDOPS or (isinstance(v, str) and
+                                          re.fullmatch(r"premulsum/\d+", v) is not None)
+    elif kind in ("ROOT", "PEER"):
+        ok = v is None or (is_int(v) and v >= 0)
+    elif kind == "OP_FLAGS":
+        # names in bit order, each once; "bit<N>" only for bits without a name
+        ok = isinstance(v, list) and all(
+            f in FLAGS or (isinstance(f, str) and re.fullmatch(r"bit\d+", f) is not None
+                           and int(f[3:]) >= len(FLAGS)) for f in v)
+        if ok:
+            bits = [FLAGS.index(f) if f in FLAGS else int(f[3:]) for f in v]
+            ok = bits == sorted(set(bits))
+    else:
+        fail(where, f"checker knows no kind {kind}")
+        return
+    if not ok:
+        fail(where, f"{v!r} is not a valid {kind}")
+
+
+def check_object(where, pairs, spec, optional=()):
+    """Checks member names and order of an object given as (key, value) pairs;
+    returns it as a dict."""
+    keys = [k for k, _ in pairs]
+    want = [k for k, _ in spec if k not in optional or k in keys]
+    if keys != want:
+        fail(where, f"members {keys} differ from {want}")
+    obj = dict(pairs)
+    for key, kind in spec:
+        if key in obj and kind not in ("CONFIG", "FLIGHT", "COMMS", "OPS"):
+            check_value(f"{where}.{key}", kind, obj[key])
+    return obj
+
+
+def load(path):
+    """The dump as nested lists of (key, value) pairs, so that member order
+    and duplicates are visible. Strict: UTF-8, no NaN, one document."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    text = raw.decode("utf-8")  # raises on invalid UTF-8
+
+    def no_constant(name):
+        raise ValueError(f"non-JSON constant {name}")
+
+    return json.loads(text, object_pairs_hook=lambda p: ("OBJ", p), parse_constant=no_constant)
+
+
+def plain(v):
+    """Turns ("OBJ", pairs) back into dicts."""
+    if isinstance(v, tuple) and v and v[0] == "OBJ":
+        return {k: plain(x) for k, x in v[1]}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    return v
+
+
+def pairs_of(where, v):
+    if not (isinstance(v, tuple) and v and v[0] == "OBJ"):
+        fail(where, "is not an object")
+        return []
+    return v[1]
+
+
+def check_dump(path):
+    """Schema, kinds, names, and the rules that tie members together. Returns
+    the dump as plain dicts."""
+    doc = load(path)
+    top = check_object("top", pairs_of("top", doc), TOP, optional=("config",))
+    if top.get("schema") != SCHEMA:
+        fail("schema", f"{top.get('schema')!r} is not {SCHEMA}")
+    if "config" in top and not (isinstance(top["config"], tuple) or top["config"] is None):
+        fail("config", "is neither an object nor null")
+    check_object("flight", pairs_of("flight", top.get("flight")), FLIGHT)
+    comms = top.get("comms")
+    if not isinstance(comms, list):
+        fail("comms", "is not an array")
+        comms = []
+    for i, c in enumerate(comms):
+        check_object(f"comms[{i}]", pairs_of(f"comms[{i}]", c), COMM)
+    ops = top.get("ops")
+    if not isinstance(ops, list):
+        fail("ops", "is not an array")
+        ops = []
+    plain_ops = []
+    for i, o in enumerate(ops):
+        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP)
+        plain_ops.append(op)
+        if op.get("op") in P2P and op.get("root") is not None:
+            fail(f"ops[{i}]", "a Send/Recv has a root")
+        if op.get("op") not in P2P and op.get("peer") is not None:
+            fail(f"ops[{i}]", "a collective has a peer")
+    # Order: in flight first, then the others; each group newest (highest index) first.
+    groups = [[o for o in plain_ops if o.get("state") in IN_FLIGHT],
+              [o for o in plain_ops if o.get("state") not in IN_FLIGHT]]
+    if plain_ops != groups[0] + groups[1]:
+        fail("ops", "records in flight do not all come first")
+    all_idx = [o.get("index") for o in plain_ops]
+    if len(set(all_idx)) != len(all_idx):
+        fail("ops", "a record appears twice")
+    for g in groups:
+        idx = [o.get("index") for o in g]
+        if idx != sorted(idx, reverse=True) or len(set(idx)) != len(idx):
+            fail("ops", f"indexes {idx} are not strictly newest first")
+    return plain(doc)
+
+
+def compare(where, want, got):
+    """Every member of `want` must equal the one in `got` (a subset match for
+    objects, an exact match for arrays of the same length)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            fail(where, f"expected an object, got {got!r}")
+            return
+        for k, v in want.items():
+            if k not in got:
+                fail(where, f"member {k} is missing")
+            else:
+                compare(f"{where}.{k}", v, got[k])
+    elif isinstance(want, list) and want and isinstance(want[0], dict):
+        if not isinstance(got, list) or len(got) != len(want):
+            n = len(got) if isinstance(got, list) else repr(got)
+            fail(where, f"expected {len(want)} elements, got {n}")
+            return
+        for i, (w, g) in enumerate(zip(want, got)):
+            compare(f"{where}[{i}]", w, g)
+    elif want != got or type(want) is not type(got):
+        fail(where, f"expected {want!r}, got {got!r}")
+
+
+def check_expect(dump, expect):
+    """Expected values: "top", "flight", "comms", "ops" (compared as above),
+    "ops_count", and "time_ns": [lowest, highest]."""
+    compare("top", expect.get("top", {}), dump)
+    if "flight" in expect:
+        compare("flight", expect["flight"], dump.get("flight"))
+    if "comms" in expect:
+        compare("comms", expect["comms"], dump.get("comms"))
+    if "ops" in expect:
+        compare("ops", expect["ops"], dump.get("ops"))
+    if "ops_count" in expect and len(dump.get("ops", [])) != expect["ops_count"]:
+        fail("ops", f"{len(dump.get('ops', []))} records, expected {expect['ops_count']}")
+    if "time_ns" in expect:
+        lo, hi = expect["time_ns"]
+        if not lo <= dump.get("time_ns", -1) <= hi:
+            fail("time_ns", f"{dump.get('time_ns')} is outside [{lo}, {hi}]")
+
+
+def check_format(header_path, docs_path):
+    """The X-macro lists of the header, the tables of the document and the
+    lists above must name the same members in the same order."""
+    header = open(header_path, encoding="utf-8").read()
+    docs = open(docs_path, encoding="utf-8").read()
+    for name, spec in LISTS.items():
+        m = re.search(r"#define " + name + r"\(X\)(.*?)(?:\n\n|\n/\*|\n#)", header, re.S)
+        if not m:
+            fail(header_path, f"no list {name}")
+            continue
+        found = re.findall(r'X\("([a-z_0-9]+)",\s*([A-Z_0-9]+),', m.group(1))
+        if found != spec:
+            fail(header_path, f"{name} is {found}, the checker expects {spec}")
+        sect = re.search(r"^#+ `?" + re.escape(DOC_SECTIONS[name]) + r"`?.*?$(.*?)(?=^#+ |\Z)",
+                         docs, re.S | re.M)
+        if not sect:
+            fail(docs_path, f"no section '{DOC_SECTIONS[name]}'")
+            continue
+        rows = re.findall(r"^\| `([a-z_0-9]+)` \|", sect.group(1), re.M)
+        if rows != [k for k, _ in spec]:
+            fail(docs_path, f"section '{DOC_SECTIONS[name]}' lists {rows}, "
+                            f"expected {[k for k, _ in spec]}")
+    if f'"{SCHEMA}"' not in header or SCHEMA not in docs:
+        fail("schema", f"{SCHEMA} is not named in both {header_path} and {docs_path}")
+
+
+def main(argv):
+    args = argv[1:]
+    expect = header = docs = None
+    dumps = []
+    while args:
+        a = args.pop(0)
+        if a == "--expect":
+            with open(args.pop(0), encoding="utf-8") as f:
+                expect = json.load(f)
+        elif a == "--format":
+            header = args.pop(0)
+        elif a == "--docs":
+            docs = args.pop(0)
+        else:
+            dumps.append(a)
+    if (header is None) != (docs is None) or (not dumps and header is None):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if header:
+        check_format(header, docs)
+    for path in dumps:
+        try:
+            dump = check_dump(path)
+        except (ValueError, UnicodeDecodeError) as e:
+            fail(path, f"is not valid JSON: {e}")
+            continue
+        if expect is not None:
+            check_expect(dump, expect)
+    for e in errors:
+        print(f"check_dump: {e}", file=sys.stderr)
+    if not errors:
+        print(f"check_dump: ok ({len(dumps)} dumps{', format and docs' if header else ''})")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
