@@ -30,13 +30,16 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -I$(NCCL_INC) -I$(CUDA
 LDFLAGS  += -pthread
 ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(SANITIZE),thread)
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+endif
 CFLAGS   += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
-endif
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-.PHONY: all deps check demo bench install clean tsan fuzz
+.PHONY: all deps check demo bench install clean tsan
 all:
 
 # Every component adds its targets to ALL and its unit-test programs to UNIT_TESTS.
@@ -62,6 +65,12 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory all
 	@B=$(B) SANITIZE=$(SANITIZE) tests/run
+
+# ThreadSanitizer on the threaded parts: the flight recorder's unit test, and
+# jobs with the watchdog polling, in a build of everything with -fsanitize=thread.
+tsan: deps
+	@$(MAKE) --no-print-directory all B=build-tsan SANITIZE=thread
+	@B=build-tsan SANITIZE=thread tests/run tsan
 
 demo: deps
 	@$(MAKE) --no-print-directory all

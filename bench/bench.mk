@@ -1,0 +1,25 @@
+# Benchmarks. Each prints figures measured against a baseline in the same run.
+$(B)/bench/startup: bench/startup.c $(SHIM_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/startup.c $(SHIM_OBJS) $(LDFLAGS) -ldl
+
+$(B)/bench/noop: bench/noop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
+$(B)/bench/libempty.so: bench/noop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared -Dmain=ng_bench_unused -o $@ $<
+
+BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead
+ALL += $(BENCH_PROGS)
+
+# The last line printed is overhead's `added_ns_per_call=...`.
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
+	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
+
+$(B)/bench/overhead: bench/overhead.c $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1

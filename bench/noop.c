@@ -1,0 +1,5 @@
+/* noop: the smallest program, for start-up measurements. */
+int main(void)
+{
+    return 0;
+}

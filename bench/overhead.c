@@ -1,0 +1,198 @@
+/*
+ * overhead: what the shim adds to each NCCL call, and what its watchdog costs.
+ *
+ *   overhead LIBNCCLGUARD          the benchmark (driver)
+ *   overhead --loop N              child: N 8-byte AllReduce calls, prints ns/call
+ *   overhead --inflight N SECONDS  child: N ops held in flight, prints the
+ *                                  watchdog thread's CPU share
+ *
+ * The driver runs the loop child plain and under the shim with
+ * NCCLGUARD_TRACK=off, end and full, interleaved, several times each, all on
+ * the fake NCCL in no-op mode (FAKENCCL_NOOP=1: calls enqueue no stream work),
+ * and prints the medians and the differences. The last line is
+ *   added_ns_per_call=<N> (track=full, fake events)
+ */
+#include <cuda.h>
+#include <dirent.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tests/fakes/fakecuda.h"
+
+#define REPS 7
+
+static double now_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int setup(ncclComm_t *comm, CUstream *s)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    ncclUniqueId id;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuStreamCreate(s, CU_STREAM_NON_BLOCKING))
+        return -1;
+    if (ncclGetUniqueId(&id) || ncclCommInitRank(comm, 1, id, 0)) return -1;
+    return 0;
+}
+
+static int loop(long n)
+{
+    ncclComm_t comm;
+    CUstream s;
+    CUdeviceptr buf;
+    if (setup(&comm, &s) || cuMemAlloc(&buf, 8)) return 2;
+    void *p = (void *)buf;
+    for (long i = 0; i < n / 10; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
+    cuStreamSynchronize(s);
+    double t0 = now_ns(CLOCK_MONOTONIC);
+    for (long i = 0; i < n; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
+    double t1 = now_ns(CLOCK_MONOTONIC);
+    cuStreamSynchronize(s);
+    printf("%.2f\n", (t1 - t0) / (double)n);
+    ncclCommDestroy(comm);
+    return 0;
+}
+
+/* CPU time of the thread named ncclguard-wd, in ns; -1 if there is none. */
+static double watchdog_cpu_ns(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    double ns = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], name[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(name, sizeof name, f)) name[0] = '\0';
+        fclose(f);
+        if (strncmp(name, "ncclguard-wd", 12) != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long long ut = 0, stime = 0;
+        /* fields 14 and 15 after the "(comm)" part */
+        char buf[1024];
+        if (fgets(buf, sizeof buf, f)) {
+            char *q = strrchr(buf, ')');
+            if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                            &stime) == 2)
+                ns = (double)(ut + stime) * 1e9 / (double)sysconf(_SC_CLK_TCK);
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return ns;
+}
+
+static int inflight(long n, double seconds)
+{
+    ncclComm_t comm;
+    CUstream s;
+    CUdeviceptr buf;
+    if (setup(&comm, &s) || cuMemAlloc(&buf, 8)) return 2;
+    static volatile int release;
+    fakecuda_test_spin(s, &release);
+    for (long i = 0; i < n; i++)
+        ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat, ncclSum, comm, s);
+    double c0 = watchdog_cpu_ns(), t0 = now_ns(CLOCK_MONOTONIC);
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (long)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    double c1 = watchdog_cpu_ns(), t1 = now_ns(CLOCK_MONOTONIC);
+    release = 1;
+    cuStreamSynchronize(s);
+    ncclCommDestroy(comm);
+    if (c0 < 0) {
+        printf("none\n");
+        return 0;
+    }
+    printf("%.3f\n", 100.0 * (c1 - c0) / (t1 - t0));
+    return 0;
+}
+
+/* Runs this program as a child with extra environment; returns its number. */
+static double child(const char *self, const char *preload, const char *track, const char *arg1,
+                    const char *arg2, const char *arg3)
+{
+    int fd[2];
+    if (pipe(fd)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        setenv("FAKENCCL_NOOP", strcmp(arg1, "--loop") == 0 ? "1" : "0", 1);
+        if (preload) setenv("LD_PRELOAD", preload, 1);
+        else unsetenv("LD_PRELOAD");
+        if (track) setenv("NCCLGUARD_TRACK", track, 1);
+        setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
+        execl(self, self, arg1, arg2, arg3, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[64] = "";
+    ssize_t k = read(fd[0], out, sizeof out - 1);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (k <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return -1;
+    out[k] = '\0';
+    return strncmp(out, "none", 4) == 0 ? -2 : atof(out);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--loop")) return loop(atol(argv[2]));
+    if (argc == 4 && !strcmp(argv[1], "--inflight")) return inflight(atol(argv[2]), atof(argv[3]));
+    if (argc != 2) {
+        fprintf(stderr, "usage: overhead LIBNCCLGUARD\n");
+        return 64;
+    }
+    const char *self = "/proc/self/exe";
+    char exe[4096];
+    ssize_t k = readlink(self, exe, sizeof exe - 1);
+    if (k <= 0) return 2;
+    exe[k] = '\0';
+    static const char *const modes[] = {NULL, "off", "end", "full"};
+    double v[4][REPS];
+    for (int r = 0; r < REPS; r++)
+        for (int m = 0; m < 4; m++) {
+            v[m][r] = child(exe, m ? argv[1] : NULL, modes[m], "--loop", "200000", NULL);
+            if (v[m][r] < 0) {
+                fprintf(stderr, "overhead: child run failed (%s)\n", m ? modes[m] : "plain");
+                return 1;
+            }
+        }
+    double med[4];
+    for (int m = 0; m < 4; m++) {
+        qsort(v[m], REPS, sizeof v[m][0], cmp);
+        med[m] = v[m][REPS / 2];
+    }
+    printf("overhead: 8-byte ncclAllReduce on the fake NCCL (FAKENCCL_NOOP=1), median of %d runs "
+           "of 200000 calls\n", REPS);
+    printf("overhead: plain %.1f ns/call\n", med[0]);
+    for (int m = 1; m < 4; m++)
+        printf("overhead: track=%-4s %.1f ns/call, added %.1f ns (ratio %.2f)\n", modes[m],
+               med[m], med[m] - med[0], med[m] / med[0]);
+    double cpu = child(exe, argv[1], "full", "--inflight", "1000", "5");
+    if (cpu == -2) printf("overhead: watchdog cpu: no watchdog thread found\n");
+    else printf("overhead: watchdog cpu with 1000 ops in flight: %.3f%% of one core\n", cpu);
+    printf("added_ns_per_call=%.0f (track=full, fake events)\n", med[3] - med[0]);
+    return 0;
+}
