@@ -353,27 +353,27 @@ START_TEST(call_log_is_identical_across_runs)
     ck_assert_ptr_nonnull(two);
     ck_assert_str_eq(one, two);
     static const char *const lines[] = {
-        "ncclGetVersion version=22809 -> 0\n",
-        "ncclGetUniqueId uniqueId=id#0 -> 0\n",
+        "ncclGetVersion version=22809 -> 0 thread=",
+        "ncclGetUniqueId uniqueId=id#0 -> 0 thread=",
         "ncclCommInitRankConfig comm=comm#0 nranks=1 commId=id#0 rank=0 config={size=",
         "commName=\"logged\"",
-        "ncclCommCount comm=comm#0 count=1 -> 0\n",
+        "ncclCommCount comm=comm#0 count=1 -> 0 thread=",
         "ncclAllReduce sendbuff=buf#0 recvbuff=buf#1 count=4 datatype=7 op=0 comm=comm#0 "
-        "stream=stream#0 -> 0\n",
-        "ncclSend sendbuff=buf#0 count=2 datatype=2 peer=0 comm=comm#0 stream=stream#0 -> 0\n",
+        "stream=stream#0 -> 0 thread=",
+        "ncclSend sendbuff=buf#0 count=2 datatype=2 peer=0 comm=comm#0 stream=stream#0 -> 0 thread=",
         "ncclBroadcast sendbuff=buf#0 recvbuff=buf#1 count=1 datatype=0 root=0 comm=comm#0 "
-        "stream=legacy -> 0\n",
-        "ncclRedOpCreatePreMulSum op=5 scalar=buf#2 datatype=7 residence=1 comm=comm#0 -> 0\n",
-        "ncclCommSplit comm=comm#0 color=0 key=0 newcomm=comm#1 config=null -> 0\n",
-        "ncclCommRegister comm=comm#0 buff=buf#3 size=256 handle=reg#0 -> 0\n",
+        "stream=legacy -> 0 thread=",
+        "ncclRedOpCreatePreMulSum op=5 scalar=buf#2 datatype=7 residence=1 comm=comm#0 -> 0 thread=",
+        "ncclCommSplit comm=comm#0 color=0 key=0 newcomm=comm#1 config=null -> 0 thread=",
+        "ncclCommRegister comm=comm#0 buff=buf#3 size=256 handle=reg#0 -> 0 thread=",
         "ncclGroupSimulateEnd simInfo={estimatedTime=",
-        "ncclCommGetAsyncError comm=comm#0 asyncError=0 -> 0\n",
+        "ncclCommGetAsyncError comm=comm#0 asyncError=0 -> 0 thread=",
         "ncclAllReduce sendbuff=buf#0 recvbuff=buf#1 count=1 datatype=2 op=0 comm=null "
-        "stream=stream#0 -> 4\n",
-        "ncclGetLastError comm=comm#0 -> \"AllReduce : comm argument is NULL\"\n",
-        "ncclGetErrorString result=6 -> \"remote process exited or there was a network error\"\n",
-        "ncclCommInitAll comm=[comm#2,comm#3] ndev=2 devlist=null -> 0\n",
-        "ncclCommDestroy comm=comm#0 -> 0\n"};
+        "stream=stream#0 -> 4 thread=",
+        "ncclGetLastError comm=comm#0 -> \"AllReduce : comm argument is NULL\" thread=",
+        "ncclGetErrorString result=6 -> \"remote process exited or there was a network error\" thread=",
+        "ncclCommInitAll comm=[comm#2,comm#3] ndev=2 devlist=null -> 0 thread=",
+        "ncclCommDestroy comm=comm#0 -> 0 thread="};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         ck_assert_msg(strstr(one, lines[i]) != NULL, "log lacks: %s\n--- log:\n%s", lines[i],
                           one);
