@@ -32,7 +32,7 @@ ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 ifeq ($(SANITIZE),thread)
-SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer -Wno-tsan
 endif
 CFLAGS   += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
@@ -76,10 +76,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@B=$(B) scripts/demo
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/ncclguard
+install: $(B)/libncclguard.so $(B)/ncclguard
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/share/doc/ncclguard/examples
 	install -m 0755 $(B)/libncclguard.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(B)/ncclguard $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 README.md LICENSE $(wildcard docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/ncclguard/
+	install -m 0644 $(wildcard docs/examples/*) $(DESTDIR)$(PREFIX)/share/doc/ncclguard/examples/
 
 clean:
 	rm -rf $(B)

@@ -1,5 +1,5 @@
 # Benchmarks. Each prints figures measured against a baseline in the same run.
-$(B)/bench/startup: bench/startup.c $(SHIM_OBJS)
+$(B)/bench/startup: bench/startup.c bench/timing.h $(SHIM_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ bench/startup.c $(SHIM_OBJS) $(LDFLAGS) -ldl
 
@@ -18,8 +18,9 @@ ALL += $(BENCH_PROGS)
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
+	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
 
-$(B)/bench/overhead: bench/overhead.c $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+$(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1

@@ -23,15 +23,9 @@
 #include <unistd.h>
 
 #include "../tests/fakes/fakecuda.h"
+#include "timing.h"
 
 #define REPS 7
-
-static double now_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 static int setup(ncclComm_t *comm, CUstream *s)
 {
@@ -54,9 +48,9 @@ static int loop(long n)
     void *p = (void *)buf;
     for (long i = 0; i < n / 10; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
     cuStreamSynchronize(s);
-    double t0 = now_ns(CLOCK_MONOTONIC);
+    double t0 = bench_now_ns();
     for (long i = 0; i < n; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
-    double t1 = now_ns(CLOCK_MONOTONIC);
+    double t1 = bench_now_ns();
     cuStreamSynchronize(s);
     printf("%.2f\n", (t1 - t0) / (double)n);
     ncclCommDestroy(comm);
@@ -106,10 +100,10 @@ static int inflight(long n, double seconds)
     fakecuda_test_spin(s, &release);
     for (long i = 0; i < n; i++)
         ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat, ncclSum, comm, s);
-    double c0 = watchdog_cpu_ns(), t0 = now_ns(CLOCK_MONOTONIC);
+    double c0 = watchdog_cpu_ns(), t0 = bench_now_ns();
     struct timespec ts = {(time_t)seconds, (long)((seconds - (long)seconds) * 1e9)};
     nanosleep(&ts, NULL);
-    double c1 = watchdog_cpu_ns(), t1 = now_ns(CLOCK_MONOTONIC);
+    double c1 = watchdog_cpu_ns(), t1 = bench_now_ns();
     release = 1;
     cuStreamSynchronize(s);
     ncclCommDestroy(comm);
@@ -150,12 +144,6 @@ static double child(const char *self, const char *preload, const char *track, co
     return strncmp(out, "none", 4) == 0 ? -2 : atof(out);
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--loop")) return loop(atol(argv[2]));
@@ -181,8 +169,7 @@ int main(int argc, char **argv)
         }
     double med[4];
     for (int m = 0; m < 4; m++) {
-        qsort(v[m], REPS, sizeof v[m][0], cmp);
-        med[m] = v[m][REPS / 2];
+        med[m] = bench_median(v[m], REPS);
     }
     printf("overhead: 8-byte ncclAllReduce on the fake NCCL (FAKENCCL_NOOP=1), median of %d runs "
            "of 200000 calls\n", REPS);

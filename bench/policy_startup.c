@@ -27,25 +27,7 @@
 #include "identity.h"
 #include "log.h"
 #include "policy.h"
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
+#include "timing.h"
 
 /* Median of n runs of the constructor's policy step with NCCLGUARD_CONFIG=conf and the
  * user file of XDG_CONFIG_HOME=xdg (NULL: none). */
@@ -57,11 +39,11 @@ static double in_process_us(const char *conf, const char *xdg, int n)
     else unsetenv("XDG_CONFIG_HOME");
     for (int i = 0; i < n; i++) {
         ncclguard_facts_reset(); /* conditions read their facts again, as in a new process */
-        double t0 = now_us();
+        double t0 = (bench_now_ns() / 1e3);
         ncclguard_policy_apply_at_start();
-        t[i] = now_us() - t0;
+        t[i] = (bench_now_ns() / 1e3) - t0;
     }
-    return median(t, n);
+    return bench_median(t, n);
 }
 
 /* Wall time of one fork + exec + exit of probe with NCCLGUARD_CONFIG=conf. */
@@ -73,10 +55,10 @@ static double spawn_us(const char *probe, const char *conf)
     char *envp[] = {var, "HOME=/nonexistent", "LOCAL_RANK=1", "PATH=/usr/bin:/bin", NULL};
     pid_t pid;
     int status;
-    double t0 = now_us();
+    double t0 = (bench_now_ns() / 1e3);
     if (posix_spawn(&pid, probe, NULL, NULL, argv, envp) != 0) return -1;
     waitpid(pid, &status, 0);
-    return now_us() - t0;
+    return (bench_now_ns() / 1e3) - t0;
 }
 
 /* Writes a generated worst case: `lines` copies of fmt (with the line number). */
@@ -153,7 +135,7 @@ int main(int argc, char **argv)
         a[i] = spawn_us(probe, "/nonexistent/ncclguard.conf");
         b[i] = spawn_us(probe, site);
     }
-    double ma = median(a, N), mb = median(b, N);
+    double ma = bench_median(a, N), mb = bench_median(b, N);
     printf("process start-up, fork+exec+exit of %s (median of %d): no config file %.0f us, "
            "with %s %.0f us\n", probe, N, ma, site, mb);
     printf("startup_ratio=%.3f added_us=%.0f (example site file vs none)\n", mb / ma, mb - ma);

@@ -17,37 +17,19 @@
 #include <time.h>
 
 #include "../shim/init.h"
+#include "timing.h"
 
 extern char **environ;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static double spawn_ns(const char *prog, char **env)
 {
     char *argv[] = {(char *)prog, NULL};
     pid_t pid;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     if (posix_spawn(&pid, prog, NULL, NULL, argv, env) != 0) return -1;
     int status;
     waitpid(pid, &status, 0);
-    return now_ns() - t0;
+    return bench_now_ns() - t0;
 }
 
 int main(int argc, char **argv)
@@ -59,11 +41,11 @@ int main(int argc, char **argv)
     enum { CTOR_REPS = 2001, SPAWN_REPS = 301 };
     static double t[CTOR_REPS];
     for (int i = 0; i < CTOR_REPS; i++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         ncclguard_process_init();
-        t[i] = now_ns() - t0;
+        t[i] = bench_now_ns() - t0;
     }
-    double ctor = median(t, CTOR_REPS);
+    double ctor = bench_median(t, CTOR_REPS);
 
     char preload_shim[4096], preload_empty[4096];
     snprintf(preload_shim, sizeof preload_shim, "LD_PRELOAD=%s", argv[1]);
@@ -83,8 +65,8 @@ int main(int argc, char **argv)
     static double v[3][SPAWN_REPS];
     for (int i = 0; i < SPAWN_REPS; i++)
         for (int k = 0; k < 3; k++) v[k][i] = spawn_ns(argv[3], env[k]);
-    double plain = median(v[0], SPAWN_REPS), empty = median(v[1], SPAWN_REPS);
-    double shim = median(v[2], SPAWN_REPS);
+    double plain = bench_median(v[0], SPAWN_REPS), empty = bench_median(v[1], SPAWN_REPS);
+    double shim = bench_median(v[2], SPAWN_REPS);
     printf("startup: constructor work %.1f us (median of %d calls)\n", ctor / 1e3, CTOR_REPS);
     printf("startup: process start (median of %d): plain %.0f us, empty preload %.0f us, "
            "libncclguard.so %.0f us\n", SPAWN_REPS, plain / 1e3, empty / 1e3, shim / 1e3);

@@ -222,6 +222,9 @@ enum ng_marker_begin ncclguard_gpu_marker_begin(void *stream, int start, int *ma
     int i = p ? free_pop(p) : -1;
     if (i < 0) {
         if (!p && ctx) __atomic_store_n(&wanted, ctx, __ATOMIC_RELAXED);
+        if (p)
+            NG_WARN_ONCE("all %d CUDA event pairs of a context are in use: later ops are "
+                         "recorded without GPU progress; raise NCCLGUARD_RING", p->size);
         __atomic_fetch_add(&no_marker, 1, __ATOMIC_RELAXED);
         return NG_MARKER_NONE;
     }

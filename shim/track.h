@@ -1,5 +1,7 @@
 /*
  * track.h: what the generated wrappers in interpose.c call around each NCCL call.
+ * track.c has the ops and groups (the hot path), lifecycle.c the creation and
+ * ending of communicators, their async errors and fences.
  *
  * Owns: the meaning of each call for ncclguard: which communicator it creates or
  * ends, the per-communicator sequence numbers of collectives and point-to-point
@@ -31,6 +33,16 @@ enum ng_op_type {
 #undef NG_OP_ENUM
     NG_OP_NTYPES
 };
+
+/* initial-exec: the library is preloaded, so its TLS is static and needs no
+ * __tls_get_addr call on the hot path. */
+#define NG_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* NCCL accepted the call (ncclInProgress: a nonblocking one, still launching). */
+static inline int ng_accepted(ncclResult_t r)
+{
+    return r == ncclSuccess || r == ncclInProgress;
+}
 
 /* The op name as NCCL spells it ("AllReduce"). */
 const char *ncclguard_op_name(int type);

@@ -70,6 +70,15 @@ static void write_dump(const char *reason)
     }
 }
 
+/* The size of the record's communicator; a split child learns it only after
+ * its first ops were recorded, so the registry may know better. */
+static long long comm_size(const struct ng_op_record *r)
+{
+    const struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
+    int n = c ? __atomic_load_n(&c->nranks, __ATOMIC_RELAXED) : -1;
+    return r->comm_nranks > 0 ? r->comm_nranks : n;
+}
+
 /* "AllReduce #1042", "Send #5 to peer 3", "Recv #5 from peer 1". */
 static const char *describe(const struct ng_op_record *r, char *buf, size_t len)
 {
@@ -115,7 +124,7 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
                  median_ns / 1e6);
     NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s",
             describe(r, what, sizeof what), short_id(r->comm_id, idb),
-            (long long)r->comm_nranks, (unsigned long long)r->bytes, dur_ns / 1e6, ref, more);
+            comm_size(r), (unsigned long long)r->bytes, dur_ns / 1e6, ref, more);
 }
 
 static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_start,
@@ -225,7 +234,7 @@ static void report_timeouts(void)
                                 : "not started on GPU";
         if (t->more) snprintf(more, sizeof more, " (%d more ops queued behind it)", t->more);
         NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s", describe(r, what, sizeof what),
-                short_id(r->comm_id, idb), (long long)r->comm_nranks, t->age, where, more);
+                short_id(r->comm_id, idb), comm_size(r), t->age, where, more);
     }
     nnew_timeouts = 0;
 }
