@@ -104,7 +104,7 @@ void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle)
 {
     if (!c || !handle) return;
     pthread_mutex_lock(&lock);
-    c->handle = handle;
+    __atomic_store_n(&c->handle, handle, __ATOMIC_RELEASE);
     uintptr_t key = (uintptr_t)handle;
     size_t i = slot_of(key), reuse = MAP_SLOTS;
     for (size_t n = 0; n < MAP_SLOTS; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
@@ -138,9 +138,10 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
 {
     if (!c) return;
     __atomic_store_n(&c->state, (int)s, __ATOMIC_RELEASE);
-    if ((s != NG_COMM_DESTROYED && s != NG_COMM_ABORTED) || !c->handle) return;
+    ncclComm_t handle = ncclguard_comm_handle(c);
+    if ((s != NG_COMM_DESTROYED && s != NG_COMM_ABORTED) || !handle) return;
     pthread_mutex_lock(&lock);
-    uintptr_t key = (uintptr_t)c->handle;
+    uintptr_t key = (uintptr_t)handle;
     size_t i = slot_of(key);
     for (size_t n = 0; n < MAP_SLOTS; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
         if (map[i].key == 0) break;
@@ -157,6 +158,11 @@ void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
     if (!c || c->p2p_seq || npeers <= 0) return;
     c->p2p_seq = calloc((size_t)npeers, sizeof *c->p2p_seq);
     c->p2p_cap = c->p2p_seq ? npeers : 0;
+}
+
+ncclComm_t ncclguard_comm_handle(const struct ng_comm *c)
+{
+    return __atomic_load_n(&c->handle, __ATOMIC_ACQUIRE);
 }
 
 int ncclguard_comm_index(const struct ng_comm *c)

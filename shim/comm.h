@@ -35,7 +35,7 @@ enum ng_comm_state {
 
 struct ng_comm {
     uint64_t id;
-    ncclComm_t handle;       /* NULL until creation returned it */
+    ncclComm_t handle;       /* NULL until creation returned it; atomic */
     int rank, nranks, device;
     int blocking;            /* 0 for nonblocking communicators */
     char name[64];           /* commName from the config, or "" */
@@ -79,6 +79,9 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
 
 /* Publishes the handle that creation returned, so ncclguard_comm_find sees it. */
 void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle);
+
+/* The handle, once creation returned it (NULL before). Any thread. */
+ncclComm_t ncclguard_comm_handle(const struct ng_comm *c);
 
 /* Lock-free lookup; NULL for a handle this process never registered. */
 struct ng_comm *ncclguard_comm_find(ncclComm_t handle);

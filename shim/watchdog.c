@@ -353,14 +353,15 @@ static void check_comms(int64_t now_real)
         ncclResult_t err = ncclSuccess;
         int rank = -1, nranks = -1, dev = -1;
         pthread_mutex_lock(&c->poll_lock);
-        int usable = !c->ending && c->handle && real->CommGetAsyncError;
-        ncclResult_t r = usable ? real->CommGetAsyncError(c->handle, &err) : ncclInvalidUsage;
+        ncclComm_t h = ncclguard_comm_handle(c);
+        int usable = !c->ending && h && real->CommGetAsyncError;
+        ncclResult_t r = usable ? real->CommGetAsyncError(h, &err) : ncclInvalidUsage;
         if (usable && r == ncclSuccess && err == ncclSuccess &&
             __atomic_load_n(&c->device, __ATOMIC_RELAXED) < 0 &&
             real->CommCount && real->CommUserRank && real->CommCuDevice) {
-            real->CommCount(c->handle, &nranks);
-            real->CommUserRank(c->handle, &rank);
-            real->CommCuDevice(c->handle, &dev);
+            real->CommCount(h, &nranks);
+            real->CommUserRank(h, &rank);
+            real->CommCuDevice(h, &dev);
         }
         pthread_mutex_unlock(&c->poll_lock);
         if (r != ncclSuccess) continue;
