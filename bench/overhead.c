@@ -72,18 +72,12 @@ static double watchdog_cpu_ns(void)
         if (!fgets(name, sizeof name, f)) name[0] = '\0';
         fclose(f);
         if (strncmp(name, "ncclguard-wd", 12) != 0) continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        /* schedstat's first field: time on a CPU, in ns */
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
         f = fopen(path, "r");
         if (!f) continue;
-        unsigned long long ut = 0, stime = 0;
-        /* fields 14 and 15 after the "(comm)" part */
-        char buf[1024];
-        if (fgets(buf, sizeof buf, f)) {
-            char *q = strrchr(buf, ')');
-            if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                            &stime) == 2)
-                ns = (double)(ut + stime) * 1e9 / (double)sysconf(_SC_CLK_TCK);
-        }
+        unsigned long long run_ns = 0;
+        if (fscanf(f, "%llu", &run_ns) == 1) ns = (double)run_ns;
         fclose(f);
     }
     closedir(d);

@@ -74,6 +74,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         c = &records[nrecords];
         memset(c, 0, sizeof *c);
         c->id = id;
+        c->slot = nrecords;
         c->rank = rank;
         c->nranks = nranks;
         c->device = -1;

@@ -35,6 +35,7 @@ enum ng_comm_state {
 
 struct ng_comm {
     uint64_t id;
+    int slot;                /* index in the registry (ncclguard_comm_at) */
     ncclComm_t handle;       /* NULL until creation returned it; atomic */
     int rank, nranks, device;
     int blocking;            /* 0 for nonblocking communicators */

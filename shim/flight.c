@@ -12,7 +12,8 @@
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
 
 static struct ng_op_record *ring; /* atomic pointer */
-static uint64_t capacity;
+static uint64_t capacity; /* a power of two */
+static uint64_t mask;     /* capacity - 1 */
 static uint64_t head;             /* atomic */
 static uint64_t dropped_inflight; /* atomic */
 
@@ -30,6 +31,8 @@ int ncclguard_flight_init(uint64_t cap)
 {
     if (__atomic_load_n(&ring, __ATOMIC_ACQUIRE)) return 0;
     if (cap < 16) cap = 16;
+    /* A power of two, so that the hot path masks instead of dividing. */
+    while (cap & (cap - 1)) cap += cap & -cap;
     /* mmap, not malloc: pages are touched only as records arrive. */
     void *p = mmap(NULL, cap * sizeof *ring, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -41,6 +44,7 @@ int ncclguard_flight_init(uint64_t cap)
         r->version = 0;
     }
     capacity = cap;
+    mask = cap - 1;
     struct ng_op_record *expected = NULL;
     if (!__atomic_compare_exchange_n(&ring, &expected, (struct ng_op_record *)p, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -53,7 +57,7 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
     struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
     if (!base) return NG_FLIGHT_NONE;
     uint64_t i = __atomic_fetch_add(&head, 1, __ATOMIC_RELAXED);
-    struct ng_op_record *r = &base[i % capacity];
+    struct ng_op_record *r = &base[i & mask];
     /* A load and a store, not an exchange: only this writer owns index i, and
      * a watchdog racing on the old record fails its compare-and-swap or has
      * its result overwritten here, which is what should happen. */
@@ -67,6 +71,10 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
     uint64_t *dst = words(r);
     for (size_t w = 0; w < PAYLOAD_WORDS; w++) __atomic_store_n(&dst[w], src[w], __ATOMIC_RELAXED);
     __atomic_store_n(&r->version, 2 * i + 2, __ATOMIC_RELEASE);
+    /* The ring is larger than the caches: fetch the next slot for writing now,
+     * so that the next op does not wait for it. */
+    const char *next = (const char *)&base[(i + 1) & mask];
+    for (size_t off = 0; off < sizeof *r; off += 64) __builtin_prefetch(next + off, 1, 3);
     return i;
 }
 
@@ -74,7 +82,7 @@ static struct ng_op_record *slot(uint64_t index)
 {
     struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
     if (!base || index >= __atomic_load_n(&head, __ATOMIC_ACQUIRE)) return NULL;
-    return &base[index % capacity];
+    return &base[index & mask];
 }
 
 int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)

@@ -90,7 +90,8 @@ struct ng_flight_stats {
 
 #define NG_FLIGHT_NONE UINT64_MAX
 
-/* Allocates the ring; idempotent. 0, or -1 when memory is short. */
+/* Allocates the ring, of `capacity` rounded up to a power of two (at least
+ * 16); idempotent. 0, or -1 when memory is short. */
 int ncclguard_flight_init(uint64_t capacity);
 
 /* Appends a copy of *rec in `state`; returns its index, NG_FLIGHT_NONE when the

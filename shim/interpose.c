@@ -66,9 +66,20 @@ static void resolve_all(void)
 }
 #pragma GCC diagnostic pop
 
+static int resolved; /* atomic: the table is complete */
+
+static void resolve_once_body(void)
+{
+    resolve_all();
+    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+}
+
 const struct ng_real *ncclguard_real(void)
 {
-    pthread_once(&resolve_once, resolve_all);
+    /* One load on the hot path; pthread_once makes the first callers wait
+     * for a single resolution. */
+    if (__builtin_expect(!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE), 0))
+        pthread_once(&resolve_once, resolve_once_body);
     return &real;
 }
 

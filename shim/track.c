@@ -154,25 +154,29 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     if (!thread_id) thread_id = (uint64_t)gettid();
     struct ng_op_record *r = &t->rec;
     int64_t now = mono_ns();
-    /* One compound literal: the compiler zeroes the rest with wide stores
-     * (memset's rep stos costs more than the whole record here). */
-    *r = (struct ng_op_record){
-        .comm_id = c->id,
-        .comm_slot = ncclguard_comm_index(c),
-        .comm_rank = __atomic_load_n(&c->rank, __ATOMIC_RELAXED),
-        .comm_nranks = __atomic_load_n(&c->nranks, __ATOMIC_RELAXED),
-        .op = type,
-        .count = count,
-        .dtype = dtype,
-        .bytes = count * dtype_size(dtype),
-        .redop = type == NG_OP_ALLREDUCE || type == NG_OP_REDUCE || type == NG_OP_REDUCESCATTER
-                     ? redop : -1,
-        .root = root,
-        .stream = (uint64_t)(uintptr_t)stream,
-        .thread_id = thread_id,
-        .enqueue_mono_ns = now,
-        .enqueue_ns = now + __atomic_load_n(&realtime_offset, __ATOMIC_RELAXED),
-    };
+    /* Field by field: a compound literal would be zeroed first with rep stos,
+     * which costs more than the rest of the hook. */
+    r->comm_id = c->id;
+    r->seq = 0;
+    r->p2p_seq = 0;
+    r->count = count;
+    r->bytes = count * dtype_size(dtype);
+    r->stream = (uint64_t)(uintptr_t)stream;
+    r->group_id = 0;
+    r->thread_id = thread_id;
+    r->enqueue_ns = now + __atomic_load_n(&realtime_offset, __ATOMIC_RELAXED);
+    r->enqueue_mono_ns = now;
+    r->op = type;
+    r->dtype = dtype;
+    r->redop = type == NG_OP_ALLREDUCE || type == NG_OP_REDUCE || type == NG_OP_REDUCESCATTER
+                   ? redop : -1;
+    r->root = root;
+    r->comm_rank = __atomic_load_n(&c->rank, __ATOMIC_RELAXED);
+    r->comm_nranks = __atomic_load_n(&c->nranks, __ATOMIC_RELAXED);
+    r->comm_slot = c->slot;
+    r->result = 0;
+    r->gpu_start_ns = r->gpu_end_ns = r->seen_start_ns = r->seen_end_ns = 0;
+    r->flags = 0;
     r->marker = NG_NO_MARKER;
     if (track_mode == NG_TRACK_OFF) return;
     if (group_depth > 0) {

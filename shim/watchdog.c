@@ -149,8 +149,23 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
 }
 
 /* Where the GPU is with record `index`; moves its state on. */
-static void progress(uint64_t index, const struct ng_op_record *r, int state, int64_t now_real,
-                     int64_t now_mono)
+/* Streams found busy in this scan: a stream runs its work in order, so once
+ * one of its ops is not finished, the later ones have not started; their
+ * markers need no query (this keeps a poll cheap with many ops queued). */
+#define BUSY_STREAMS 64
+static uint64_t busy[BUSY_STREAMS];
+static int nbusy;
+
+static int stream_busy(uint64_t stream)
+{
+    for (int i = 0; i < nbusy; i++)
+        if (busy[i] == stream) return 1;
+    return 0;
+}
+
+/* Where the GPU is with record `index`; moves its state on and returns it. */
+static int progress(uint64_t index, const struct ng_op_record *r, int state, int has_start,
+                    int64_t now_real, int64_t now_mono)
 {
     int marker = (int)r->marker, shared = 0;
     if (marker == NG_NO_MARKER && r->group_id) {
@@ -163,20 +178,21 @@ static void progress(uint64_t index, const struct ng_op_record *r, int state, in
               : cs == NG_COMM_ABORTED || cs == NG_COMM_REVOKED ? NG_OP_ABORTED
                                                                : -1;
     if (end >= 0) {
-        if (ncclguard_flight_advance(index, state, end) == 0 && marker >= 0) {
+        if (ncclguard_flight_advance(index, state, end) != 0) return state;
+        if (marker >= 0) {
             if (shared) ncclguard_group_put(r->group_id, r->stream);
             else ncclguard_gpu_marker_release(marker);
         }
-        return;
+        return end;
     }
-    if (marker < 0 || (r->flags & NG_REC_DEFERRED)) return;
+    if (marker < 0 || (r->flags & NG_REC_DEFERRED) || stream_busy(r->stream)) return state;
     int64_t gs = 0, ge = 0;
-    int has_start = ncclguard_settings()->track == NG_TRACK_FULL;
     enum ng_marker_state m = ncclguard_gpu_marker_poll(marker, has_start, &gs, &ge);
+    if (m != NG_MARKER_DONE && nbusy < BUSY_STREAMS) busy[nbusy++] = r->stream;
     int to = m == NG_MARKER_DONE ? NG_OP_COMPLETED
              : m == NG_MARKER_STARTED ? NG_OP_STARTED
              : m == NG_MARKER_ERROR ? NG_OP_FAILED : state;
-    if (to == state || (to == NG_OP_STARTED && state != NG_OP_SCHEDULED)) return;
+    if (to == state || (to == NG_OP_STARTED && state != NG_OP_SCHEDULED)) return state;
     if (to != NG_OP_FAILED) {
         if (!r->seen_start_ns && has_start) NG_FLIGHT_SET(index, seen_start_ns, now_real);
         if (gs && !r->gpu_start_ns) NG_FLIGHT_SET(index, gpu_start_ns, gs);
@@ -185,12 +201,13 @@ static void progress(uint64_t index, const struct ng_op_record *r, int state, in
         NG_FLIGHT_SET(index, seen_end_ns, now_real);
         NG_FLIGHT_SET(index, gpu_end_ns, ge);
     }
-    if (ncclguard_flight_advance(index, state, to) != 0) return;
+    if (ncclguard_flight_advance(index, state, to) != 0) return state;
     if (ng_op_state_final(to)) {
         if (shared) ncclguard_group_put(r->group_id, r->stream);
         else ncclguard_gpu_marker_release(marker);
     }
     if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, now_real, now_mono);
+    return to;
 }
 
 /* Escalations decided in one poll (see escalate), per communicator slot. */
@@ -233,7 +250,8 @@ static void report_timeouts(void)
                                 ? "GPU progress unknown (no marker)"
                                 : "not started on GPU";
         if (t->more) snprintf(more, sizeof more, " (%d more ops queued behind it)", t->more);
-        NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s", describe(r, what, sizeof what),
+        NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s",
+                describe(r, what, sizeof what),
                 short_id(r->comm_id, idb), comm_size(r), t->age, where, more);
     }
     nnew_timeouts = 0;
@@ -245,9 +263,12 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
     if (state == NG_OP_CAPTURED) return;
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
+    static int op_index[NG_OP_NTYPES + 1] = {[0] = -2};
+    if (op_index[0] == -2) /* the per-op timeout of each op type, looked up once */
+        for (int t = NG_OP_NTYPES - 1; t >= 0; t--)
+            op_index[t] = ncclguard_timeout_op(ncclguard_op_name(t));
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
-                                       ncclguard_timeout_op(ncclguard_op_name((int)r->op)),
-                                       r->bytes);
+                                       op_index[r->op], r->bytes);
     double warn_at = ncclguard_action_after_s(s, NG_ACTION_WARN, limit);
     double dump_at = ncclguard_action_after_s(s, NG_ACTION_DUMP, limit);
     double age = (double)(now_mono - r->enqueue_mono_ns) / 1e9;
@@ -304,6 +325,12 @@ static void scan_ops(int64_t now_real, int64_t now_mono)
     struct ng_flight_stats fs;
     ncclguard_flight_stats(&fs);
     if (head - tail > fs.capacity) tail = head - fs.capacity;
+    int track = ncclguard_settings()->track;
+    if (track == NG_TRACK_OFF) { /* GPU progress is not followed */
+        tail = head;
+        return;
+    }
+    nbusy = 0;
     int at_tail = 1;
     for (uint64_t i = tail; i < head; i++) {
         struct ng_op_record r;
@@ -314,18 +341,13 @@ static void scan_ops(int64_t now_real, int64_t now_mono)
             continue;
         }
         state = (int)(r.state_word & 0xff);
-        if (ncclguard_settings()->track == NG_TRACK_OFF) {
-            if (at_tail) tail = i + 1; /* GPU progress is not followed */
-            continue;
-        }
-        if (!ng_op_state_final(state)) progress(i, &r, state, now_real, now_mono);
-        state = ncclguard_flight_state(i);
-        if (state < 0 || ng_op_state_final(state)) {
+        if (!ng_op_state_final(state))
+            state = progress(i, &r, state, track == NG_TRACK_FULL, now_real, now_mono);
+        if (ng_op_state_final(state)) {
             if (at_tail) tail = i + 1;
             continue;
         }
         at_tail = 0;
-        ncclguard_flight_copy(i, &r);
         check_timeout(i, &r, state, now_mono);
     }
 }
