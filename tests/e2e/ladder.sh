@@ -32,8 +32,10 @@ for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; 
         --quiet >"$TMP/$name/out" 2>&1)
     rc=$?
     aborted=$(grep -c 'aborting comm' "$TMP/$name/out")
+    # The first rank to fail is either one whose own communicator was fenced or a
+    # peer that saw the abort as a remote error first; both are the ladder's doing.
     if [ $rc -eq 2 ] && [ "$aborted" -ge 1 ] &&
-        grep -q 'trainloop: rank [0-9]: .* failed: .*ncclguard aborted this communicator' \
+        grep -q 'trainloop: rank [0-9]: .* failed: .*\(ncclguard aborted this communicator\|remote process exited\)' \
             "$TMP/$name/out" &&
         [ "$(ls "$TMP/$name/dumps" | wc -l)" -ge 3 ]; then
         pass "abort ($fault): $aborted communicators aborted, trainloop's next call fails, it exits 2, dumps written"
