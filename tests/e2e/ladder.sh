@@ -44,6 +44,19 @@ for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; 
     fi
 done
 
+# --- an abort that misses its deadline escalates to kill ---------------------------------
+(cd "$TMP" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_ABORT_AT=2 \
+    NCCLGUARD_ABORT_DEADLINE=1 NCCLGUARD_KILL_AT=1000 NCCLGUARD_KILL_EXIT=77 \
+    NCCLGUARD_DUMP_DIR=$TMP/deadline FAKENCCL_ABORT_HANG_MS=600000 \
+    under_shim timeout 120 "$E2E/fence" wait >"$TMP/deadline.out" 2>&1)
+rc=$?
+if [ $rc -eq 77 ] && grep -q 'ncclCommAbort of comm .* has not returned' "$TMP/deadline.out" &&
+    grep -q '"reason":"kill"' "$TMP"/deadline/*.json; then
+    pass "an ncclCommAbort that hangs past abort_deadline escalates to kill (exit 77)"
+else
+    fail "abort deadline" "rc=$rc"; tail -n 8 "$TMP/deadline.out"
+fi
+
 # --- kill: the documented exit status, after a durable dump -------------------------------
 mkdir -p "$TMP/kill"
 (cd "$TMP/kill" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_KILL_AT=2 NCCLGUARD_KILL_EXIT=99 \

@@ -156,6 +156,20 @@ else
     fail "async error" "rc=$rc"; show asyncerr
 fi
 
+# --- a communicator creation that never finishes ------------------------------------------
+mkdir -p "$TMP/init"
+(cd "$TMP/init" && NCCLGUARD_INIT_TIMEOUT=1 NCCLGUARD_DUMP_DIR=$TMP/init/dumps \
+    under_shim timeout 8 "$ROOT/$B/tests/e2e/stuck_init" >"$TMP/init/out" 2>&1)
+state=$(python3 -c 'import glob,json,sys
+d=[json.load(open(p)) for p in glob.glob(sys.argv[1]+"/*.json")]
+print(d[0]["reason"], d[0]["comms"][0]["state"], d[0]["comms"][0]["nranks"])' "$TMP/init/dumps" 2>/dev/null)
+if grep -q 'ncclguard: .*communicator .* still being created after' "$TMP/init/out" &&
+    [ "$state" = "init_timeout initializing 2" ]; then
+    pass "a stuck ncclCommInitRank is reported and dumped (init_timeout, comm initializing)"
+else
+    fail "init timeout" "state=$state"; tail -n 5 "$TMP/init/out"
+fi
+
 # --- the ring overflows: drops counted -----------------------------------------------------
 NCCLGUARD_RING=64 NCCLGUARD_DUMP_AT_EXIT=1 job ring -n 2 --timeout 300 -- --steps 20 --quiet
 if [ $rc -eq 0 ] && $CHECK flight "$TMP/ring/dumps" 64 >"$TMP/ring/check"; then

@@ -21,6 +21,8 @@
 #include "fakenccl_calllog.h"
 #include "fakenccl_comm.h"
 
+#include <time.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -358,6 +360,13 @@ FN_WEAK_ALIAS(ncclCommDestroy);
 
 FN_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm)
 {
+    /* NCCL's abort of a blocking communicator can itself hang. */
+    int hang_ms = fn_cfg()->abort_hang_ms;
+    if (hang_ms > 0) {
+        struct timespec ts = {hang_ms / 1000, (long)(hang_ms % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+    }
     ncclResult_t r = comm_abort((struct fn_comm *)comm);
     log_comm_call("ncclCommAbort", comm, r);
     return r;

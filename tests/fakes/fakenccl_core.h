@@ -48,6 +48,7 @@ struct fn_config {
     int async_rank;             /* FAKENCCL_ASYNC_ERROR_RANK */
     ncclResult_t async_result;  /* FAKENCCL_ASYNC_ERROR_RESULT (default ncclRemoteError) */
     char call_log[512];         /* FAKENCCL_CALL_LOG with %r and %p expanded ("" : off) */
+    int abort_hang_ms;          /* FAKENCCL_ABORT_HANG_MS: ncclCommAbort blocks this long */
 };
 
 /* The configuration, loaded once per process (again in a fork child). */

@@ -4,6 +4,8 @@
  * communicator. Then, like a framework's clean-up, it checks what the shim
  * answers on the aborted handle and ends it with MODE = abort or destroy.
  * Prints one line per check; exit 0 when every answer is the documented one.
+ * MODE = wait: after the AllReduce it only sleeps (up to 100 s), for the tests
+ * in which the ladder itself ends the process.
  */
 #include <cuda.h>
 #include <nccl.h>
@@ -22,7 +24,9 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "abort") && strcmp(argv[1], "destroy"))) return 64;
+    if (argc != 2 || (strcmp(argv[1], "abort") && strcmp(argv[1], "destroy") &&
+                      strcmp(argv[1], "wait")))
+        return 64;
     alarm(120);
     CUdevice dev;
     CUcontext ctx;
@@ -37,6 +41,10 @@ int main(int argc, char **argv)
     static volatile int release;
     fakecuda_test_spin(s, &release); /* the "GPU" never gets to the AllReduce */
     if (ncclAllReduce((void *)buf, (void *)buf, 4, ncclFloat, ncclSum, comm, s)) return 3;
+    if (!strcmp(argv[1], "wait")) {
+        sleep(100);
+        return 5;
+    }
     ncclResult_t async = ncclSuccess;
     for (int i = 0; i < 1000 && async == ncclSuccess; i++) { /* up to 100 s */
         if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return 4;
