@@ -259,7 +259,7 @@ test_corrupt() {
 # Rank 1 blocks in trainloop_host_stall: launch times out (124), and gdb finds the frame.
 test_hang() {
     local out=$TMP/hang.out bt=$TMP/hang.bt lp pid
-    with_fakes "$LAUNCH" -n 2 --timeout 30 -- "$TRAIN" --steps 4 --quiet \
+    with_fakes "$LAUNCH" -n 2 --timeout 12 -- "$TRAIN" --steps 4 --quiet \
         --hang-rank 1 --hang-step 2 >"$out" 2>&1 &
     lp=$!
     if wait_for "$out" 'rank 1: host stall before step 2' 28 && pid=$(rank_pid $lp 1); then
@@ -286,7 +286,7 @@ test_hang() {
 fault_hangs() {
     local name=$1 notice=$2 out=$TMP/$1.out
     shift 2
-    run "$out" with_fakes "$LAUNCH" -n 2 --timeout 20 -- "$TRAIN" --steps 4 --quiet "$@"
+    run "$out" with_fakes "$LAUNCH" -n 2 --timeout 10 -- "$TRAIN" --steps 4 --quiet "$@"
     if [ "$rc" -eq 124 ] && grep -q -- "$notice" "$out" && ! grep -q ' ok steps=' "$out"; then
         pass "$name"
     else

@@ -51,7 +51,7 @@ fi
 
 # --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
 NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_EVENTS=$TMP/stall.events \
-    job stall -n 4 --timeout 25 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
+    job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
     grep -q 'ncclguard: \[rank 0 .*in flight .*started on GPU, not finished' "$TMP/stall/out" &&
     $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check"; then
@@ -94,7 +94,7 @@ fi
 
 # --- a rank hung on the host: the others time out on the op it never called --------------
 NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 \
-    job hang -n 4 --timeout 25 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
+    job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
     ! grep -q 'ncclguard: \[rank 1 .*in flight' "$TMP/hang/out"; then
     pass "host hang on rank 1: peers time out on one op, rank 1 dumps nothing"
@@ -105,7 +105,7 @@ fi
 # --- skipped and mismatched collectives: the dumps differ exactly there -------------------
 for kind in skip mismatch; do
     NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 \
-        job $kind -n 4 --timeout 25 -- --steps 30 --$kind-rank 3 --$kind-step 2 --quiet
+        job $kind -n 4 --timeout 15 -- --steps 30 --$kind-rank 3 --$kind-step 2 --quiet
     if $CHECK differ "$TMP/$kind/dumps" 3 >"$TMP/$kind/check"; then
         pass "--$kind-rank 3: $(cat "$TMP/$kind/check")"
     else
