@@ -81,6 +81,18 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
 /* Publishes the handle that creation returned, so ncclguard_comm_find sees it. */
 void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle);
 
+/* Rank and size in the communicator: -1 until known (a split child learns them
+ * at the watchdog's first poll, which stores them atomically). Any thread. */
+static inline int ng_comm_rank(const struct ng_comm *c)
+{
+    return __atomic_load_n(&c->rank, __ATOMIC_RELAXED);
+}
+
+static inline int ng_comm_nranks(const struct ng_comm *c)
+{
+    return __atomic_load_n(&c->nranks, __ATOMIC_RELAXED);
+}
+
 /* The handle, once creation returned it (NULL before). Any thread. */
 ncclComm_t ncclguard_comm_handle(const struct ng_comm *c);
 

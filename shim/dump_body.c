@@ -253,8 +253,8 @@ static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx
 static void comm_snapshot(const struct ng_comm *src, struct comm_view *c)
 {
     c->id = src->id;
-    c->rank = src->rank;
-    c->nranks = src->nranks;
+    c->rank = LOAD(src->rank);
+    c->nranks = LOAD(src->nranks);
     c->device = LOAD(src->device);
     c->blocking = src->blocking;
     memcpy(c->name, src->name, sizeof c->name);

@@ -94,7 +94,7 @@ static void print_summary(void)
     for (int i = 0; i < ncclguard_comm_count() && ncclguard_log_enabled(NG_LOG_DEBUG); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
         NG_DEBUG("comm %016llx rank %d/%d %s: %llu collectives", (unsigned long long)c->id,
-                 c->rank, c->nranks, ncclguard_comm_state_name(c->state),
+                 ng_comm_rank(c), ng_comm_nranks(c), ncclguard_comm_state_name(c->state),
                  (unsigned long long)c->coll_seq);
     }
 }

@@ -64,8 +64,8 @@ void ncclguard_ladder_abort(struct ng_comm *c, const char *why)
     struct abort_job *j = &jobs[njobs++];
     *j = (struct abort_job){
         .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = mono_ns()};
-    NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id, c->rank,
-            c->nranks, why);
+    NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id,
+            ng_comm_rank(c), ng_comm_nranks(c), why);
     ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":\"%s\"", (unsigned long long)c->id,
                     why);
     pthread_t t;

@@ -21,7 +21,7 @@ static uint64_t init_all_calls; /* CommInitAll ids: this process only, atomic */
 static void comm_event(const char *what, const struct ng_comm *c)
 {
     ncclguard_event(what, "\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"parent\":\"%016llx\"",
-                    (unsigned long long)c->id, c->rank, c->nranks,
+                    (unsigned long long)c->id, ng_comm_rank(c), ng_comm_nranks(c),
                     (unsigned long long)c->parent_id);
 }
 
@@ -86,10 +86,36 @@ void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int
     ncclguard_comm_reserve_peers(t->comm, p->p2p_cap);
 }
 
+/*
+ * A nonblocking ncclCommSplit or ncclCommShrink that returns ncclInProgress
+ * writes the child's handle only when it completes (as NCCL does), on a thread
+ * of its own: reading *newcomm then would race. Such children wait here, per
+ * thread, and are matched in order with the first handles this thread uses
+ * that the registry does not know (the application polls the child's async
+ * error before using it).
+ */
+#define PENDING_CHILDREN 8
+static NG_TLS struct ng_comm *pending[PENDING_CHILDREN];
+static NG_TLS int npending;
+
+struct ng_comm *ncclguard_comm_adopt(ncclComm_t handle)
+{
+    if (!npending || !handle) return NULL;
+    struct ng_comm *c = pending[0];
+    memmove(pending, pending + 1, (size_t)--npending * sizeof pending[0]);
+    ncclguard_comm_attach(c, handle);
+    comm_event("comm_created", c);
+    return c;
+}
+
 void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
 {
     struct ng_comm *c = t->comm;
     if (!c) return;
+    if (r == ncclInProgress && c->parent_id && npending < PENDING_CHILDREN) {
+        pending[npending++] = c;
+        return;
+    }
     if (!ng_accepted(r) || !t->out || !*t->out) {
         ncclguard_comm_set_state(c, NG_COMM_FAILED);
         return;
@@ -149,6 +175,7 @@ void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r)
 void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r)
 {
     struct ng_comm *c = ncclguard_comm_find(comm);
+    if (!c && r == ncclSuccess) c = ncclguard_comm_adopt(comm);
     if (!c || r != ncclSuccess || !err) return;
     if (*err == ncclSuccess) ncclguard_flush_deferred(ncclguard_comm_index(c));
     ncclguard_watchdog_async_error(c, (int)*err);

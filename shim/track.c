@@ -140,6 +140,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
                       size_t count, ncclDataType_t dtype, int redop, int root)
 {
     struct ng_comm *c = ncclguard_comm_find(comm);
+    if (__builtin_expect(!c, 0)) c = ncclguard_comm_adopt(comm);
     t->comm = c;
     t->captured = 0;
     t->group_slot = -1;
@@ -171,8 +172,8 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->redop = type == NG_OP_ALLREDUCE || type == NG_OP_REDUCE || type == NG_OP_REDUCESCATTER
                    ? redop : -1;
     r->root = root;
-    r->comm_rank = __atomic_load_n(&c->rank, __ATOMIC_RELAXED);
-    r->comm_nranks = __atomic_load_n(&c->nranks, __ATOMIC_RELAXED);
+    r->comm_rank = ng_comm_rank(c);
+    r->comm_nranks = ng_comm_nranks(c);
     r->comm_slot = c->slot;
     r->result = 0;
     r->gpu_start_ns = r->gpu_end_ns = r->seen_start_ns = r->seen_end_ns = 0;

@@ -106,6 +106,10 @@ void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);
 
 void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r);
 
+/* A handle the registry does not know: if this thread has a nonblocking
+ * split/shrink child still waiting for its handle, that child is this one. */
+struct ng_comm *ncclguard_comm_adopt(ncclComm_t handle);
+
 /*
  * Communicators that ncclguard aborted ("fenced", see comm.h). NCCL freed the
  * handle, so every later call on it is answered here: collectives and queries

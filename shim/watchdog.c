@@ -75,7 +75,7 @@ static void write_dump(const char *reason)
 static long long comm_size(const struct ng_op_record *r)
 {
     const struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    int n = c ? __atomic_load_n(&c->nranks, __ATOMIC_RELAXED) : -1;
+    int n = c ? ng_comm_nranks(c) : -1;
     return r->comm_nranks > 0 ? r->comm_nranks : n;
 }
 
@@ -366,7 +366,7 @@ static void check_comms(int64_t now_real)
             st.init_timeouts++;
             char idb[8];
             NG_WARN("communicator %s… (rank %d of %d) still being created after %.1f s",
-                    short_id(c->id, idb), c->rank, c->nranks,
+                    short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c),
                     (double)(now_real - c->created_ns) / 1e9);
             ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
             __atomic_store_n(&dump_requested, 3, __ATOMIC_RELAXED);
@@ -405,8 +405,8 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
     __atomic_fetch_add(&st.async_errors, 1, __ATOMIC_RELAXED);
     const struct ng_real *real = ncclguard_real();
     char idb[8];
-    NG_WARN("async error on comm %s… (rank %d of %d): %s", short_id(c->id, idb), c->rank,
-            c->nranks, real->GetErrorString ? real->GetErrorString((ncclResult_t)err) : "?");
+    NG_WARN("async error on comm %s… (rank %d of %d): %s", short_id(c->id, idb),
+            ng_comm_rank(c), ng_comm_nranks(c), real->GetErrorString ? real->GetErrorString((ncclResult_t)err) : "?");
     ncclguard_event("async_error", "\"comm\":\"%016llx\",\"error\":%d",
                     (unsigned long long)c->id, err);
 }
