@@ -7,6 +7,8 @@
  * state of config.c and the environment start fresh every time.
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -672,9 +674,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return ng_check_run(suite());
 }

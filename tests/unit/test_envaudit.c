@@ -5,6 +5,8 @@
  * through the first-communicator hook of the shim.
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <dlfcn.h>
 #include <elf.h>
 #include <stdio.h>
@@ -390,9 +392,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return ng_check_run(suite());
 }

@@ -350,5 +350,5 @@ int main(void)
     tcase_add_test(tc, test_get_proc_address_versions);
     tcase_add_test(tc, test_host_function_may_not_call_cuda);
     suite_add_tcase(s, tc);
-    return fct_run(s);
+    return ng_check_run(s);
 }

@@ -460,5 +460,5 @@ int main(void)
     tcase_add_test(tc, test_test_kernels_obey_capture);
     tcase_add_test(tc, test_capture_on_per_thread_stream);
     suite_add_tcase(s, tc);
-    return fct_run(s);
+    return ng_check_run(s);
 }

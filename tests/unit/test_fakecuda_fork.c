@@ -151,5 +151,5 @@ int main(void)
     tcase_add_test(tc, test_fork_while_other_threads_call_cuda);
     tcase_add_test(tc, test_child_of_uninitialised_parent_starts_clean);
     suite_add_tcase(s, tc);
-    return fct_run(s);
+    return ng_check_run(s);
 }

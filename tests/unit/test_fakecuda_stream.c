@@ -463,5 +463,5 @@ int main(void)
     tcase_add_test(tc, test_op_delay_env);
     tcase_add_test(tc, test_stall_env);
     suite_add_tcase(s, tc);
-    return fct_run(s);
+    return ng_check_run(s);
 }

@@ -9,6 +9,8 @@
 #define TEST_FAKECUDA_UTIL_H
 
 #include <check.h>
+
+#include "check_main.h"
 #include <cuda.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -87,14 +89,5 @@ static inline void CUDA_CB fct_append(void *arg)
     if (i < 4096) e->log->v[i] = e->value;
 }
 
-/* Runs one suite and returns the process exit status. */
-static inline int fct_run(Suite *s)
-{
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
 
 #endif

@@ -11,6 +11,8 @@
 #include "fakenccl.h"
 
 #include <check.h>
+
+#include "check_main.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,9 +410,5 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "calllog-child"))
         return calllog_scenario();
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ng_check_run(suite());
 }

@@ -11,6 +11,8 @@
 #include "fakecuda.h"
 
 #include <check.h>
+
+#include "check_main.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,9 +517,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ng_check_run(suite());
 }

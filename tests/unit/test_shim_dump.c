@@ -13,6 +13,8 @@
  * registry start empty in each.
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -862,9 +864,5 @@ int main(void)
     tcase_add_test(tc, dump_dir_from_config_file);
     tcase_add_test(tc, relative_dir_is_resolved_at_init);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ng_check_run(s);
 }

@@ -5,6 +5,8 @@
  * (run this suite under ThreadSanitizer too: make tsan).
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -140,9 +142,5 @@ int main(void)
     tcase_add_test(tc, advance_is_compare_and_swap);
     tcase_add_test(tc, concurrent_writers_and_reader);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ng_check_run(s);
 }

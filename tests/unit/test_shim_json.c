@@ -6,6 +6,8 @@
  * with the expected text.
  */
 #include <check.h>
+
+#include "check_main.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -394,9 +396,5 @@ int main(void)
     tcase_add_test(tc, misuse_is_sticky_einval);
     tcase_add_test(tc, write_errors_are_reported);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return ng_check_run(s);
 }
