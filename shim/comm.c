@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define MAX_COMMS 1024
@@ -47,13 +48,6 @@ static size_t slot_of(uintptr_t key)
     return (size_t)(h >> 52) & (MAP_SLOTS - 1);
 }
 
-static int64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t parent_id,
                                    const ncclConfig_t *config)
 {
@@ -80,7 +74,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         c->device = -1;
         c->blocking = 1;
         c->parent_id = parent_id;
-        c->created_ns = realtime_ns();
+        c->created_ns = ng_clock_ns(CLOCK_REALTIME);
         c->p2p_seq = p2p;
         c->p2p_cap = p2p ? nranks : 0;
         pthread_mutex_init(&c->poll_lock, NULL);

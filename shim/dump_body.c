@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "dump_format.h"
 #include "flight.h"
@@ -336,18 +337,11 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     ncclguard_json_end_array(j);
 }
 
-static int64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void ncclguard_dump_body(struct ng_json *j, const char *reason)
 {
     struct dump_ctx ctx = {
         .reason = reason,
-        .time_ns = realtime_ns(),
+        .time_ns = ng_clock_ns(CLOCK_REALTIME),
         .pid = getpid(),
         .id = ncclguard_identity(),
         .ncclguard_version = NCCLGUARD_VERSION,

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "identity.h"
 #include "log.h"
 
@@ -30,12 +31,10 @@ void ncclguard_event(const char *type, const char *fields, ...)
 {
     if (events_fd < 0) return;
     const struct ng_identity *me = ncclguard_identity();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     char line[2048];
     int n = snprintf(line, sizeof line,
                      "{\"time_ns\":%lld,\"rank\":%d,\"host\":\"%s\",\"pid\":%d,\"event\":\"%s\"",
-                     (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, me->rank, me->host,
+                     (long long)ng_clock_ns(CLOCK_REALTIME), me->rank, me->host,
                      (int)getpid(), type);
     if (fields && n > 0 && (size_t)n < sizeof line - 1) {
         line[n++] = ',';

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define MAX_POOLS 16
@@ -55,13 +56,6 @@ static int pool_size = 4096;
 static int driver_state;            /* 0 unknown, 1 open, -1 unusable */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
 static uint64_t no_marker, captured; /* atomic counters */
-
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int resolve(void *lib)
 {
@@ -302,13 +296,13 @@ void ncclguard_gpu_watchdog_setup(void)
  * time, so that event times can be put on the host clock. */
 static void refresh_anchor(struct pool *p)
 {
-    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     if (p->anchor_ns && now - p->anchor_taken_mono_ns < ANCHOR_REFRESH_NS) return;
     if (cu.ctx_push(p->ctx)) return;
-    int64_t t0 = clock_ns(CLOCK_REALTIME);
+    int64_t t0 = ng_clock_ns(CLOCK_REALTIME);
     if (cu.event_record(p->anchor, p->anchor_stream) == CUDA_SUCCESS &&
         cu.event_synchronize(p->anchor) == CUDA_SUCCESS) {
-        int64_t t1 = clock_ns(CLOCK_REALTIME);
+        int64_t t1 = ng_clock_ns(CLOCK_REALTIME);
         p->anchor_ns = t0 + (t1 - t0) / 2;
         p->anchor_taken_mono_ns = now;
     }

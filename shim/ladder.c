@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "config.h"
 #include "dump.h"
@@ -30,13 +31,6 @@ struct abort_job {
 static struct abort_job jobs[MAX_ABORTS];
 static int njobs;
 static uint64_t finished;
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void *abort_main(void *arg)
 {
@@ -63,7 +57,7 @@ void ncclguard_ladder_abort(struct ng_comm *c, const char *why)
 
     struct abort_job *j = &jobs[njobs++];
     *j = (struct abort_job){
-        .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = mono_ns()};
+        .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = ng_clock_ns(CLOCK_MONOTONIC)};
     NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id,
             ng_comm_rank(c), ng_comm_nranks(c), why);
     ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":\"%s\"", (unsigned long long)c->id,

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "gpu.h"
 #include "dump.h"
@@ -62,13 +63,6 @@ static struct deferred deferred[DEFERRED_MAX];
 static int ndeferred; /* atomic for the unlocked emptiness check */
 
 static int track_mode = NG_TRACK_FULL;
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC, refreshed by the watchdog at each
  * poll: the hot path reads one clock instead of two. */
@@ -154,7 +148,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     if (!c->blocking) ncclguard_flush_deferred(ncclguard_comm_index(c));
     if (!thread_id) thread_id = (uint64_t)gettid();
     struct ng_op_record *r = &t->rec;
-    int64_t now = mono_ns();
+    int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     /* Field by field: a compound literal would be zeroed first with rep stos,
      * which costs more than the rest of the hook. */
     r->comm_id = c->id;

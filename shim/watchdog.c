@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "config.h"
 #include "dump.h"
@@ -46,13 +47,6 @@ static unsigned char init_reported[1024];
 static int64_t slow_window_start;
 static int slow_lines;
 static uint64_t slow_suppressed;
-
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const char *short_id(uint64_t id, char buf[8])
 {
@@ -417,7 +411,7 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
 static void poll(int full)
 {
     pthread_mutex_lock(&poll_lock);
-    int64_t now_real = clock_ns(CLOCK_REALTIME), now_mono = clock_ns(CLOCK_MONOTONIC);
+    int64_t now_real = ng_clock_ns(CLOCK_REALTIME), now_mono = ng_clock_ns(CLOCK_MONOTONIC);
     scan_ops(now_real, now_mono);
     report_timeouts();
     if (full) {
