@@ -17,9 +17,11 @@
 #include "config.h"
 #include "dump.h"
 #include "flight.h"
+#include "gpu.h"
 #include "identity.h"
 #include "interpose.h"
 #include "json.h"
+#include "ladder.h"
 #include "log.h"
 #include "policy.h"
 #include "track.h"
@@ -85,12 +87,21 @@ static void print_summary(void)
     struct ng_flight_stats f;
     ncclguard_watchdog_stats(&w);
     ncclguard_flight_stats(&f);
+    struct ng_gpu_stats g;
+    uint64_t aborts, aborts_done;
+    ncclguard_gpu_stats(&g);
+    ncclguard_ladder_stats(&aborts, &aborts_done);
+    char rare[160] = ""; /* counts that are usually zero, shown when they are not */
+    if (g.captured || g.no_marker || aborts)
+        snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU marker, "
+                 "%llu aborted by ncclguard", (unsigned long long)g.captured,
+                 (unsigned long long)g.no_marker, (unsigned long long)aborts);
     NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
-            "%llu async errors, %llu dumps, %llu records dropped", ncomms,
+            "%llu async errors, %llu dumps, %llu records dropped%s", ncomms,
             (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
             (unsigned long long)w.slow, (unsigned long long)(w.timeouts + w.init_timeouts),
             (unsigned long long)w.async_errors, (unsigned long long)w.dumps,
-            (unsigned long long)f.overwritten);
+            (unsigned long long)f.overwritten, rare);
     for (int i = 0; i < ncclguard_comm_count() && ncclguard_log_enabled(NG_LOG_DEBUG); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
         NG_DEBUG("comm %016llx rank %d/%d %s: %llu collectives", (unsigned long long)c->id,

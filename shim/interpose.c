@@ -98,17 +98,6 @@ void ncclguard_nccl_version_probe(void)
         __atomic_store_n(&nccl_version, v, __ATOMIC_RELAXED);
 }
 
-int ncclguard_api_count(void)
-{
-    ncclguard_real();
-    return api_count;
-}
-
-int ncclguard_api_missing(void)
-{
-    ncclguard_real();
-    return api_missing;
-}
 
 /* Hook kinds named in nccl_api.def: a PRE part before the real call and a POST
  * part after it, which sees the result as `ng_r`. */

@@ -30,8 +30,5 @@ const struct ng_real *ncclguard_real(void);
 int ncclguard_nccl_version_code(void);
 void ncclguard_nccl_version_probe(void);
 
-/* Number of entry points in nccl_api.def, and how many the loaded NCCL lacks. */
-int ncclguard_api_count(void);
-int ncclguard_api_missing(void);
 
 #endif

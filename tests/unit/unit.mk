@@ -1,8 +1,6 @@
 # Check suites of the shim's own modules. They link the shim's objects
 # directly (hidden visibility does not matter inside one executable).
-UNIT_SHIM_OBJS := $(filter-out $(B)/shim/init.o,$(SHIM_OBJS))
-
-$(B)/tests/unit/test_shim_%: tests/unit/test_shim_%.c $(SHIM_OBJS)
+$(B)/tests/unit/test_shim_%: tests/unit/test_shim_%.c tests/unit/check_main.h $(SHIM_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(SHIM_OBJS) $(LDFLAGS) $(CHECK_LIBS) -ldl
 
