@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "identity.h"
+#include "json.h"
 #include "log.h"
 
 static int events_fd = -1;
@@ -31,10 +32,11 @@ void ncclguard_event(const char *type, const char *fields, ...)
 {
     if (events_fd < 0) return;
     const struct ng_identity *me = ncclguard_identity();
-    char line[2048];
+    char line[2048], host[6 * sizeof me->host + 3];
     int n = snprintf(line, sizeof line,
-                     "{\"time_ns\":%lld,\"rank\":%d,\"host\":\"%s\",\"pid\":%d,\"event\":\"%s\"",
-                     (long long)ng_clock_ns(CLOCK_REALTIME), me->rank, me->host,
+                     "{\"time_ns\":%lld,\"rank\":%d,\"host\":%s,\"pid\":%d,\"event\":\"%s\"",
+                     (long long)ng_clock_ns(CLOCK_REALTIME), me->rank,
+                     ncclguard_json_quote(me->host, host, sizeof host),
                      (int)getpid(), type);
     if (fields && n > 0 && (size_t)n < sizeof line - 1) {
         line[n++] = ',';

@@ -397,3 +397,15 @@ int ncclguard_json_finish(struct ng_json *j)
     errno = j->err;
     return -1;
 }
+
+const char *ncclguard_json_quote(const char *s, char *out, size_t cap)
+{
+    /* An escaped byte takes at most 6 characters (\u00XX), so input of
+     * (cap - 3) / 6 bytes always fits: longer input is cut, never lost whole. */
+    size_t n = strlen(s), fit = cap > 3 ? (cap - 3) / 6 : 0;
+    struct ng_json j;
+    ncclguard_json_init(&j, -1, out, cap - 1);
+    ncclguard_json_string_n(&j, s, n < fit ? n : fit);
+    out[j.err ? 0 : j.len] = '\0';
+    return out;
+}

@@ -94,6 +94,10 @@ int ncclguard_json_finish(struct ng_json *j);
 
 /* Decimal digits of v into out (at least 21 bytes), NUL-terminated; returns
  * the length. Async-signal-safe helpers for messages composed by hand. */
+/* s as a JSON string literal, quotes included, in out[cap] (NUL-terminated;
+ * input that cannot fit is cut). For JSON lines formatted with printf. */
+const char *ncclguard_json_quote(const char *s, char *out, size_t cap);
+
 size_t ncclguard_fmt_int64(char *out, int64_t v);
 size_t ncclguard_fmt_uint64(char *out, uint64_t v);
 

@@ -15,6 +15,7 @@
 #include "dump.h"
 #include "events.h"
 #include "interpose.h"
+#include "json.h"
 #include "log.h"
 
 #define MAX_ABORTS 64
@@ -60,8 +61,9 @@ void ncclguard_ladder_abort(struct ng_comm *c, const char *why)
         .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = ng_clock_ns(CLOCK_MONOTONIC)};
     NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id,
             ng_comm_rank(c), ng_comm_nranks(c), why);
-    ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":\"%s\"", (unsigned long long)c->id,
-                    why);
+    char quoted[512];
+    ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":%s", (unsigned long long)c->id,
+                    ncclguard_json_quote(why, quoted, sizeof quoted));
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -108,7 +110,9 @@ void ncclguard_ladder_kill(const char *why)
     int dumped = ncclguard_dump_write("kill", path, sizeof path) == 0;
     NG_ERROR("ending the process with status %lld: %s%s%s", (long long)s->kill_exit, why,
              dumped ? "; dump: " : "; no dump could be written", dumped ? path : "");
-    ncclguard_event("kill", "\"why\":\"%s\",\"status\":%lld", why, (long long)s->kill_exit);
+    char quoted[512];
+    ncclguard_event("kill", "\"why\":%s,\"status\":%lld",
+                    ncclguard_json_quote(why, quoted, sizeof quoted), (long long)s->kill_exit);
     if (s->kill_core) {
         signal(SIGABRT, SIG_DFL);
         abort();

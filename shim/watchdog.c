@@ -26,6 +26,7 @@
 #include "gpu.h"
 #include "groups.h"
 #include "interpose.h"
+#include "json.h"
 #include "ladder.h"
 #include "log.h"
 #include "stats.h"
@@ -60,7 +61,9 @@ static void write_dump(const char *reason)
     if (ncclguard_dump_write(reason, path, sizeof path) == 0) {
         st.dumps++;
         NG_WARN("dump written (%s): %s", reason, path);
-        ncclguard_event("dump", "\"reason\":\"%s\",\"path\":\"%s\"", reason, path);
+        char quoted[2048];
+        ncclguard_event("dump", "\"reason\":\"%s\",\"path\":%s", reason,
+                        ncclguard_json_quote(path, quoted, sizeof quoted));
     }
 }
 

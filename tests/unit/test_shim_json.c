@@ -383,6 +383,16 @@ START_TEST(write_errors_are_reported)
 }
 END_TEST
 
+/* ncclguard_json_quote: escaped, quoted, and cut (never broken) when too long. */
+START_TEST(quote_for_json_lines)
+{
+    char out[64];
+    ck_assert_str_eq(ncclguard_json_quote("a\"b\\c\n", out, sizeof out), "\"a\\\"b\\\\c\\n\"");
+    char small[16]; /* room for (16 - 3) / 6 = 2 input bytes */
+    ck_assert_str_eq(ncclguard_json_quote("/some/long/path", small, sizeof small), "\"/s\"");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shim_json");
@@ -393,6 +403,7 @@ int main(void)
     tcase_add_test(tc, string_utf8);
     tcase_add_test(tc, raw_values);
     tcase_add_test(tc, format_helpers);
+    tcase_add_test(tc, quote_for_json_lines);
     tcase_add_test(tc, misuse_is_sticky_einval);
     tcase_add_test(tc, write_errors_are_reported);
     suite_add_tcase(s, tc);
