@@ -6,6 +6,7 @@
  * not name runs normally. The variables are read at a process's first NCCL
  * call, so each test sets them first (every Check test is its own process).
  */
+#include "fakecuda.h"
 #include "test_fakenccl_util.h"
 
 #include <check.h>
@@ -200,7 +201,11 @@ START_TEST(async_error_after_n_ops)
 }
 END_TEST
 
-/* ASYNC_ERROR_RESULT: the error raised; an op already enqueued behind it fails too. */
+/*
+ * ASYNC_ERROR_RESULT: the error raised; an op already enqueued behind it fails too.
+ * The stream is held until both ops are enqueued: otherwise the first may complete,
+ * and raise the error, before the second is enqueued (which then fails at once).
+ */
 START_TEST(async_error_result_and_later_ops_fail)
 {
     setenv("FAKENCCL_ASYNC_ERROR_AFTER", "1", 1);
@@ -210,11 +215,14 @@ START_TEST(async_error_result_and_later_ops_fail)
     ncclResult_t st;
     CUstream s;
     int v = 6, first = -1, second = -1;
+    volatile int release = 0;
     ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
     ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
     ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(fakecuda_test_spin(s, &release), CUDA_SUCCESS);
     ck_assert_int_eq(ncclAllReduce(&v, &first, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
     ck_assert_int_eq(ncclAllReduce(&v, &second, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
     ck_assert_int_eq(first, 6);
     ck_assert_int_eq(second, -1);
