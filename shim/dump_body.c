@@ -25,7 +25,6 @@
 /* Largest ring whose dump order is exact (NCCLGUARD_RING's upper bound in
  * settings.def). The bitmap lives in .bss: untouched, it costs no memory. */
 #define MAX_RING (1u << 24)
-#define OP_STATE_MASK 0xffu /* low bits of ng_op_record.state_word (flight.h) */
 
 struct dump_ctx {
     const char *reason;
@@ -299,7 +298,7 @@ static int op_snapshot(uint64_t index, struct op_view *v)
 {
     if (ncclguard_flight_copy(index, &v->rec) != 0) return -1;
     v->index = index;
-    v->state = (int)(v->rec.state_word & OP_STATE_MASK);
+    v->state = ng_record_state(&v->rec);
     return 0;
 }
 

@@ -10,12 +10,14 @@
 #define PAYLOAD_WORDS (offsetof(struct ng_op_record, state_word) / sizeof(uint64_t))
 
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
+_Static_assert(STATE_MASK == 0xff, "ng_record_state (flight.h) reads the same bits");
 
 static struct ng_op_record *ring; /* atomic pointer */
 static uint64_t capacity; /* a power of two */
 static uint64_t mask;     /* capacity - 1 */
 static uint64_t head;             /* atomic */
 static uint64_t dropped_inflight; /* atomic */
+static ng_flight_drop_fn on_drop; /* atomic */
 
 static uint64_t pack(uint64_t index, int state)
 {
@@ -52,19 +54,55 @@ int ncclguard_flight_init(uint64_t cap)
     return 0;
 }
 
+/* Copies the first `nwords` words of slot r, which must hold record `index`
+ * complete: 0, or -1 when it does not, or when a writer came meanwhile. */
+static int copy_words(struct ng_op_record *r, uint64_t index, struct ng_op_record *out,
+                      size_t nwords)
+{
+    uint64_t v1 = __atomic_load_n(&r->version, __ATOMIC_ACQUIRE);
+    if (v1 != 2 * index + 2) return -1;
+    const uint64_t *src = words(r);
+    uint64_t *dst = (uint64_t *)out;
+    for (size_t w = 0; w < nwords; w++) dst[w] = __atomic_load_n(&src[w], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&r->version, __ATOMIC_RELAXED) == v1 ? 0 : -1;
+}
+
+/* True when record r has CUDA events to return: a marker, or a share of its
+ * group's. */
+static int holds_events(const struct ng_op_record *r)
+{
+    return __atomic_load_n(&r->marker, __ATOMIC_RELAXED) != NG_NO_MARKER ||
+           __atomic_load_n(&r->group_id, __ATOMIC_RELAXED) != 0;
+}
+
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 {
     struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
     if (!base) return NG_FLIGHT_NONE;
     uint64_t i = __atomic_fetch_add(&head, 1, __ATOMIC_RELAXED);
     struct ng_op_record *r = &base[i & mask];
-    /* A load and a store, not an exchange: only this writer owns index i, and
-     * a watchdog racing on the old record fails its compare-and-swap or has
-     * its result overwritten here, which is what should happen. */
+    /* Only this writer owns index i. A finished old record never changes
+     * again, so a load and a store replace it (no locked instruction in the
+     * common case); so does an unfinished one that holds no CUDA events. One
+     * that holds some is taken from the watchdog with a compare-and-swap:
+     * whichever of the two moves it on first owns its events, so they are
+     * returned exactly once. */
     uint64_t old = __atomic_load_n(&r->state_word, __ATOMIC_ACQUIRE);
-    __atomic_store_n(&r->state_word, pack(i, state), __ATOMIC_RELAXED);
-    if (i >= capacity && !ng_op_state_final((int)(old & STATE_MASK)))
-        __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+    int taken = 0;
+    if (i >= capacity && !ng_op_state_final((int)(old & STATE_MASK))) {
+        int holds = holds_events(r);
+        taken = holds && __atomic_compare_exchange_n(&r->state_word, &old, pack(i, state), 0,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        if (taken || !holds) __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+    }
+    struct ng_op_record gone;
+    if (taken)
+        /* its payload is intact unless its writer is still at it, a whole
+         * lap behind the others: then what it held is lost */
+        taken = copy_words(r, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0;
+    else
+        __atomic_store_n(&r->state_word, pack(i, state), __ATOMIC_RELAXED);
     __atomic_store_n(&r->version, 2 * i + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     const uint64_t *src = (const uint64_t *)rec;
@@ -75,7 +113,16 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
      * so that the next op does not wait for it. */
     const char *next = (const char *)&base[(i + 1) & mask];
     for (size_t off = 0; off < sizeof *r; off += 64) __builtin_prefetch(next + off, 1, 3);
+    if (taken) {
+        ng_flight_drop_fn fn = __atomic_load_n(&on_drop, __ATOMIC_ACQUIRE);
+        if (fn) fn(&gone);
+    }
     return i;
+}
+
+void ncclguard_flight_on_drop(ng_flight_drop_fn fn)
+{
+    __atomic_store_n(&on_drop, fn, __ATOMIC_RELEASE);
 }
 
 static struct ng_op_record *slot(uint64_t index)
@@ -88,14 +135,8 @@ static struct ng_op_record *slot(uint64_t index)
 int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)
 {
     struct ng_op_record *r = slot(index);
-    if (!r) return -1;
-    uint64_t v1 = __atomic_load_n(&r->version, __ATOMIC_ACQUIRE);
-    if (v1 != 2 * index + 2) return -1;
-    uint64_t *src = words(r), *dst = (uint64_t *)out;
-    for (size_t w = 0; w < WORDS; w++) dst[w] = __atomic_load_n(&src[w], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t v2 = __atomic_load_n(&r->version, __ATOMIC_RELAXED);
-    return v1 == v2 && (out->state_word >> STATE_BITS) == index ? 0 : -1;
+    if (!r || copy_words(r, index, out, WORDS) != 0) return -1;
+    return (out->state_word >> STATE_BITS) == index ? 0 : -1;
 }
 
 int ncclguard_flight_state(uint64_t index)

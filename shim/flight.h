@@ -16,6 +16,9 @@
  *    the slot has meanwhile been reused for a newer record;
  *  - claiming a slot whose previous record is not finished drops that record
  *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.
+ *    A dropped record that holds CUDA events (a marker, or a share of its
+ *    group's) is taken from the watchdog with a compare-and-swap on
+ *    `state_word`, and a copy goes to the drop callback, which returns them.
  *
  * Threads: ncclguard_flight_append on any application thread (hot path: no
  * malloc, no syscall); readers on the watchdog, a dump, or a signal handler.
@@ -75,6 +78,12 @@ struct ng_op_record {
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
 };
 
+/* The state of a record copied out of the ring. */
+static inline int ng_record_state(const struct ng_op_record *r)
+{
+    return (int)(r->state_word & 0xff);
+}
+
 #define NG_REC_SLOW 0x1u      /* reported as slow */
 #define NG_REC_TIMEOUT 0x2u   /* reported as timed out */
 #define NG_REC_DEFERRED 0x4u  /* nonblocking: end marker not yet recorded */
@@ -95,8 +104,15 @@ struct ng_flight_stats {
 int ncclguard_flight_init(uint64_t capacity);
 
 /* Appends a copy of *rec in `state`; returns its index, NG_FLIGHT_NONE when the
- * ring is not allocated. Hot path: one atomic add and the copy. */
+ * ring is not allocated. Hot path: one atomic add and the copy (and a
+ * compare-and-swap when an unfinished record holding events is dropped). */
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state);
+
+/* Called on the writer's thread with a copy of each record dropped while in
+ * flight that holds CUDA events, once per record: the watchdog no longer
+ * advances it, so what it held is the callback's to return. Must not block. */
+typedef void (*ng_flight_drop_fn)(const struct ng_op_record *dropped);
+void ncclguard_flight_on_drop(ng_flight_drop_fn fn);
 
 /* Copies record `index` consistently; 0 on success, -1 if torn or overwritten. */
 int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out);

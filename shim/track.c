@@ -87,7 +87,13 @@ static uint64_t dtype_size(ncclDataType_t t)
     }
 }
 
-/* Records the end marker of `d` now and makes it visible to the watchdog. */
+/*
+ * Records the end marker of `d` now and makes it visible to the watchdog.
+ * Until then the marker of a deferred record belongs to its entry here: the
+ * watchdog and the ring leave it alone while the record says NG_REC_DEFERRED,
+ * so when the record has meanwhile finished (aborted) or left the ring, the
+ * marker is returned here.
+ */
 static void end_deferred(const struct deferred *d)
 {
     ncclguard_gpu_marker_end(d->marker, (void *)(uintptr_t)d->stream);
@@ -96,8 +102,20 @@ static void end_deferred(const struct deferred *d)
         return;
     }
     struct ng_op_record r;
-    if (ncclguard_flight_copy(d->index, &r) == 0)
+    if (ncclguard_flight_copy(d->index, &r) == 0 &&
+        !ng_op_state_final(ng_record_state(&r)))
         NG_FLIGHT_SET(d->index, flags, r.flags & ~(uint64_t)NG_REC_DEFERRED);
+    else
+        ncclguard_gpu_marker_release(d->marker);
+}
+
+/* A record overwritten in the ring before it finished: the watchdog will not
+ * see it finish, so its events go back to the pool now. */
+static void release_dropped(const struct ng_op_record *r)
+{
+    if (r->flags & NG_REC_DEFERRED) return; /* end_deferred returns it */
+    if (r->marker != NG_NO_MARKER) ncclguard_gpu_marker_release((int)r->marker);
+    else if (r->group_id) ncclguard_group_put(r->group_id, r->stream);
 }
 
 static void defer(const struct deferred *d)
@@ -301,9 +319,15 @@ void ncclguard_track_start(void)
         __atomic_store_n(&ncclguard_tracking, 0, __ATOMIC_RELEASE);
         return;
     }
+    ncclguard_flight_on_drop(release_dropped);
     ncclguard_groups_init((uint64_t)s->ring);
     if (track_mode != NG_TRACK_OFF) {
-        ncclguard_gpu_set_pool_size((int)(s->ring < 65536 ? s->ring : 65536));
+        /* A marker for each record of the ring, and a few for the ops being
+         * enqueued: each takes its marker before its record drops an
+         * unfinished one, which returns that one's marker. */
+        struct ng_flight_stats fs;
+        ncclguard_flight_stats(&fs);
+        ncclguard_gpu_set_pool_size((int)(fs.capacity < 65536 ? fs.capacity : 65536) + 64);
         ncclguard_gpu_open();
     }
     ncclguard_dump_init();

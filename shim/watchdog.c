@@ -176,7 +176,8 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, int
                                                                : -1;
     if (end >= 0) {
         if (ncclguard_flight_advance(index, state, end) != 0) return state;
-        if (marker >= 0) {
+        /* A deferred marker is still held by track.c, which returns it. */
+        if (marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
             if (shared) ncclguard_group_put(r->group_id, r->stream);
             else ncclguard_gpu_marker_release(marker);
         }
@@ -337,7 +338,7 @@ static void scan_ops(int64_t now_real, int64_t now_mono)
             else if (at_tail) tail = i + 1;
             continue;
         }
-        state = (int)(r.state_word & 0xff);
+        state = ng_record_state(&r);
         if (!ng_op_state_final(state))
             state = progress(i, &r, state, track == NG_TRACK_FULL, now_real, now_mono);
         if (ng_op_state_final(state)) {

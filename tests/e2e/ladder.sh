@@ -3,7 +3,6 @@
 # kill, on the CPU harness. Timeouts are short (1-2 s) but every wait is bounded
 # generously by launch --timeout.
 source "$(dirname "$0")/lib.sh"
-E2E=$ROOT/$B/tests/e2e
 if [ ! -x "$APPS/trainloop" ] || [ ! -x "$E2E/fence" ]; then
     skip "ladder" "harness not built"; finish; exit
 fi

@@ -8,6 +8,7 @@ ROOT=$PWD
 SHIM=$ROOT/$B/libncclguard.so
 FAKES=$ROOT/$B/fakes
 APPS=$ROOT/$B/apps
+E2E=$ROOT/$B/tests/e2e # the small programs of tests/e2e/progs
 REAL_NCCL_DIR=${NCCL_HOME:-/usr/local/cuda}/lib
 _passed=0 _failed=0 _skipped=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-e2e.XXXXXX")

@@ -6,7 +6,7 @@
 # The policy runs in the constructor of build/tests/e2e/policy_probe, as it does
 # in the preloaded library.
 source "$(dirname "$0")/lib.sh"
-PROBE=$ROOT/$B/tests/e2e/policy_probe
+PROBE=$E2E/policy_probe
 NG=$ROOT/$B/ncclguard
 REAL=$REAL_NCCL_DIR/libnccl.so.2
 FAKE=$FAKES/libnccl.so.2

@@ -3,7 +3,6 @@
 # real NVIDIA NCCL and against the fake, inertness in processes that never use
 # NCCL, fork safety, the libunwind hazard, missing symbols, NCCLGUARD_DISABLE.
 source "$(dirname "$0")/lib.sh"
-E2E=$ROOT/$B/tests/e2e
 
 # --- exports: exactly the entry points of nccl_api.def --------------------------------
 expected=$(grep -oE '^NCCL_API(_VOID)?\((ncclResult_t|ng_cstr), [A-Za-z_]+, [A-Za-z]+|^NCCL_API_VOID\([A-Za-z]+' \

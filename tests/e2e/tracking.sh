@@ -159,7 +159,7 @@ fi
 # --- a communicator creation that never finishes ------------------------------------------
 mkdir -p "$TMP/init"
 (cd "$TMP/init" && NCCLGUARD_INIT_TIMEOUT=1 NCCLGUARD_DUMP_DIR=$TMP/init/dumps \
-    under_shim timeout 8 "$ROOT/$B/tests/e2e/stuck_init" >"$TMP/init/out" 2>&1)
+    under_shim timeout 8 "$E2E/stuck_init" >"$TMP/init/out" 2>&1)
 state=$(python3 -c 'import glob,json,sys
 d=[json.load(open(p)) for p in glob.glob(sys.argv[1]+"/*.json")]
 print(d[0]["reason"], d[0]["comms"][0]["state"], d[0]["comms"][0]["nranks"])' "$TMP/init/dumps" 2>/dev/null)
@@ -176,6 +176,30 @@ if [ $rc -eq 0 ] && $CHECK flight "$TMP/ring/dumps" 64 >"$TMP/ring/check"; then
     pass "ring of 64 records: $(cat "$TMP/ring/check")"
 else
     fail "ring overflow" "rc=$rc $(cat "$TMP/ring/check")"; show ring
+fi
+
+# --- records overwritten in flight give their CUDA events back ---------------------------
+# The stream is held while 200 ops go through a ring of 16; the 40 ops after
+# the release get markers again, so the watchdog sees them complete.
+mkdir -p "$TMP/wrap"
+(cd "$TMP/wrap" && NCCLGUARD_RING=16 NCCLGUARD_POLL_MS=10 NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_DUMP_DIR=$TMP/wrap/dumps under_shim "$E2E/ring_wrap" 200 40 >"$TMP/wrap/out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$TMP"/wrap/dumps/*.json >"$TMP/wrap/check" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ops = d["ops"]
+assert d["flight"]["dropped_inflight"] > 0, d["flight"]
+assert len(ops) == 16 and min(o["seq"] for o in ops) > 200, [o["seq"] for o in ops]
+bad = [(o["seq"], o["state"]) for o in ops if o["state"] != "completed" or not o["gpu_end_ns"]]
+assert not bad, bad
+print("%d dropped in flight; the last 16 ops completed" % d["flight"]["dropped_inflight"])
+PY
+then
+    pass "ring wrap with the stream held: $(cat "$TMP/wrap/check")"
+else
+    fail "ring wrap gives events back" "rc=$rc $(tail -n 3 "$TMP/wrap/check" 2>/dev/null)"
+    tail -n 5 "$TMP/wrap/out"
 fi
 
 finish
