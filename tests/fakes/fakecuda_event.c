@@ -15,6 +15,11 @@
  * Cost: cuEventQuery takes no lock (atomics only); cuEventRecord takes the event's own lock
  * and the stream's queue lock, neither of which a worker holds while it runs an op, and
  * allocates nothing once the stream's op pool has grown.
+ *
+ * FAKECUDA_INSTANT_EVENTS=1 (benchmarks of the shim on streams without work, such as
+ * FAKENCCL_NOOP=1 runs): an event recorded outside capture completes at once, with no
+ * queue op and a coarse clock (times have its resolution, a few ms), so that the driver's
+ * own cost does not hide the caller's.
  */
 #include "fakecuda_internal.h"
 
@@ -118,6 +123,16 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
     if (s->kind == FC_STREAM_LEGACY) FC_TRY(fc_capture_check_legacy(s, true, call));
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = atomic_load(&ev->rec_gen) + 1, ticket;
+    if (fc_cfg.instant_events) { /* cheap: a coarse clock, no full barriers */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        ev->done_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        atomic_store_explicit(&ev->captured, false, memory_order_relaxed);
+        atomic_store_explicit(&ev->rec_gen, gen, memory_order_relaxed);
+        atomic_store_explicit(&ev->done_gen, gen, memory_order_release);
+        pthread_mutex_unlock(&ev->lock);
+        return CUDA_SUCCESS;
+    }
     struct fc_work w = { .kind = FC_WORK_RECORD, .u.record = { ev, gen } };
     CUresult r = fc_queue_push(s, &w, call, &ticket);
     if (r == CUDA_SUCCESS) {
@@ -283,6 +298,8 @@ CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags,
     }
     if (rec_gen == 0 && !(flags & CU_EVENT_WAIT_EXTERNAL))
         return CUDA_SUCCESS; /* never recorded: complete, nothing to wait for */
+    if (fc_cfg.instant_events && !fc_stream_capturing(s))
+        return CUDA_SUCCESS; /* recorded complete: nothing to wait for */
     if (fc_stream_capturing(s)) {
         if (!(flags & CU_EVENT_WAIT_EXTERNAL)) {
             /* a wait on work outside the capture crosses its boundary: invalidates it */

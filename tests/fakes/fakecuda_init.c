@@ -22,7 +22,7 @@
 
 enum { FC_UNINIT, FC_READY, FC_FORKED };
 
-struct fc_config fc_cfg = { 8, 80ull << 30, 0, -1 };
+struct fc_config fc_cfg = { 8, 80ull << 30, 0, -1, false };
 
 static _Atomic int g_state = FC_UNINIT;
 static _Atomic int g_init_result = -1; /* CUresult of the first cuInit, -1 before */
@@ -118,6 +118,8 @@ static void read_config(void)
         fc_cfg.op_delay_ns = (uint64_t)v * 1000;
     v = -1;
     if (env_number("FAKECUDA_STALL_AFTER_OPS", LLONG_MAX / 2, &v)) fc_cfg.stall_after_ops = v;
+    v = 0;
+    if (env_number("FAKECUDA_INSTANT_EVENTS", 1, &v)) fc_cfg.instant_events = v == 1;
 }
 
 FC_API CUresult cuInit(unsigned int Flags)

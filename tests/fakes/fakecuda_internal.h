@@ -313,6 +313,7 @@ struct fc_config {
     size_t mem_bytes;          /* FAKECUDA_MEM_MB, per device */
     uint64_t op_delay_ns;      /* FAKECUDA_OP_DELAY_US */
     long long stall_after_ops; /* FAKECUDA_STALL_AFTER_OPS, -1 when off */
+    bool instant_events;       /* FAKECUDA_INSTANT_EVENTS: benchmarks only */
 };
 extern struct fc_config fc_cfg;
 

@@ -389,10 +389,15 @@ START_TEST(test_record_and_query_allocate_nothing)
     CUevent ev;
     CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CU_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    for (int i = 0; i < 200; i++) { /* grow the op pool */
+    /* grow the op pool: 200 ops queued at once behind a held stream, more than the
+     * loop below ever has queued (at most 100 between synchronisations) */
+    volatile int release = 0;
+    CU_OK(fakecuda_test_spin(s, &release));
+    for (int i = 0; i < 200; i++) {
         CU_OK(cuEventRecord(ev, s));
         cuEventQuery(ev);
     }
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
     CU_OK(cuStreamSynchronize(s));
     struct mallinfo2 before = mallinfo2();
     for (int i = 0; i < 20000; i++) {
@@ -441,6 +446,37 @@ START_TEST(test_stall_env)
 }
 END_TEST
 
+/* FAKECUDA_INSTANT_EVENTS=1: a record completes at once, even behind work; a stream that
+ * waits on it does not wait. Without it the same record is not ready. */
+START_TEST(test_instant_events_env)
+{
+    const int instant = _i;
+    if (instant) setenv("FAKECUDA_INSTANT_EVENTS", "1", 1);
+    fct_init_ctx();
+    CUstream s, t;
+    CUevent e;
+    int ran = 0;
+    volatile int release = 0;
+    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuEventCreate(&e, 0));
+    CU_OK(fakecuda_test_spin(s, &release));
+    CU_OK(cuEventRecord(e, s));
+    CU_IS(cuEventQuery(e), instant ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
+    CU_OK(cuStreamWaitEvent(t, e, 0));
+    CU_OK(cuLaunchHostFunc(t, fct_set, &ran));
+    if (instant) {
+        ck_assert(fct_wait_int(&ran, 1));
+    } else {
+        fct_sleep_ms(FCT_QUIET_MS);
+        ck_assert_int_eq(fct_load(&ran), 0);
+    }
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    CU_OK(cuStreamSynchronize(t));
+    CU_OK(cuEventSynchronize(e));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fakecuda_stream");
@@ -462,6 +498,7 @@ int main(void)
     tcase_add_test(tc, test_record_and_query_allocate_nothing);
     tcase_add_test(tc, test_op_delay_env);
     tcase_add_test(tc, test_stall_env);
+    tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
     suite_add_tcase(s, tc);
     return ng_check_run(s);
 }
