@@ -8,7 +8,7 @@ $(E2E_BIN)/nccl_probe: tests/e2e/progs/nccl_probe.c
 
 $(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wrap \
         $(E2E_BIN)/stuck_init: $(E2E_BIN)/%: tests/e2e/progs/%.c \
-        $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+        tests/e2e/progs/one_rank.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
 

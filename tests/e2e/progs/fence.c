@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../fakes/fakecuda.h"
+#include "one_rank.h"
 
 #define EXPECT(cond, what)                                  \
     do {                                                    \
@@ -28,16 +29,10 @@ int main(int argc, char **argv)
                       strcmp(argv[1], "wait")))
         return 64;
     alarm(120);
-    CUdevice dev;
-    CUcontext ctx;
     CUstream s;
     CUdeviceptr buf;
-    ncclUniqueId id;
     ncclComm_t comm;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
-        cuMemAlloc(&buf, 64) || ncclGetUniqueId(&id) || ncclCommInitRank(&comm, 1, id, 0))
-        return 2;
+    if (one_rank_job(&s, &buf, 64, &comm)) return 2;
     static volatile int release;
     fakecuda_test_spin(s, &release); /* the "GPU" never gets to the AllReduce */
     if (ncclAllReduce((void *)buf, (void *)buf, 4, ncclFloat, ncclSum, comm, s)) return 3;

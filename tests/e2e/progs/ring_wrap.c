@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../../fakes/fakecuda.h"
+#include "one_rank.h"
 
 static int enqueue(int n, ncclComm_t comm, CUstream s, CUdeviceptr buf)
 {
@@ -35,16 +36,10 @@ int main(int argc, char **argv)
     if (argc != 3) return 64;
     int held = atoi(argv[1]), after = atoi(argv[2]);
     alarm(60);
-    CUdevice dev;
-    CUcontext ctx;
     CUstream s;
     CUdeviceptr buf;
-    ncclUniqueId id;
     ncclComm_t comm;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
-        cuCtxSetCurrent(ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
-        cuMemAlloc(&buf, 64) || ncclGetUniqueId(&id) || ncclCommInitRank(&comm, 1, id, 0))
-        return 2;
+    if (one_rank_job(&s, &buf, 64, &comm)) return 2;
     static volatile int release;
     if (fakecuda_test_spin(s, &release) || enqueue(held, comm, s, buf)) return 3;
     __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
