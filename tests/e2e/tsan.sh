@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
-# writers, and jobs whose watchdog polls while application threads enqueue.
+# writers, jobs whose watchdog polls while application threads enqueue, and a
+# ring that overflows while the watchdog polls.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
     skip "tsan" "run with make tsan"; finish; exit
@@ -27,4 +28,13 @@ for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --gra
         fail "trainloop $args under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/job.out" | head -n 60
     fi
 done
+# records dropped in flight give their events back while the watchdog polls
+(cd "$TMP" && NCCLGUARD_RING=16 NCCLGUARD_POLL_MS=1 under_shim "$E2E/ring_wrap" 200 40 \
+    >"$TMP/wrap.out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/wrap.out")" = 0 ]; then
+    pass "ring overflow with the watchdog polling every 1 ms: no race"
+else
+    fail "ring_wrap under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/wrap.out" | head -n 60
+fi
 finish
