@@ -21,6 +21,7 @@
 #include "log.h"
 
 #define MAX_POOLS 16
+#define MAX_MARKERS 65536 /* per pool: a marker is pool * MAX_MARKERS + index */
 #define ANCHOR_REFRESH_NS (60LL * 1000000000)
 
 static struct {
@@ -110,9 +111,10 @@ int ncclguard_gpu_open(void)
     return __atomic_load_n(&driver_state, __ATOMIC_ACQUIRE) == 1 ? 0 : -1;
 }
 
-void ncclguard_gpu_set_pool_size(int markers)
+void ncclguard_gpu_set_pool_size(uint64_t markers)
 {
-    if (markers >= 16 && !__atomic_load_n(&npools, __ATOMIC_ACQUIRE)) pool_size = markers;
+    if (markers > MAX_MARKERS) markers = MAX_MARKERS;
+    if (markers >= 16 && !__atomic_load_n(&npools, __ATOMIC_ACQUIRE)) pool_size = (int)markers;
 }
 
 static void free_push(struct pool *p, uint32_t i)
@@ -227,14 +229,14 @@ enum ng_marker_begin ncclguard_gpu_marker_begin(void *stream, int start, int *ma
         __atomic_fetch_add(&no_marker, 1, __ATOMIC_RELAXED);
         return NG_MARKER_NONE;
     }
-    *marker = id * 65536 + i;
+    *marker = id * MAX_MARKERS + i;
     return NG_MARKER_OK;
 }
 
 static struct pool *pool_at(int marker, int *i)
 {
-    int id = marker / 65536;
-    *i = marker % 65536;
+    int id = marker / MAX_MARKERS;
+    *i = marker % MAX_MARKERS;
     if (marker < 0 || id >= __atomic_load_n(&npools, __ATOMIC_ACQUIRE)) return NULL;
     return &pools[id];
 }

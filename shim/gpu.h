@@ -67,7 +67,8 @@ struct ng_gpu_stats {
 };
 void ncclguard_gpu_stats(struct ng_gpu_stats *out);
 
-/* Markers per pool (set from NCCLGUARD_RING before the first pool). */
-void ncclguard_gpu_set_pool_size(int markers);
+/* Markers per pool (set from NCCLGUARD_RING before the first pool), at most
+ * 65536. */
+void ncclguard_gpu_set_pool_size(uint64_t markers);
 
 #endif

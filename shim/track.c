@@ -327,7 +327,7 @@ void ncclguard_track_start(void)
          * unfinished one, which returns that one's marker. */
         struct ng_flight_stats fs;
         ncclguard_flight_stats(&fs);
-        ncclguard_gpu_set_pool_size((int)(fs.capacity < 65536 ? fs.capacity : 65536) + 64);
+        ncclguard_gpu_set_pool_size(fs.capacity + 64);
         ncclguard_gpu_open();
     }
     ncclguard_dump_init();
