@@ -2,7 +2,8 @@
  * overhead: what the shim adds to each NCCL call, and what its watchdog costs.
  *
  *   overhead LIBNCCLGUARD          the benchmark (driver)
- *   overhead --loop N              child: N 8-byte AllReduce calls, prints ns/call
+ *   overhead --loop N [PAIRS]      child: N 8-byte AllReduce calls (each between two
+ *                                  event records from PAIRS pairs), prints ns/call
  *   overhead --inflight N SECONDS  child: N ops held in flight, prints the
  *                                  watchdog thread's CPU share
  *
@@ -40,17 +41,35 @@ static int setup(ncclComm_t *comm, CUstream *s)
     return 0;
 }
 
-static int loop(long n)
+/* n AllReduce calls; with pairs > 0, each between two event records, as the
+ * shim records them, from `pairs` pairs of events taken oldest first, as a
+ * full ring hands them out. */
+static void calls(long n, void *p, ncclComm_t comm, CUstream s, CUevent *ev, int pairs)
+{
+    for (long i = 0, k = 0; i < n; i++) {
+        if (pairs) cuEventRecord(ev[2 * k], s);
+        ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
+        if (pairs) cuEventRecord(ev[2 * k + 1], s);
+        if (pairs && ++k == pairs) k = 0;
+    }
+}
+
+/* Times n calls after a warm-up; prints ns per call. */
+static int loop(long n, int pairs)
 {
     ncclComm_t comm;
     CUstream s;
     CUdeviceptr buf;
     if (setup(&comm, &s) || cuMemAlloc(&buf, 8)) return 2;
+    CUevent *ev = pairs > 0 ? calloc(2 * (size_t)pairs, sizeof *ev) : NULL;
+    if (pairs > 0 && !ev) return 2;
+    for (int i = 0; i < 2 * pairs; i++)
+        if (cuEventCreate(&ev[i], 0)) return 2;
     void *p = (void *)buf;
-    for (long i = 0; i < n / 10; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
+    calls(n / 10, p, comm, s, ev, pairs);
     cuStreamSynchronize(s);
     double t0 = bench_now_ns();
-    for (long i = 0; i < n; i++) ncclAllReduce(p, p, 2, ncclFloat, ncclSum, comm, s);
+    calls(n, p, comm, s, ev, pairs);
     double t1 = bench_now_ns();
     cuStreamSynchronize(s);
     printf("%.2f\n", (t1 - t0) / (double)n);
@@ -147,7 +166,7 @@ static double child(const char *self, const char *preload, const char *track, co
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "--loop")) return loop(atol(argv[2]));
+    if (argc >= 3 && !strcmp(argv[1], "--loop")) return loop(atol(argv[2]), argc > 3 ? atoi(argv[3]) : 0);
     if (argc == 4 && !strcmp(argv[1], "--inflight")) return inflight(atol(argv[2]), atof(argv[3]));
     if (argc != 2) {
         fprintf(stderr, "usage: overhead LIBNCCLGUARD\n");
@@ -160,19 +179,29 @@ int main(int argc, char **argv)
     exe[k] = '\0';
     /* At this rate the watchdog (one poll per 100 ms) finishes no record
      * before the ring comes round: every record is dropped in flight, and the
-     * default ring cycles 4096 records and 8192 events through the caches.
-     * The last mode keeps them in cache with a ring of 256. */
-    enum { PLAIN, OFF, END, FULL, FULL_SMALL, NMODES };
-    static const char *const track[NMODES] = {NULL, "off", "end", "full", "full"};
-    static const char *const label[NMODES] = {"plain", "track=off", "track=end", "track=full",
-                                              "track=full ring=256"};
+     * default ring cycles 4096 records and their events through the caches.
+     * The ring=256 mode keeps them in cache. The "events" modes make the
+     * fake driver's share visible: no shim, the same two event records per
+     * call, from as many pairs as the shim's pool has (ring + 64). */
+    enum { PLAIN, OFF, END, FULL, FULL_SMALL, EVENTS, EVENTS_SMALL, NMODES };
+    static const struct {
+        const char *label, *track, *ring, *pairs;
+    } mode[NMODES] = {
+        {"plain", NULL, NULL, "0"},
+        {"track=off", "off", NULL, "0"},
+        {"track=end", "end", NULL, "0"},
+        {"track=full", "full", NULL, "0"},
+        {"track=full ring=256", "full", "256", "0"},
+        {"no shim, 4160 event pairs", NULL, NULL, "4160"},
+        {"no shim, 320 event pairs", NULL, NULL, "320"},
+    };
     double v[NMODES][REPS];
     for (int r = 0; r < REPS; r++)
         for (int m = 0; m < NMODES; m++) {
-            v[m][r] = child(exe, m ? argv[1] : NULL, track[m], m == FULL_SMALL ? "256" : NULL,
-                            "--loop", "200000", NULL);
+            v[m][r] = child(exe, mode[m].track ? argv[1] : NULL, mode[m].track, mode[m].ring,
+                            "--loop", "200000", mode[m].pairs);
             if (v[m][r] < 0) {
-                fprintf(stderr, "overhead: child run failed (%s)\n", label[m]);
+                fprintf(stderr, "overhead: child run failed (%s)\n", mode[m].label);
                 return 1;
             }
         }
@@ -182,8 +211,10 @@ int main(int argc, char **argv)
            "of 200000 calls\n", REPS);
     printf("overhead: plain %.1f ns/call\n", med[PLAIN]);
     for (int m = OFF; m < NMODES; m++)
-        printf("overhead: %-19s %.1f ns/call, added %.1f ns (ratio %.2f)\n", label[m], med[m],
-               med[m] - med[PLAIN], med[m] / med[PLAIN]);
+        printf("overhead: %-25s %6.1f ns/call, added %6.1f ns (ratio %.2f)\n", mode[m].label,
+               med[m], med[m] - med[PLAIN], med[m] / med[PLAIN]);
+    printf("overhead: track=full less the fake's event records: %.1f ns (ring=256: %.1f ns)\n",
+           med[FULL] - med[EVENTS], med[FULL_SMALL] - med[EVENTS_SMALL]);
     double cpu = child(exe, argv[1], "full", NULL, "--inflight", "1000", "5");
     if (cpu == -2) printf("overhead: watchdog cpu: no watchdog thread found\n");
     else printf("overhead: watchdog cpu with 1000 ops in flight: %.3f%% of one core\n", cpu);
