@@ -76,6 +76,29 @@ static int holds_events(const struct ng_op_record *r)
            __atomic_load_n(&r->group_id, __ATOMIC_RELAXED) != 0;
 }
 
+/*
+ * Drops the unfinished record in slot r, whose state word is `old`, for the
+ * one of index `neu`'s: takes it from the watchdog with a compare-and-swap
+ * (whichever of the two moves it on first owns its CUDA events, so they are
+ * returned exactly once) and hands a copy to the drop callback. Returns 0
+ * when the watchdog finished it first. Before the new record is written: a
+ * reader meanwhile finds neither record, as during any overwrite.
+ */
+static __attribute__((noinline, cold)) int take(struct ng_op_record *r, uint64_t old,
+                                                uint64_t neu)
+{
+    if (!__atomic_compare_exchange_n(&r->state_word, &old, neu, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return 0;
+    __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+    /* its payload is intact unless its writer is still at it, a whole lap
+     * behind the others: then what it held is lost */
+    struct ng_op_record gone;
+    ng_flight_drop_fn fn = __atomic_load_n(&on_drop, __ATOMIC_ACQUIRE);
+    if (fn && copy_words(r, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) fn(&gone);
+    return 1;
+}
+
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 {
     struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
@@ -84,25 +107,16 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
     struct ng_op_record *r = &base[i & mask];
     /* Only this writer owns index i. A finished old record never changes
      * again, so a load and a store replace it (no locked instruction in the
-     * common case); so does an unfinished one that holds no CUDA events. One
-     * that holds some is taken from the watchdog with a compare-and-swap:
-     * whichever of the two moves it on first owns its events, so they are
-     * returned exactly once. */
-    uint64_t old = __atomic_load_n(&r->state_word, __ATOMIC_ACQUIRE);
-    int taken = 0;
-    if (i >= capacity && !ng_op_state_final((int)(old & STATE_MASK))) {
-        int holds = holds_events(r);
-        taken = holds && __atomic_compare_exchange_n(&r->state_word, &old, pack(i, state), 0,
-                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        if (taken || !holds) __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+     * common case); so does an unfinished one that holds no CUDA events. */
+    uint64_t old = __atomic_load_n(&r->state_word, __ATOMIC_ACQUIRE), neu = pack(i, state);
+    if (i < capacity || ng_op_state_final((int)(old & STATE_MASK))) {
+        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
+    } else if (!holds_events(r)) {
+        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+    } else if (!take(r, old, neu)) {
+        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
     }
-    struct ng_op_record gone;
-    if (taken)
-        /* its payload is intact unless its writer is still at it, a whole
-         * lap behind the others: then what it held is lost */
-        taken = copy_words(r, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0;
-    else
-        __atomic_store_n(&r->state_word, pack(i, state), __ATOMIC_RELAXED);
     __atomic_store_n(&r->version, 2 * i + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     const uint64_t *src = (const uint64_t *)rec;
@@ -113,10 +127,6 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
      * so that the next op does not wait for it. */
     const char *next = (const char *)&base[(i + 1) & mask];
     for (size_t off = 0; off < sizeof *r; off += 64) __builtin_prefetch(next + off, 1, 3);
-    if (taken) {
-        ng_flight_drop_fn fn = __atomic_load_n(&on_drop, __ATOMIC_ACQUIRE);
-        if (fn) fn(&gone);
-    }
     return i;
 }
 
