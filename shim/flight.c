@@ -77,12 +77,12 @@ static int holds_events(const struct ng_op_record *r)
 }
 
 /*
- * Drops the unfinished record in slot r, whose state word is `old`, for the
- * one of index `neu`'s: takes it from the watchdog with a compare-and-swap
- * (whichever of the two moves it on first owns its CUDA events, so they are
- * returned exactly once) and hands a copy to the drop callback. Returns 0
- * when the watchdog finished it first. Before the new record is written: a
- * reader meanwhile finds neither record, as during any overwrite.
+ * Drops the unfinished record in slot r (state word `old`): a compare-and-swap
+ * to the new record's state word `neu` takes it from the watchdog, since
+ * whichever of the two moves it on first owns its CUDA events, so they are
+ * returned exactly once; then a copy goes to the drop callback. Returns 0 when
+ * the watchdog finished it first. It runs before the new record is written:
+ * a reader meanwhile finds neither record, as during any overwrite.
  */
 static __attribute__((noinline, cold)) int take(struct ng_op_record *r, uint64_t old,
                                                 uint64_t neu)
