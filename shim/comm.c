@@ -51,7 +51,7 @@ static size_t slot_of(uintptr_t key)
 struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t parent_id,
                                    const ncclConfig_t *config)
 {
-    uint64_t *p2p = nranks > 0 ? calloc((size_t)nranks, sizeof *p2p) : NULL;
+    struct ng_peer *peers = nranks > 0 ? calloc((size_t)nranks, sizeof *peers) : NULL;
     pthread_mutex_lock(&lock);
     if (!records) {
         records = calloc(MAX_COMMS, sizeof *records);
@@ -75,10 +75,10 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         c->blocking = 1;
         c->parent_id = parent_id;
         c->created_ns = ng_clock_ns(CLOCK_REALTIME);
-        c->p2p_seq = p2p;
-        c->p2p_cap = p2p ? nranks : 0;
+        c->peers = peers;
+        c->npeers = peers ? nranks : 0;
         pthread_mutex_init(&c->poll_lock, NULL);
-        p2p = NULL;
+        peers = NULL;
         /* The config is the caller's; read only the fields this version of nccl.h
          * defines, and only when the caller's struct is at least that large. */
         if (config && config->size >= sizeof(ncclConfig_t)) {
@@ -90,7 +90,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         __atomic_store_n(&nrecords, nrecords + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
-    free(p2p);
+    free(peers);
     if (!c) NG_WARN_ONCE("more than %d communicators: the newest ones are not tracked", MAX_COMMS);
     return c;
 }
@@ -150,9 +150,11 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
 
 void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
 {
-    if (!c || c->p2p_seq || npeers <= 0) return;
-    c->p2p_seq = calloc((size_t)npeers, sizeof *c->p2p_seq);
-    c->p2p_cap = c->p2p_seq ? npeers : 0;
+    if (!c || c->peers || npeers <= 0) return;
+    struct ng_peer *peers = calloc((size_t)npeers, sizeof *peers);
+    if (!peers) return;
+    c->npeers = npeers;
+    __atomic_store_n(&c->peers, peers, __ATOMIC_RELEASE); /* a dump may be reading */
 }
 
 ncclComm_t ncclguard_comm_handle(const struct ng_comm *c)
@@ -206,7 +208,7 @@ void ncclguard_comm_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
     if (records) {
-        for (int i = 0; i < nrecords; i++) free(records[i].p2p_seq);
+        for (int i = 0; i < nrecords; i++) free(records[i].peers);
         memset(records, 0, MAX_COMMS * sizeof *records);
         memset(map, 0, MAP_SLOTS * sizeof *map);
     }

@@ -33,6 +33,12 @@ enum ng_comm_state {
     NG_COMM_FAILED, /* creation returned an error */
 };
 
+/* Point-to-point traffic with one peer of a communicator (its comm rank). */
+struct ng_peer {
+    uint64_t seq;  /* sends and receives so far, atomic: the p2p_seq of the last */
+    uint64_t done; /* p2p_seq of the newest one seen completed, atomic */
+};
+
 struct ng_comm {
     uint64_t id;
     int slot;                /* index in the registry (ncclguard_comm_at) */
@@ -48,8 +54,8 @@ struct ng_comm {
     uint64_t coll_seq;       /* collectives called so far, atomic */
     uint64_t completed_seq;  /* seq of the newest collective seen completed, atomic */
     uint64_t ops_by_type[NG_MAX_OP_TYPES]; /* calls that NCCL accepted, atomic */
-    uint64_t *p2p_seq;       /* per peer, p2p_cap entries, atomic */
-    int p2p_cap;
+    struct ng_peer *peers;   /* npeers entries, or NULL; atomic (set after npeers) */
+    int npeers;
     /* The watchdog calls NCCL on `handle` only under poll_lock and while
      * `ending` is 0; the hooks of Finalize/Destroy/Abort/Revoke set `ending`
      * under the lock first, so the watchdog never touches a freed handle. */

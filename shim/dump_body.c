@@ -41,6 +41,13 @@ struct comm_view {
     int rank, nranks, device, blocking, state, last_async_error;
     int64_t created_ns;
     char name[sizeof(((struct ng_comm *)0)->name)];
+    const struct ng_peer *peers; /* read in place, with atomic loads */
+    int npeers;
+};
+
+struct peer_view {
+    int64_t peer;
+    uint64_t seq, done;
 };
 
 struct op_view {
@@ -264,6 +271,23 @@ static void comm_snapshot(const struct ng_comm *src, struct comm_view *c)
     c->last_async_error = LOAD(src->last_async_error);
     c->coll_seq = LOAD(src->coll_seq);
     c->completed_seq = LOAD(src->completed_seq);
+    c->peers = __atomic_load_n(&src->peers, __ATOMIC_ACQUIRE);
+    c->npeers = c->peers ? src->npeers : 0;
+}
+
+static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view *c)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < c->npeers; i++) {
+        struct peer_view view = {i, LOAD(c->peers[i].seq), LOAD(c->peers[i].done)};
+        const struct peer_view *p = &view;
+        if (!p->seq) continue;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PEER_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
 }
 
 static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx *d)

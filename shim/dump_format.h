@@ -1,5 +1,5 @@
 /*
- * dump_format.h: the layout of a dump (schema "ncclguard.dump/1.1"), in one place.
+ * dump_format.h: the layout of a dump (schema "ncclguard.dump/1.2"), in one place.
  *
  * Owns: the member names of every object of a dump, their order in the file,
  * and the kind of value each holds. The writer (dump.c) expands these lists;
@@ -22,11 +22,12 @@
  *      BOOL         true or false
  *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
  *                   names, documented in docs/dump-format.md
- *      CONFIG, FLIGHT, COMMS, OPS   nested members (CONFIG is omitted when no
- *                   config writer is installed);
+ *      CONFIG, FLIGHT, COMMS, PEERS, OPS   nested members (CONFIG is omitted
+ *                   when no config writer is installed);
  *  - source: the expression the writer reads, in terms of its locals `d` (the
- *    dump), `s` (ring statistics), `c` (a communicator snapshot), `v` (an op:
- *    v->index, v->state) and `r` (its struct ng_op_record). A reader ignores it.
+ *    dump), `s` (ring statistics), `c` (a communicator snapshot), `p` (one of
+ *    its peers), `v` (an op: v->index, v->state) and `r` (its struct
+ *    ng_op_record). A reader ignores it.
  *
  * Changing a key, its kind or the order is a schema change: bump the version
  * in NG_DUMP_SCHEMA, and update docs/dump-format.md and check_dump.py.
@@ -34,7 +35,7 @@
 #ifndef NCCLGUARD_DUMP_FORMAT_H
 #define NCCLGUARD_DUMP_FORMAT_H
 
-#define NG_DUMP_SCHEMA "ncclguard.dump/1.1"
+#define NG_DUMP_SCHEMA "ncclguard.dump/1.2"
 
 /* File name: <dir>/NG_DUMP_PREFIX "r<rank>-<host>-<pid>" NG_DUMP_SUFFIX;
  * "rx" when the global rank is unknown. */
@@ -78,7 +79,15 @@
     X("created_ns", I64, c->created_ns)                     \
     X("last_seq", U64, c->coll_seq)                         \
     X("last_completed_seq", U64, c->completed_seq)          \
-    X("last_async_error", I64, c->last_async_error)
+    X("last_async_error", I64, c->last_async_error)        \
+    X("peers", PEERS, c)
+
+/* One element of a communicator's "peers": the point-to-point traffic with one
+ * peer (comm rank), for the peers it has had any with. */
+#define NG_DUMP_PEER_FIELDS(X)                              \
+    X("peer", I64, p->peer)                                 \
+    X("last_p2p_seq", U64, p->seq)                          \
+    X("last_completed_p2p_seq", U64, p->done)
 
 /* One element of "ops": every field of struct ng_op_record (flight.h). */
 #define NG_DUMP_OP_FIELDS(X)                                \

@@ -69,7 +69,7 @@ void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
     uint64_t id = child_id(p, &color, sizeof color);
     if (color == NCCL_SPLIT_NOCOLOR) return;
     start_creation(t, out, id, -1, -1, p->id, config);
-    ncclguard_comm_reserve_peers(t->comm, p->p2p_cap);
+    ncclguard_comm_reserve_peers(t->comm, p->npeers);
 }
 
 void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int *excluded,
@@ -83,7 +83,7 @@ void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int
     if (excluded && nexcluded > 0)
         set = ncclguard_hash(set, excluded, (size_t)nexcluded * sizeof *excluded);
     start_creation(t, out, child_id(p, &set, sizeof set), -1, -1, p->id, config);
-    ncclguard_comm_reserve_peers(t->comm, p->p2p_cap);
+    ncclguard_comm_reserve_peers(t->comm, p->npeers);
 }
 
 /*

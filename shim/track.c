@@ -232,8 +232,8 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
     }
     __atomic_fetch_add(&c->ops_by_type[r->op], 1, __ATOMIC_RELAXED);
     if (r->op == NG_OP_SEND || r->op == NG_OP_RECV) {
-        if (c->p2p_seq && r->root >= 0 && r->root < c->p2p_cap)
-            r->p2p_seq = __atomic_add_fetch(&c->p2p_seq[r->root], 1, __ATOMIC_RELAXED);
+        if (r->root >= 0 && r->root < c->npeers)
+            r->p2p_seq = __atomic_add_fetch(&c->peers[r->root].seq, 1, __ATOMIC_RELAXED);
     } else {
         r->seq = __atomic_add_fetch(&c->coll_seq, 1, __ATOMIC_RELAXED);
     }

@@ -129,10 +129,17 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
 {
     st.completed++;
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
+    /* The newest op seen completed: a collective's seq, or a peer's p2p_seq.
+     * Only this thread writes them. */
+    uint64_t *done = NULL, seq = r->seq;
     if (c && r->seq) {
-        uint64_t prev = __atomic_load_n(&c->completed_seq, __ATOMIC_RELAXED);
-        if (r->seq > prev) __atomic_store_n(&c->completed_seq, r->seq, __ATOMIC_RELAXED);
+        done = &c->completed_seq;
+    } else if (c && r->root >= 0 && r->root < c->npeers) {
+        done = &c->peers[r->root].done;
+        seq = r->p2p_seq;
     }
+    if (done && seq > __atomic_load_n(done, __ATOMIC_RELAXED))
+        __atomic_store_n(done, seq, __ATOMIC_RELAXED);
     int64_t dur = gpu_start && gpu_end ? gpu_end - gpu_start : now_real - r->enqueue_ns;
     const struct ng_settings *s = ncclguard_settings();
     int64_t median = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur);

@@ -3,7 +3,9 @@
 
 usage: dumpcheck.py CHECK DIR [ARGS]
   completed DIR NRANKS      every rank dumped; every op completed; per communicator,
-                            last_seq == last_completed_seq, identical on every rank
+                            last_seq == last_completed_seq, identical on every rank;
+                            each pair of ranks counts the same point-to-point ops,
+                            all completed
   stall DIR RANK            RANK's oldest in-flight collective is scheduled; every other
                             rank has the same (comm, seq) started
   hang DIR RANK             RANK wrote no dump; the others' oldest in-flight collective is
@@ -71,7 +73,29 @@ def check_completed(dumps, nranks):
     for cid, seqs in per_comm.items():
         if len(seqs) != 1:
             fail(f"comm {cid}: ranks disagree on seqs: {sorted(seqs)}")
-    print(f"dumpcheck: {nranks} ranks, {len(per_comm)} comms, all ops completed, seqs agree")
+    pairs = check_peers(dumps)
+    print(f"dumpcheck: {nranks} ranks, {len(per_comm)} comms, all ops completed, seqs agree, "
+          f"{pairs} point-to-point pairs agree")
+
+
+def check_peers(dumps):
+    """Per communicator, rank a's entry for peer b equals b's entry for a, and
+    every op counted completed. Returns the number of pairs."""
+    p2p = {}  # (comm id, comm rank, peer) -> (called, completed)
+    for doc in dumps.values():
+        for c in doc["comms"]:
+            for p in c["peers"]:
+                p2p[(c["id"], c["rank"], p["peer"])] = (p["last_p2p_seq"],
+                                                         p["last_completed_p2p_seq"])
+    for (cid, a, b), (called, done) in p2p.items():
+        if done != called:
+            fail(f"comm {cid}: rank {a} completed {done} of {called} ops with peer {b}")
+        if p2p.get((cid, b, a)) != (called, done):
+            fail(f"comm {cid}: rank {a} counts {called} ops with {b}, "
+                 f"which counts {p2p.get((cid, b, a))}")
+    if not p2p:
+        fail("no point-to-point traffic in any dump")
+    return len(p2p) // 2
 
 
 def check_stall(dumps, rank):

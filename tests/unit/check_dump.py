@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/1.1.
+"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/1.2.
 
 Usage:
   check_dump.py [--expect EXPECT.json] DUMP...   check dumps (and expected values)
@@ -15,7 +15,7 @@ import json
 import re
 import sys
 
-SCHEMA = "ncclguard.dump/1.1"
+SCHEMA = "ncclguard.dump/1.2"
 
 # (key, kind) in file order, as in shim/dump_format.h.
 TOP = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
@@ -27,7 +27,8 @@ FLIGHT = [("capacity", "U64"), ("recorded", "U64"), ("overwritten", "U64"),
 COMM = [("id", "HEX"), ("rank", "I64"), ("nranks", "I64"), ("device", "I64_NONNEG"),
         ("name", "NAME"), ("state", "COMM_STATE"), ("blocking", "BOOL"),
         ("parent", "HEX_NONZERO"), ("created_ns", "I64"), ("last_seq", "U64"),
-        ("last_completed_seq", "U64"), ("last_async_error", "I64")]
+        ("last_completed_seq", "U64"), ("last_async_error", "I64"), ("peers", "PEERS")]
+PEER = [("peer", "I64"), ("last_p2p_seq", "U64"), ("last_completed_p2p_seq", "U64")]
 OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "I64"),
       ("seq", "U64_NONZERO"), ("p2p_seq", "U64_NONZERO"), ("op", "OP_NAME"), ("count", "U64"),
       ("datatype", "DATATYPE"), ("bytes", "U64"), ("redop", "REDOP"), ("root", "ROOT"),
@@ -37,10 +38,11 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
       ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG")]
 LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_FLIGHT_FIELDS": FLIGHT,
-         "NG_DUMP_COMM_FIELDS": COMM, "NG_DUMP_OP_FIELDS": OP}
+         "NG_DUMP_COMM_FIELDS": COMM, "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP}
 # Section of docs/dump-format.md that documents each list.
 DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_FLIGHT_FIELDS": "flight",
-                "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_OP_FIELDS": "ops[]"}
+                "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_PEER_FIELDS": "comms[].peers[]",
+                "NG_DUMP_OP_FIELDS": "ops[]"}
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
 OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
@@ -124,7 +126,7 @@ def check_object(where, pairs, spec, optional=()):
         fail(where, f"members {keys} differ from {want}")
     obj = dict(pairs)
     for key, kind in spec:
-        if key in obj and kind not in ("CONFIG", "FLIGHT", "COMMS", "OPS"):
+        if key in obj and kind not in ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS"):
             check_value(f"{where}.{key}", kind, obj[key])
     return obj
 
@@ -158,6 +160,25 @@ def pairs_of(where, v):
     return v[1]
 
 
+def check_peers(where, peers, nranks):
+    """Peers listed once each, in rank order, only those with traffic, and
+    never more completed than called."""
+    if not isinstance(peers, list):
+        fail(where, "is not an array")
+        return
+    ranks = []
+    for i, p in enumerate(peers):
+        peer = check_object(f"{where}[{i}]", pairs_of(f"{where}[{i}]", p), PEER)
+        ranks.append(peer.get("peer"))
+        if not (is_int(peer.get("peer")) and is_int(nranks) and 0 <= peer["peer"] < nranks):
+            fail(f"{where}[{i}]", f"peer {peer.get('peer')!r} is not a rank of {nranks!r}")
+        called, done = peer.get("last_p2p_seq"), peer.get("last_completed_p2p_seq")
+        if called == 0 or (is_int(called) and is_int(done) and not 0 <= done <= called):
+            fail(f"{where}[{i}]", f"completed {done!r} of {called!r} (at least one call)")
+    if any(not is_int(r) for r in ranks) or ranks != sorted(set(ranks)):
+        fail(where, f"peers {ranks} are not in strictly increasing order")
+
+
 def check_dump(path):
     """Schema, kinds, names, and the rules that tie members together. Returns
     the dump as plain dicts."""
@@ -173,7 +194,8 @@ def check_dump(path):
         fail("comms", "is not an array")
         comms = []
     for i, c in enumerate(comms):
-        check_object(f"comms[{i}]", pairs_of(f"comms[{i}]", c), COMM)
+        comm = check_object(f"comms[{i}]", pairs_of(f"comms[{i}]", c), COMM)
+        check_peers(f"comms[{i}].peers", comm.get("peers"), comm.get("nranks"))
     ops = top.get("ops")
     if not isinstance(ops, list):
         fail("ops", "is not an array")

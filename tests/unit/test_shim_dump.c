@@ -247,6 +247,8 @@ static void build_registry(void)
     c1->device = 5;
     __atomic_store_n(&c1->coll_seq, 12, __ATOMIC_RELAXED);
     __atomic_store_n(&c1->completed_seq, 10, __ATOMIC_RELAXED);
+    c1->peers[0] = (struct ng_peer){5, 4}; /* peers 1 and 3: no traffic, not listed */
+    c1->peers[2] = (struct ng_peer){2, 2};
     c2 = ncclguard_comm_new(C2_ID, 0, 2, C1_ID, NULL);
     ck_assert_ptr_nonnull(c2);
     ncclguard_comm_set_state(c2, NG_COMM_ABORTED);
@@ -317,7 +319,7 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
     ck_assert_ptr_nonnull(f);
     const struct ng_identity *id = ncclguard_identity();
     fprintf(f,
-            "{\"top\":{\"schema\":\"ncclguard.dump/1.1\",\"reason\":\"%s\",\"host\":\"%s\","
+            "{\"top\":{\"schema\":\"ncclguard.dump/1.2\",\"reason\":\"%s\",\"host\":\"%s\","
             "\"pid\":%d,\"rank\":3,\"local_rank\":1,\"job\":\"job42\","
             "\"ncclguard_version\":\"%s\",\"nccl_version\":null},\n",
             reason, id->host, (int)getpid(), NCCLGUARD_VERSION);
@@ -329,13 +331,15 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
             "\"comms\":[{\"id\":\"5f3a1c0000000001\",\"rank\":1,\"nranks\":4,\"device\":5,"
             "\"name\":\"trainer \\\"main\\\"\\n\\ufffd\",\"state\":\"ready\",\"blocking\":false,"
             "\"parent\":null,\"created_ns\":%lld,\"last_seq\":12,\"last_completed_seq\":10,"
-            "\"last_async_error\":0},\n",
+            "\"last_async_error\":0,\"peers\":[{\"peer\":0,\"last_p2p_seq\":5,"
+            "\"last_completed_p2p_seq\":4},{\"peer\":2,\"last_p2p_seq\":2,"
+            "\"last_completed_p2p_seq\":2}]},\n",
             (long long)c1->created_ns);
     fprintf(f,
             "{\"id\":\"00000000000000a2\",\"rank\":0,\"nranks\":2,\"device\":null,"
             "\"name\":null,\"state\":\"aborted\",\"blocking\":true,"
             "\"parent\":\"5f3a1c0000000001\",\"created_ns\":%lld,\"last_seq\":3,"
-            "\"last_completed_seq\":3,\"last_async_error\":%d}],\n",
+            "\"last_completed_seq\":3,\"last_async_error\":%d,\"peers\":[]}],\n",
             (long long)c2->created_ns, (int)ncclRemoteError);
     fprintf(f, "\"ops\":[");
     for (size_t k = 0; k < sizeof dump_order / sizeof dump_order[0]; k++) {
