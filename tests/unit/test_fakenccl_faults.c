@@ -28,12 +28,6 @@ static struct shared *new_shared(void)
     return sh;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* FAIL_RANK=1, FAIL_NTH=2: rank 1's second AllReduce fails; it retries, and both match. */
 static void fail_nth_rank(int rank, int n, void *arg)
 {
@@ -147,7 +141,7 @@ static void delay_by_env_rank(int rank, int n, void *arg)
         return;
     }
     FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "RANK=0 was delayed too");
-    sleep_ms(300);
+    fnt_sleep_ms(300);
     FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "RANK=1 was not delayed");
     FNT_NCCL(ncclCommAbort(comm)); /* ends the delay */
     FNT_CU(cuEventSynchronize(ev));

@@ -32,12 +32,6 @@ static struct shared *new_shared(void)
     return sh;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
 static ncclResult_t poll_async(ncclComm_t comm)
 {
@@ -45,7 +39,7 @@ static ncclResult_t poll_async(ncclComm_t comm)
     for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
         if (st == ncclInProgress)
-            sleep_ms(1);
+            fnt_sleep_ms(1);
     }
     return st;
 }
@@ -71,7 +65,7 @@ static void nonblocking_rank(int rank, int n, void *arg)
     FNT_CHECK(comm != NULL, "no handle from a nonblocking init");
     if (rank == 0) {
         ncclResult_t st;
-        sleep_ms(200);
+        fnt_sleep_ms(200);
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
         FNT_CHECK(st == ncclInProgress, "init completed without its peer (%d)", st);
         /* using it before init completed is NCCL's "Attempt to use communicator before..." */
@@ -214,7 +208,7 @@ static void shrink_rank(int rank, int n, void *arg)
         _exit(0);
     FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
     FNT_CU(cuEventRecord(ev, s));
-    sleep_ms(300);
+    fnt_sleep_ms(300);
     FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "op completed without its peer");
     FNT_NCCL(ncclCommShrink(small, excl2, 1, &smaller, NULL, NCCL_SHRINK_ABORT));
     FNT_CU(cuEventSynchronize(ev)); /* the stuck op was ended */
@@ -250,7 +244,7 @@ static void abort_rank(int rank, int n, void *arg)
     if (rank < 2) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
         FNT_CU(cuEventRecord(ev, s));
-        sleep_ms(300);
+        fnt_sleep_ms(300);
         FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 2");
     }
     arrive(sh, n);
@@ -304,7 +298,7 @@ static void revoke_rank(int rank, int n, void *arg)
     if (rank == 0) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
         FNT_CU(cuEventRecord(ev, s));
-        sleep_ms(300);
+        fnt_sleep_ms(300);
         FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 1");
         FNT_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
         FNT_CU(cuEventSynchronize(ev)); /* the pending op ended (with an error) */
@@ -370,7 +364,7 @@ static void destroy_waits_rank(int rank, int n, void *arg)
     if (rank == 0) {
         struct destroy_arg d = {comm, 0};
         FNT_CHECK(pthread_create(&t, NULL, destroy_thread, &d) == 0, "pthread_create");
-        sleep_ms(400);
+        fnt_sleep_ms(400);
         FNT_CHECK(!__atomic_load_n(&d.returned, __ATOMIC_ACQUIRE),
                   "destroy returned with an op outstanding");
         fnt_set_flag(&sh->flag, 1);

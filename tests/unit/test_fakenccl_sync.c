@@ -31,18 +31,12 @@ static struct shared *new_shared(void)
     return sh;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* The event stays NOT_READY for ms milliseconds (it never completes early). */
 static void stays_pending(CUevent ev, int ms)
 {
     for (int t = 0; t < ms; t += 50) {
         FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "the op completed after %d ms", t);
-        sleep_ms(50);
+        fnt_sleep_ms(50);
     }
 }
 

@@ -39,7 +39,7 @@ void fnt_fail(const char *file, int line, const char *cond, const char *fmt, ...
     _exit(1);
 }
 
-static void sleep_ms(int ms)
+void fnt_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -106,7 +106,7 @@ int fnt_wait(struct fnt_job *job, int timeout_s)
             fnt_kill_all(job);
             break;
         }
-        sleep_ms(10);
+        fnt_sleep_ms(10);
     }
     int failed = 0;
     for (int r = 0; r < job->n; r++) {
@@ -132,7 +132,7 @@ bool fnt_still_running(struct fnt_job *job, int rank, int wait_ms)
     for (int waited = 0; waited < wait_ms; waited += 10) {
         if (reap(job, rank, false))
             return false;
-        sleep_ms(10);
+        fnt_sleep_ms(10);
     }
     return !reap(job, rank, false);
 }
@@ -187,7 +187,7 @@ bool fnt_wait_flag(volatile int *flag, int value, int timeout_s)
     for (int waited = 0; waited < timeout_s * 1000; waited++) {
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value)
             return true;
-        sleep_ms(1);
+        fnt_sleep_ms(1);
     }
     return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value;
 }

@@ -82,6 +82,9 @@ bool fnt_shm_clean(const ncclUniqueId *id);
 /* Synchronizes stream s and checks it. */
 void fnt_sync(CUstream s);
 
+/* Sleeps ms milliseconds. */
+void fnt_sleep_ms(int ms);
+
 /* Waits (sleeping 1 ms steps) until *flag >= value or timeout_s passes; true if reached. */
 bool fnt_wait_flag(volatile int *flag, int value, int timeout_s);
 void fnt_set_flag(volatile int *flag, int value);
