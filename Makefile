@@ -26,7 +26,7 @@ CC  ?= gcc
 CXX ?= g++
 WARN     := -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -I$(NCCL_INC) -I$(CUDA_INC)
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -Ishim -I$(NCCL_INC) -I$(CUDA_INC)
 LDFLAGS  += -pthread
 ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

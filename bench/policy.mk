@@ -1,8 +1,8 @@
 # `make bench-policy`: what the site policy adds to process start-up, without a
 # config file and with docs/examples/site.conf, measured in the same run.
-$(B)/bench/policy_startup: bench/policy_startup.c $(POLICY_OBJS) $(POLICY_DEPS) $(B)/shim/log.o
+$(B)/bench/policy_startup: bench/policy_startup.c $(POLICY_OBJS) $(POLICY_DEPS) $(B)/shim/base/log.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Ishim -o $@ $< $(POLICY_OBJS) $(POLICY_DEPS) $(B)/shim/log.o $(LDFLAGS) -ldl
+	$(CC) $(CFLAGS) -o $@ $< $(POLICY_OBJS) $(POLICY_DEPS) $(B)/shim/base/log.o $(LDFLAGS) -ldl
 
 ALL += $(B)/bench/policy_startup
 

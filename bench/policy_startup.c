@@ -21,12 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "confread.h"
-#include "facts.h"
-#include "identity.h"
-#include "log.h"
-#include "policy.h"
+#include "policy/config.h"
+#include "policy/confread.h"
+#include "policy/facts.h"
+#include "base/identity.h"
+#include "base/log.h"
+#include "policy/policy.h"
 #include "timing.h"
 
 /* Median of n runs of the constructor's policy step with NCCLGUARD_CONFIG=conf and the

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../shim/init.h"
+#include "intercept/start.h"
 #include "timing.h"
 
 extern char **environ;

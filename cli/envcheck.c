@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "config.h"
-#include "envaudit.h"
-#include "identity.h"
-#include "log.h"
-#include "policy.h"
+#include "policy/config.h"
+#include "policy/envaudit.h"
+#include "base/identity.h"
+#include "base/log.h"
+#include "policy/policy.h"
 
 #define EXIT_NO_NCCL 2
 

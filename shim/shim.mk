@@ -1,10 +1,11 @@
-# The preloaded library. Runtime dependencies: libc only (NCCL, libcuda and
-# later libunwind are reached with dlsym/dlopen at run time).
-SHIM_SRCS := shim/interpose.c shim/track.c shim/lifecycle.c shim/comm.c shim/init.c shim/log.c shim/identity.c \
-    shim/flight.c shim/groups.c shim/gpu.c shim/watchdog.c shim/stats.c shim/events.c \
-    shim/json.c shim/dump.c shim/dump_body.c shim/ladder.c
--include shim/policy.mk
-SHIM_SRCS += $(SHIM_POLICY_SRCS)
+# The preloaded library, one folder per subsystem (docs/architecture.md). Runtime
+# dependencies: libc only (NCCL, libcuda and later libunwind are reached with
+# dlsym/dlopen at run time). Headers are included by their path under shim/.
+include shim/policy/policy.mk
+
+SHIM_BASE_SRCS := $(wildcard shim/base/*.c)
+SHIM_SRCS := $(wildcard shim/intercept/*.c shim/track/*.c shim/watch/*.c shim/evidence/*.c) \
+    $(SHIM_BASE_SRCS) $(SHIM_POLICY_SRCS)
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(B)/%.o)
 
 $(B)/shim/%.o: CFLAGS += -fvisibility=hidden

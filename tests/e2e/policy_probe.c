@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "envaudit.h"
-#include "identity.h"
-#include "log.h"
-#include "policy.h"
+#include "policy/config.h"
+#include "policy/envaudit.h"
+#include "base/identity.h"
+#include "base/log.h"
+#include "policy/policy.h"
 
 __attribute__((constructor)) static void probe_start(void)
 {

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "envaudit.h"
-#include "facts.h"
-#include "ncclscan.h"
-#include "policy.h"
+#include "policy/config.h"
+#include "policy/envaudit.h"
+#include "policy/facts.h"
+#include "policy/ncclscan.h"
+#include "policy/policy.h"
 
 static struct ng_known known;
 static struct ng_audit audit;

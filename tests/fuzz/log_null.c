@@ -1,12 +1,12 @@
 /*
- * log_null.c: shim/log.h for the fuzzer. Messages are formatted (so that a bad
+ * log_null.c: shim/base/log.h for the fuzzer. Messages are formatted (so that a bad
  * format or argument is caught by the sanitizers) and then dropped, to keep
  * the fuzzer fast and quiet.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "log.h"
+#include "base/log.h"
 
 void ncclguard_log_init(void)
 {

@@ -3,7 +3,7 @@
 
 Usage:
   check_dump.py [--expect EXPECT.json] DUMP...   check dumps (and expected values)
-  check_dump.py --format shim/dump_format.h --docs docs/dump-format.md
+  check_dump.py --format shim/evidence/dump_format.h --docs docs/dump-format.md
                                                  check that the header, the document
                                                  and this checker list the same members
 
@@ -17,7 +17,7 @@ import sys
 
 SCHEMA = "ncclguard.dump/1.2"
 
-# (key, kind) in file order, as in shim/dump_format.h.
+# (key, kind) in file order, as in shim/evidence/dump_format.h.
 TOP = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
        ("ncclguard_version", "STR"), ("nccl_version", "I64_NONZERO"), ("config", "CONFIG"),

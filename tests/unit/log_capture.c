@@ -1,11 +1,11 @@
-/* log_capture.c: see log_capture.h; implements the API of shim/log.h. */
+/* log_capture.c: see log_capture.h; implements the API of shim/base/log.h. */
 #include "log_capture.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../../shim/log.h"
+#include "base/log.h"
 
 #define MAX_MSGS 512
 

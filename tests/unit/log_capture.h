@@ -1,5 +1,5 @@
 /*
- * log_capture.h: a stand-in for shim/log.c in the policy unit tests. It keeps
+ * log_capture.h: a stand-in for shim/base/log.c in the policy unit tests. It keeps
  * every message (whatever its level) in memory, so tests can assert on what
  * the code said, at which level, and how many times.
  */

@@ -18,12 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "condition.h"
-#include "config.h"
-#include "confread.h"
-#include "confvalue.h"
-#include "facts.h"
-#include "log.h"
+#include "policy/condition.h"
+#include "policy/config.h"
+#include "policy/confread.h"
+#include "policy/confvalue.h"
+#include "policy/facts.h"
+#include "base/log.h"
 #include "log_capture.h"
 
 static char dir[64];

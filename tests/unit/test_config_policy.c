@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "facts.h"
-#include "identity.h"
-#include "log.h"
+#include "policy/config.h"
+#include "policy/facts.h"
+#include "base/identity.h"
+#include "base/log.h"
 #include "log_capture.h"
-#include "policy.h"
+#include "policy/policy.h"
 
 static char dir[64];
 

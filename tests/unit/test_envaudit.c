@@ -14,13 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "envaudit.h"
-#include "identity.h"
-#include "log.h"
+#include "policy/config.h"
+#include "policy/envaudit.h"
+#include "base/identity.h"
+#include "base/log.h"
 #include "log_capture.h"
-#include "ncclscan.h"
-#include "policy.h"
+#include "policy/ncclscan.h"
+#include "policy/policy.h"
 
 #define REAL_NCCL "/usr/local/cuda/lib/libnccl.so.2"
 

@@ -1,5 +1,5 @@
 /*
- * test_shim_dump.c: the dump writer (shim/dump.c, shim/dump_body.c).
+ * test_shim_dump.c: the dump writer (shim/evidence/dump.c, shim/evidence/dump_body.c).
  *
  * The round trip: a registry with two communicators and a ring with records
  * in every state (wrapped, so that records were overwritten) are dumped, and
@@ -30,14 +30,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "../../shim/comm.h"
-#include "../../shim/config.h"
-#include "../../shim/dump.h"
-#include "../../shim/flight.h"
-#include "../../shim/identity.h"
-#include "../../shim/json.h"
-#include "../../shim/track.h"
-#include "../../shim/version.h"
+#include "track/comm.h"
+#include "policy/config.h"
+#include "evidence/dump.h"
+#include "track/flight.h"
+#include "base/identity.h"
+#include "base/json.h"
+#include "track/ops.h"
+#include "base/version.h"
 
 static char checker[PATH_MAX]; /* absolute path of tests/unit/check_dump.py */
 static char repo[PATH_MAX];    /* the repository root (the cwd at start) */
@@ -395,11 +395,11 @@ START_TEST(schema_header_docs_agree)
     ck_assert_msg(access(checker, R_OK) == 0, "%s not found: run from the repository root",
                   checker);
     char cmd[3 * PATH_MAX];
-    fmt_path(cmd, "cd '%s' && python3 '%s' --format shim/dump_format.h --docs docs/dump-format.md",
+    fmt_path(cmd, "cd '%s' && python3 '%s' --format shim/evidence/dump_format.h --docs docs/dump-format.md",
              repo, checker);
     int rc = system(cmd);
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
-                  "shim/dump_format.h, docs/dump-format.md and check_dump.py disagree");
+                  "shim/evidence/dump_format.h, docs/dump-format.md and check_dump.py disagree");
 }
 END_TEST
 

@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../../shim/flight.h"
+#include "track/flight.h"
 
 static struct ng_op_record make(uint64_t v)
 {

@@ -1,5 +1,5 @@
 /*
- * test_shim_json.c: the async-signal-safe JSON writer (shim/json.c).
+ * test_shim_json.c: the async-signal-safe JSON writer (shim/base/json.c).
  *
  * Documents are written to a temp file through buffers of several sizes (1 and
  * 7 bytes force a flush inside almost every token) and compared byte for byte
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../shim/json.h"
+#include "base/json.h"
 
 /* Output of one writer, read back from its temp file. */
 struct sink {

@@ -1,0 +1,377 @@
+/*
+ * dump_body.c: see dump_body.h. The member lists come from dump_format.h;
+ * each kind there is a put_<KIND>(writer, key, value) function here.
+ *
+ * Everything is async-signal-safe: communicator records and ring slots are
+ * read with atomic loads (ncclguard_flight_copy for records), names come from
+ * static tables, numbers are formatted by json.c.
+ */
+#include "evidence/dump_body.h"
+
+#include <nccl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "track/comm.h"
+#include "evidence/dump_format.h"
+#include "track/flight.h"
+#include "base/identity.h"
+#include "intercept/real.h"
+#include "track/ops.h"
+#include "base/version.h"
+
+/* Largest ring whose dump order is exact (NCCLGUARD_RING's upper bound in
+ * settings.def). The bitmap lives in .bss: untouched, it costs no memory. */
+#define MAX_RING (1u << 24)
+
+struct dump_ctx {
+    const char *reason;
+    int64_t time_ns;
+    int64_t pid;
+    const struct ng_identity *id;
+    const char *ncclguard_version;
+    int64_t nccl_version;
+};
+
+/* A communicator record read field by field with atomic loads. */
+struct comm_view {
+    uint64_t id, parent_id, coll_seq, completed_seq;
+    int rank, nranks, device, blocking, state, last_async_error;
+    int64_t created_ns;
+    char name[sizeof(((struct ng_comm *)0)->name)];
+    const struct ng_peer *peers; /* read in place, with atomic loads */
+    int npeers;
+};
+
+struct peer_view {
+    int64_t peer;
+    uint64_t seq, done;
+};
+
+struct op_view {
+    uint64_t index;
+    int state;
+    struct ng_op_record rec;
+};
+
+static ng_dump_config_fn config_writer; /* atomic */
+static uint64_t listed[MAX_RING / 64];  /* slots written by the in-flight pass */
+
+void ncclguard_dump_set_config_writer(ng_dump_config_fn fn)
+{
+    __atomic_store_n(&config_writer, fn, __ATOMIC_RELEASE);
+}
+
+/* ---- scalar kinds ---- */
+
+static void put_STR(struct ng_json *j, const char *key, const char *v)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_string(j, v);
+}
+
+static void put_NAME(struct ng_json *j, const char *key, const char *v)
+{
+    size_t n = 0;
+    while (n < sizeof(((struct comm_view *)0)->name) && v[n]) n++;
+    ncclguard_json_key(j, key);
+    if (n)
+        ncclguard_json_string_n(j, v, n);
+    else
+        ncclguard_json_null(j);
+}
+
+static void put_I64(struct ng_json *j, const char *key, int64_t v)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_int64(j, v);
+}
+
+static void put_U64(struct ng_json *j, const char *key, uint64_t v)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_uint64(j, v);
+}
+
+static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
+{
+    ncclguard_json_key(j, key);
+    if (v >= 0)
+        ncclguard_json_int64(j, v);
+    else
+        ncclguard_json_null(j);
+}
+
+static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
+{
+    ncclguard_json_key(j, key);
+    if (v)
+        ncclguard_json_int64(j, v);
+    else
+        ncclguard_json_null(j);
+}
+
+static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
+{
+    ncclguard_json_key(j, key);
+    if (v)
+        ncclguard_json_uint64(j, v);
+    else
+        ncclguard_json_null(j);
+}
+
+static void put_HEX(struct ng_json *j, const char *key, uint64_t v)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_hex64(j, v);
+}
+
+static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
+{
+    ncclguard_json_key(j, key);
+    if (v)
+        ncclguard_json_hex64(j, v);
+    else
+        ncclguard_json_null(j);
+}
+
+static void put_BOOL(struct ng_json *j, const char *key, int v)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_bool(j, v);
+}
+
+/* ---- named kinds ---- */
+
+/* "<prefix><n>" for a value without a name of its own. */
+static void put_numbered(struct ng_json *j, const char *prefix, int64_t n)
+{
+    char s[48];
+    size_t len = strlen(prefix);
+    memcpy(s, prefix, len);
+    len += ncclguard_fmt_int64(s + len, n);
+    ncclguard_json_string_n(j, s, len);
+}
+
+static void put_COMM_STATE(struct ng_json *j, const char *key, int v)
+{
+    put_STR(j, key, ncclguard_comm_state_name(v));
+}
+
+static void put_OP_STATE(struct ng_json *j, const char *key, int v)
+{
+    put_STR(j, key, ncclguard_op_state_name(v));
+}
+
+static void put_OP_NAME(struct ng_json *j, const char *key, int64_t v)
+{
+    put_STR(j, key, ncclguard_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
+}
+
+static void put_DATATYPE(struct ng_json *j, const char *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
+    ncclguard_json_key(j, key);
+    if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
+        ncclguard_json_string(j, names[v]);
+    else
+        put_numbered(j, "unknown/", v);
+}
+
+static void put_REDOP(struct ng_json *j, const char *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_REDOP_NAMES;
+    _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
+    ncclguard_json_key(j, key);
+    if (v < 0)
+        ncclguard_json_null(j);
+    else if (v < ncclNumOps)
+        ncclguard_json_string(j, names[v]);
+    else
+        put_numbered(j, "premulsum/", v);
+}
+
+static int is_p2p(const struct ng_op_record *r)
+{
+    return r->op == NG_OP_SEND || r->op == NG_OP_RECV;
+}
+
+/* ng_op_record.root holds the root of a rooted collective or the peer of a
+ * Send/Recv; the dump names it accordingly, and the other key is null. */
+static void put_ROOT(struct ng_json *j, const char *key, const struct ng_op_record *r)
+{
+    put_I64_NONNEG(j, key, is_p2p(r) ? -1 : r->root);
+}
+
+static void put_PEER(struct ng_json *j, const char *key, const struct ng_op_record *r)
+{
+    put_I64_NONNEG(j, key, is_p2p(r) ? r->root : -1);
+}
+
+static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
+{
+    static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
+    const unsigned nnames = sizeof names / sizeof names[0];
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (unsigned bit = 0; bit < 64; bit++) {
+        if (!(v & ((uint64_t)1 << bit))) continue;
+        if (bit < nnames)
+            ncclguard_json_string(j, names[bit]);
+        else
+            put_numbered(j, "bit", bit);
+    }
+    ncclguard_json_end_array(j);
+}
+
+/* ---- nested kinds ---- */
+
+#define PUT_FIELD(key, kind, source) put_##kind(j, key, source);
+
+/* The optional config object (issue 4): omitted without a writer; null when
+ * the writer wrote nothing. */
+static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    ng_dump_config_fn fn = __atomic_load_n(&config_writer, __ATOMIC_ACQUIRE);
+    if (!fn) return;
+    ncclguard_json_key(j, key);
+    fn(j);
+    if (ncclguard_json_value_pending(j)) ncclguard_json_null(j);
+}
+
+static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    const struct ng_flight_stats *s = &st;
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_object(j);
+    NG_DUMP_FLIGHT_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* Reads one communicator record; the fields written after creation are atomic. */
+static void comm_snapshot(const struct ng_comm *src, struct comm_view *c)
+{
+    c->id = src->id;
+    c->rank = LOAD(src->rank);
+    c->nranks = LOAD(src->nranks);
+    c->device = LOAD(src->device);
+    c->blocking = src->blocking;
+    memcpy(c->name, src->name, sizeof c->name);
+    c->parent_id = src->parent_id;
+    c->created_ns = src->created_ns;
+    c->state = LOAD(src->state);
+    c->last_async_error = LOAD(src->last_async_error);
+    c->coll_seq = LOAD(src->coll_seq);
+    c->completed_seq = LOAD(src->completed_seq);
+    c->peers = __atomic_load_n(&src->peers, __ATOMIC_ACQUIRE);
+    c->npeers = c->peers ? src->npeers : 0;
+}
+
+static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view *c)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < c->npeers; i++) {
+        struct peer_view view = {i, LOAD(c->peers[i].seq), LOAD(c->peers[i].done)};
+        const struct peer_view *p = &view;
+        if (!p->seq) continue;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PEER_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    int n = ncclguard_comm_count();
+    for (int i = 0; i < n; i++) {
+        struct ng_comm *src = ncclguard_comm_at(i);
+        if (!src) continue;
+        struct comm_view view;
+        const struct comm_view *c = &view;
+        comm_snapshot(src, &view);
+        ncclguard_json_begin_object(j);
+        NG_DUMP_COMM_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+static void put_op(struct ng_json *j, const struct op_view *v)
+{
+    const struct ng_op_record *r = &v->rec;
+    ncclguard_json_begin_object(j);
+    NG_DUMP_OP_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
+/* Copies record `index`; 0, or -1 when it is being written or was overwritten. */
+static int op_snapshot(uint64_t index, struct op_view *v)
+{
+    if (ncclguard_flight_copy(index, &v->rec) != 0) return -1;
+    v->index = index;
+    v->state = ng_record_state(&v->rec);
+    return 0;
+}
+
+/* The ring, in dump order: records not in a final state (in flight) first,
+ * then the others, each group newest first. Two passes over the ring from the
+ * same head; a bitmap of the slots the first pass wrote keeps a record that
+ * completes between the passes from appearing twice. Writers are never held
+ * up: a record being written at that moment is skipped. Without the bitmap
+ * (a ring larger than MAX_RING) such a record may appear twice. */
+static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    uint64_t head = ncclguard_flight_head();
+    uint64_t cap = st.capacity;
+    uint64_t oldest = head > cap ? head - cap : 0;
+    int exact = cap <= MAX_RING;
+    if (exact) memset(listed, 0, (size_t)((cap + 63) / 64) * sizeof listed[0]);
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    struct op_view v;
+    for (uint64_t i = head; i-- > oldest;) {
+        if (op_snapshot(i, &v) != 0 || ng_op_state_final(v.state)) continue;
+        put_op(j, &v);
+        if (exact) listed[(i % cap) / 64] |= (uint64_t)1 << (i % cap % 64);
+    }
+    for (uint64_t i = head; i-- > oldest;) {
+        if (exact && (listed[(i % cap) / 64] >> (i % cap % 64) & 1)) continue;
+        /* In flight now but not listed: it was being written during the first
+         * pass; leave it out rather than break the order. */
+        if (op_snapshot(i, &v) != 0 || !ng_op_state_final(v.state)) continue;
+        put_op(j, &v);
+    }
+    ncclguard_json_end_array(j);
+}
+
+void ncclguard_dump_body(struct ng_json *j, const char *reason)
+{
+    struct dump_ctx ctx = {
+        .reason = reason,
+        .time_ns = ng_clock_ns(CLOCK_REALTIME),
+        .pid = getpid(),
+        .id = ncclguard_identity(),
+        .ncclguard_version = NCCLGUARD_VERSION,
+        .nccl_version = ncclguard_nccl_version_code(),
+    };
+    const struct dump_ctx *d = &ctx;
+    ncclguard_json_begin_object(j);
+    NG_DUMP_TOP_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}

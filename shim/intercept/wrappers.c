@@ -1,0 +1,177 @@
+/*
+ * interpose.c: the exported ncclX wrappers, generated from nccl_api.def.
+ *
+ * Each wrapper resolves the real symbol table once, passes arguments, results
+ * and out-parameters through untouched, and calls the hooks of track.c around
+ * the real call, as named by the hook column of its nccl_api.def line. With
+ * NCCLGUARD_DISABLE=1, or after an internal error turned tracking off, it is a
+ * plain forwarder.
+ */
+#include "intercept/real.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "base/log.h"
+#include "track/ops.h"
+
+#define NG_EXPORT __attribute__((visibility("default")))
+
+static struct ng_real real;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+static int api_count, api_missing;
+
+/* Returned by the const char * entry points when NCCL lacks them. */
+static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the function";
+
+/* Finds `name` in the real NCCL. RTLD_NEXT finds a libnccl.so.2 in the global
+ * scope; a libnccl.so.2 loaded RTLD_LOCAL (a dlopen'd framework library's
+ * dependency) is reached through its own handle. `self` is our own wrapper: an
+ * answer equal to it would make the wrapper call itself. */
+static void *find_real(const char *name, void *self, void *nccl)
+{
+    char pname[64] = "p";
+    void *f = dlsym(RTLD_NEXT, name);
+    if (f && f != self) return f;
+    for (int i = 0; name[i] && i < 62; i++) pname[i + 1] = name[i];
+    f = dlsym(RTLD_NEXT, pname);
+    if (f && f != self) return f;
+    if (nccl) {
+        f = dlsym(nccl, pname);
+        if (!f || f == self) f = dlsym(nccl, name);
+        if (f && f != self) return f;
+    }
+    return NULL;
+}
+
+/* ncclResetDebugInit is deprecated in nccl.h; taking its address is not a use. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void resolve_all(void)
+{
+    void *nccl = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+#define NCCL_API(ret, fail, name, params, args, hook)                                      \
+    *(void **)&real.name = find_real("nccl" #name, (void *)(uintptr_t)nccl##name, nccl);  \
+    api_count++;                                                                          \
+    api_missing += !real.name;
+#define NCCL_API_VOID(name, params, args) NCCL_API(void, , name, params, args, )
+#include "intercept/nccl_api.def"
+#undef NCCL_API
+#undef NCCL_API_VOID
+    if (nccl) dlclose(nccl);
+    if (api_missing == api_count)
+        NG_WARN("no NCCL library found behind the shim: every NCCL call will fail with "
+                "ncclInvalidUsage; check that libnccl.so.2 is loaded");
+}
+#pragma GCC diagnostic pop
+
+static int resolved; /* atomic: the table is complete */
+
+static void resolve_once_body(void)
+{
+    resolve_all();
+    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+}
+
+const struct ng_real *ncclguard_real(void)
+{
+    /* One load on the hot path; pthread_once makes the first callers wait
+     * for a single resolution. */
+    if (__builtin_expect(!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE), 0))
+        pthread_once(&resolve_once, resolve_once_body);
+    return &real;
+}
+
+static int nccl_version; /* atomic */
+
+int ncclguard_nccl_version_code(void)
+{
+    return __atomic_load_n(&nccl_version, __ATOMIC_RELAXED);
+}
+
+void ncclguard_nccl_version_probe(void)
+{
+    int v = 0;
+    const struct ng_real *r = ncclguard_real();
+    if (!ncclguard_nccl_version_code() && r->GetVersion && r->GetVersion(&v) == ncclSuccess)
+        __atomic_store_n(&nccl_version, v, __ATOMIC_RELAXED);
+}
+
+
+/* Hook kinds named in nccl_api.def: a PRE part before the real call and a POST
+ * part after it, which sees the result as `ng_r`. */
+#define NG_PRE(kind, ...) NG_PRE_##kind(__VA_ARGS__)
+#define NG_POST(kind, ...) NG_POST_##kind(__VA_ARGS__)
+
+#define NG_PRE_PLAIN()
+#define NG_POST_PLAIN()
+#define NG_PRE_COMM(comm) \
+    if (ncclguard_fenced(comm)) return ncclguard_fenced_result();
+#define NG_POST_COMM(comm)
+#define NG_PRE_LAST_ERROR(comm)                                  \
+    const char *ng_fence = ncclguard_fenced_last_error(comm);   \
+    if (ng_fence) return ng_fence;
+#define NG_POST_LAST_ERROR(comm)
+#define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                   \
+    struct ng_op_ticket ng_t;                                                      \
+    ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root); \
+    if (ng_t.fenced) return ncclguard_fenced_result();
+#define NG_POST_OP(...) ncclguard_op_post(&ng_t, ng_r);
+#define NG_PRE_GROUP_START()
+#define NG_POST_GROUP_START() ncclguard_group_start_post(ng_r);
+#define NG_PRE_GROUP_END() ncclguard_group_end_pre();
+#define NG_POST_GROUP_END() ncclguard_group_end_post(ng_r);
+#define NG_PRE_INIT(out, nranks, rank, nids, ids, config) \
+    struct ng_init_ticket ng_t;                            \
+    ncclguard_init_pre(&ng_t, out, nranks, rank, nids, ids, config);
+#define NG_POST_INIT(...) ncclguard_init_post(&ng_t, ng_r);
+#define NG_PRE_INIT_ALL(out, ndev) \
+    struct ng_init_ticket ng_t;    \
+    ncclguard_init_all_pre(&ng_t, out, ndev);
+#define NG_POST_INIT_ALL(out, ndev) ncclguard_init_all_post(&ng_t, ndev, ng_r);
+#define NG_PRE_SPLIT(parent, color, out, config)                   \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    struct ng_init_ticket ng_t;                                    \
+    ncclguard_split_pre(&ng_t, parent, color, out, config);
+#define NG_POST_SPLIT(...) ncclguard_init_post(&ng_t, ng_r);
+#define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)    \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    struct ng_init_ticket ng_t;                                    \
+    ncclguard_shrink_pre(&ng_t, parent, excluded, nexcluded, out, config);
+#define NG_POST_SHRINK(...) ncclguard_init_post(&ng_t, ng_r);
+#define NG_PRE_COMM_END(comm, kind)   \
+    struct ng_end_ticket ng_t;        \
+    ncclguard_end_pre(&ng_t, comm, kind); \
+    if (ng_t.fenced) return ncclguard_end_fenced(&ng_t);
+#define NG_POST_COMM_END(...) ncclguard_end_post(&ng_t, ng_r);
+#define NG_PRE_ASYNC_ERR(comm, err) \
+    if (ncclguard_fenced(comm)) return ncclguard_async_error_fenced(err);
+#define NG_POST_ASYNC_ERR(comm, err) ncclguard_async_error_post(comm, err, ng_r);
+
+#define NCCL_API(ret, fail, name, params, args, hook)                    \
+    NG_EXPORT ret nccl##name params                                      \
+    {                                                                    \
+        const struct ng_real *r_ = ncclguard_real();                     \
+        if (__builtin_expect(!r_->name, 0)) {                            \
+            NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; " \
+                         "the call fails (update NCCL or stop calling it)"); \
+            return fail;                                                 \
+        }                                                                \
+        if (!__atomic_load_n(&ncclguard_tracking, __ATOMIC_RELAXED))     \
+            return r_->name args;                                        \
+        NG_PRE hook;                                                     \
+        ret ng_r = r_->name args;                                        \
+        NG_POST hook;                                                    \
+        return ng_r;                                                     \
+    }
+#define NCCL_API_VOID(name, params, args)                                \
+    NG_EXPORT void nccl##name params                                     \
+    {                                                                    \
+        const struct ng_real *r_ = ncclguard_real();                     \
+        if (r_->name) r_->name args;                                     \
+        else NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; call ignored"); \
+    }
+#include "intercept/nccl_api.def"
+#undef NCCL_API
+#undef NCCL_API_VOID

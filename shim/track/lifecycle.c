@@ -1,0 +1,224 @@
+/*
+ * lifecycle.c: the hooks of communicator creation and ending, async-error
+ * queries, and the fence around communicators that ncclguard aborted (see
+ * track.h for the contracts). Creation and ending are not hot paths: these
+ * hooks may take the registry's lock and write events.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "track/comm.h"
+#include "policy/config.h"
+#include "base/events.h"
+#include "track/markers.h"
+#include "intercept/start.h"
+#include "track/ops.h"
+#include "watch/watchdog.h"
+
+static uint64_t init_all_calls; /* CommInitAll ids: this process only, atomic */
+
+static void comm_event(const char *what, const struct ng_comm *c)
+{
+    ncclguard_event(what, "\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"parent\":\"%016llx\"",
+                    (unsigned long long)c->id, ng_comm_rank(c), ng_comm_nranks(c),
+                    (unsigned long long)c->parent_id);
+}
+
+static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t id, int rank,
+                           int nranks, uint64_t parent, const ncclConfig_t *config)
+{
+    ncclguard_first_comm();
+    if (ncclguard_settings()->track != NG_TRACK_OFF) ncclguard_gpu_prepare_current();
+    t->out = out;
+    t->comm = ncclguard_comm_new(id, rank, nranks, parent, config);
+}
+
+void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank,
+                        int nids, const ncclUniqueId *ids, const ncclConfig_t *config)
+{
+    uint64_t id = NG_HASH_SEED;
+    for (int i = 0; ids && i < nids; i++) id = ncclguard_hash(id, &ids[i], sizeof ids[i]);
+    start_creation(t, out, id, rank, nranks, 0, config);
+}
+
+void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev)
+{
+    (void)ndev;
+    t->out = out;
+    t->comm = NULL; /* one record per device is made in the post hook */
+}
+
+/* A child's id: the parent's id, the ordinal of this split on the parent (the
+ * same on every rank, since splits are collective over the parent) and the
+ * color or excluded set. */
+static uint64_t child_id(struct ng_comm *parent, const void *what, size_t len)
+{
+    uint64_t ordinal = __atomic_fetch_add(&parent->splits, 1, __ATOMIC_RELAXED);
+    uint64_t id = ncclguard_hash(parent->id, &ordinal, sizeof ordinal);
+    return ncclguard_hash(id, what, len);
+}
+
+void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
+                         ncclComm_t *out, const ncclConfig_t *config)
+{
+    struct ng_comm *p = ncclguard_comm_find(parent);
+    t->out = out;
+    t->comm = NULL;
+    if (!p) return;
+    uint64_t id = child_id(p, &color, sizeof color);
+    if (color == NCCL_SPLIT_NOCOLOR) return;
+    start_creation(t, out, id, -1, -1, p->id, config);
+    ncclguard_comm_reserve_peers(t->comm, p->npeers);
+}
+
+void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int *excluded,
+                          int nexcluded, ncclComm_t *out, const ncclConfig_t *config)
+{
+    struct ng_comm *p = ncclguard_comm_find(parent);
+    t->out = out;
+    t->comm = NULL;
+    if (!p) return;
+    uint64_t set = NG_HASH_SEED;
+    if (excluded && nexcluded > 0)
+        set = ncclguard_hash(set, excluded, (size_t)nexcluded * sizeof *excluded);
+    start_creation(t, out, child_id(p, &set, sizeof set), -1, -1, p->id, config);
+    ncclguard_comm_reserve_peers(t->comm, p->npeers);
+}
+
+/*
+ * A nonblocking ncclCommSplit or ncclCommShrink that returns ncclInProgress
+ * writes the child's handle only when it completes (as NCCL does), on a thread
+ * of its own: reading *newcomm then would race. Such children wait here, per
+ * thread, and are matched in order with the first handles this thread uses
+ * that the registry does not know (the application polls the child's async
+ * error before using it).
+ */
+#define PENDING_CHILDREN 8
+static NG_TLS struct ng_comm *pending[PENDING_CHILDREN];
+static NG_TLS int npending;
+
+struct ng_comm *ncclguard_comm_adopt(ncclComm_t handle)
+{
+    if (!npending || !handle) return NULL;
+    struct ng_comm *c = pending[0];
+    memmove(pending, pending + 1, (size_t)--npending * sizeof pending[0]);
+    ncclguard_comm_attach(c, handle);
+    comm_event("comm_created", c);
+    return c;
+}
+
+void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
+{
+    struct ng_comm *c = t->comm;
+    if (!c) return;
+    if (r == ncclInProgress && c->parent_id && npending < PENDING_CHILDREN) {
+        pending[npending++] = c;
+        return;
+    }
+    if (!ng_accepted(r) || !t->out || !*t->out) {
+        ncclguard_comm_set_state(c, NG_COMM_FAILED);
+        return;
+    }
+    ncclguard_comm_attach(c, *t->out);
+    if (r == ncclSuccess) ncclguard_comm_set_state(c, NG_COMM_READY);
+    comm_event("comm_created", c);
+}
+
+void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r)
+{
+    if (r != ncclSuccess || !t->out) return;
+    ncclguard_first_comm();
+    uint64_t call = __atomic_fetch_add(&init_all_calls, 1, __ATOMIC_RELAXED);
+    pid_t pid = getpid();
+    for (int i = 0; i < ndev; i++) {
+        uint64_t id = ncclguard_hash(NG_HASH_SEED, &pid, sizeof pid);
+        id = ncclguard_hash(id, &call, sizeof call);
+        struct ng_comm *c = ncclguard_comm_new(id, i, ndev, 0, NULL);
+        ncclguard_comm_attach(c, t->out[i]);
+        ncclguard_comm_set_state(c, NG_COMM_READY);
+    }
+}
+
+void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind)
+{
+    t->comm = ncclguard_comm_find(comm);
+    t->kind = kind;
+    t->fenced = t->comm && __atomic_load_n(&t->comm->fenced, __ATOMIC_ACQUIRE);
+    if (t->fenced) return;
+    ncclguard_comm_set_ending(t->comm, 1); /* the watchdog lets go of the handle */
+    /* The application may release the CUDA context right after this call;
+     * settle what the GPU finished while the markers can still be queried. */
+    if (t->comm) ncclguard_watchdog_settle();
+    /* Abort frees the handle even when it fails, so forget it first. */
+    if (t->comm && kind == NG_END_ABORT) {
+        ncclguard_comm_set_state(t->comm, NG_COMM_ABORTED);
+        comm_event("comm_aborted", t->comm);
+    }
+}
+
+void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r)
+{
+    static const int state_of[] = {
+        [NG_END_FINALIZE] = NG_COMM_FINALIZING,
+        [NG_END_DESTROY] = NG_COMM_DESTROYED,
+        [NG_END_ABORT] = NG_COMM_ABORTED,
+        [NG_END_REVOKE] = NG_COMM_REVOKED,
+    };
+    if (!t->comm || t->kind == NG_END_ABORT) return;
+    if (ng_accepted(r)) ncclguard_comm_set_state(t->comm, state_of[t->kind]);
+    else ncclguard_comm_set_ending(t->comm, 0);
+    if (ng_accepted(r) && t->kind == NG_END_DESTROY) comm_event("comm_destroyed", t->comm);
+    if (t->kind == NG_END_DESTROY && r == ncclSuccess) ncclguard_watchdog_settle();
+}
+
+void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r)
+{
+    struct ng_comm *c = ncclguard_comm_find(comm);
+    if (!c && r == ncclSuccess) c = ncclguard_comm_adopt(comm);
+    if (!c || r != ncclSuccess || !err) return;
+    if (*err == ncclSuccess) ncclguard_flush_deferred(ncclguard_comm_index(c));
+    ncclguard_watchdog_async_error(c, (int)*err);
+    if (*err == ncclSuccess &&
+        __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == NG_COMM_INITIALIZING)
+        ncclguard_comm_set_state(c, NG_COMM_READY);
+}
+
+/* The calling thread's last call was refused because of a fence, so that
+ * ncclGetLastError(NULL) can explain it. */
+static NG_TLS const struct ng_comm *last_fenced;
+
+int ncclguard_fenced(ncclComm_t comm)
+{
+    struct ng_comm *c = ncclguard_comm_find(comm);
+    if (!c || !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) return 0;
+    last_fenced = c;
+    return 1;
+}
+
+ncclResult_t ncclguard_fenced_result(void)
+{
+    return ncclInvalidUsage;
+}
+
+ncclResult_t ncclguard_end_fenced(struct ng_end_ticket *t)
+{
+    /* NCCL already freed the handle: forget it, and tell the application its
+     * own clean-up went fine. */
+    ncclguard_comm_set_state(t->comm, t->kind == NG_END_FINALIZE ? NG_COMM_ABORTED
+                                                                 : NG_COMM_DESTROYED);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclguard_async_error_fenced(ncclResult_t *err)
+{
+    if (err) *err = ncclRemoteError;
+    return ncclSuccess;
+}
+
+const char *ncclguard_fenced_last_error(ncclComm_t comm)
+{
+    const struct ng_comm *c = comm ? ncclguard_comm_find(comm) : last_fenced;
+    if (!c || !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) return NULL;
+    return c->fence_reason;
+}
