@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/identity.h"
+#include "base/log.h"
 #include "policy/config.h"
 #include "policy/confread.h"
 #include "policy/facts.h"
-#include "base/identity.h"
-#include "base/log.h"
 #include "policy/policy.h"
 #include "timing.h"
 

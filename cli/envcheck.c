@@ -15,10 +15,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "policy/config.h"
-#include "policy/envaudit.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config.h"
+#include "policy/config_load.h"
+#include "policy/envaudit.h"
 #include "policy/policy.h"
 
 #define EXIT_NO_NCCL 2

@@ -6,20 +6,51 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/atomic.h"
+
 static struct ng_identity me = {.rank = -1, .local_rank = -1};
 static char tag[128];
+static ng_atomic(int) nccl_version;
 
-/* First variable of the list that holds a non-negative integer, else -1. */
-static int first_int(const char *const *names)
+long ncclguard_env_long(const char *const *names, long lo, long hi)
 {
     for (; *names; names++) {
         const char *v = getenv(*names);
         if (!v || !*v) continue;
         char *end;
         long n = strtol(v, &end, 10);
-        if (*end == '\0' && n >= 0 && n < (1L << 30)) return (int)n;
+        if (*end == '\0' && n >= lo && n <= hi) return n;
     }
     return -1;
+}
+
+void ncclguard_name_part(const char *src, char *dst)
+{
+    size_t n = 0;
+    for (; src && src[n] && n < NG_NAME_PART_MAX; n++) {
+        unsigned char c = (unsigned char)src[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        dst[n] = ok ? (char)c : '_';
+    }
+    dst[n] = '\0';
+    if (n == 0) strcpy(dst, "unknown");
+    if (dst[0] == '.') dst[0] = '_';
+}
+
+/* The job id: SLURM_JOB_ID, then TORCHELASTIC_RUN_ID, then "local". */
+static const char *job_from_env(void)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job) job = getenv("TORCHELASTIC_RUN_ID");
+    return job && *job ? job : "local";
+}
+
+void ncclguard_default_dump_dir(char *buf, size_t len)
+{
+    char part[NG_NAME_PART_MAX + 1];
+    ncclguard_name_part(job_from_env(), part);
+    snprintf(buf, len, "./ncclguard-%s", part);
 }
 
 void ncclguard_identity_init(void)
@@ -28,16 +59,13 @@ void ncclguard_identity_init(void)
                                             "PMIX_RANK", "SLURM_PROCID", NULL};
     static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "SLURM_LOCALID", NULL};
-    me.rank = first_int(rank_vars);
-    me.local_rank = first_int(local_vars);
+    me.rank = (int)ncclguard_env_long(rank_vars, 0, (1L << 30) - 1);
+    me.local_rank = (int)ncclguard_env_long(local_vars, 0, (1L << 30) - 1);
     if (gethostname(me.host, sizeof me.host) != 0) strcpy(me.host, "unknown");
     me.host[sizeof me.host - 1] = '\0';
     char *dot = strchr(me.host, '.');
     if (dot) *dot = '\0';
-    const char *job = getenv("SLURM_JOB_ID");
-    if (!job || !*job) job = getenv("TORCHELASTIC_RUN_ID");
-    if (!job || !*job) job = "local";
-    snprintf(me.job, sizeof me.job, "%s", job);
+    snprintf(me.job, sizeof me.job, "%s", job_from_env());
     if (me.rank >= 0)
         snprintf(tag, sizeof tag, "[rank %d host %s] ", me.rank, me.host);
     else
@@ -52,4 +80,14 @@ const struct ng_identity *ncclguard_identity(void)
 const char *ncclguard_identity_tag(void)
 {
     return tag;
+}
+
+int ncclguard_identity_nccl_version(void)
+{
+    return ng_atomic_load_relaxed(&nccl_version);
+}
+
+void ncclguard_identity_set_nccl_version(int code)
+{
+    ng_atomic_store_relaxed(&nccl_version, code);
 }

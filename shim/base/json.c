@@ -24,6 +24,12 @@ static void fail(struct ng_json *j, int err)
  * an error the bytes are dropped: the document is lost anyway. */
 static void flush(struct ng_json *j)
 {
+    if (j->fd == NG_JSON_MEMORY) return; /* the bytes stay in the buffer */
+    if (j->fd == NG_JSON_COUNT) {
+        j->written += j->len;
+        j->len = 0;
+        return;
+    }
     size_t off = 0;
     while (off < j->len && !j->err) {
         ssize_t n = write(j->fd, j->buf + off, j->len - off);
@@ -42,7 +48,13 @@ static void flush(struct ng_json *j)
 static void put(struct ng_json *j, const char *s, size_t n)
 {
     while (n && !j->err) {
-        if (j->len == j->cap) flush(j);
+        if (j->len == j->cap) {
+            if (j->fd == NG_JSON_MEMORY) { /* the document does not fit */
+                fail(j, ENOBUFS);
+                return;
+            }
+            flush(j);
+        }
         if (j->err) return;
         size_t k = j->cap - j->len;
         if (k > n) k = n;
@@ -313,16 +325,14 @@ static void split_fixed(double v, int decimals, uint64_t *ip, uint64_t *frac)
     }
 }
 
-/* Why by hand: printf is not async-signal-safe and follows the locale's
- * decimal point. Precision is that of the double, which is all a dump needs
- * (durations and ratios), not a correctly rounded shortest form. */
-void ncclguard_json_double(struct ng_json *j, double v, int decimals)
+/* v with `decimals` fixed digits into out[64]; its length, 0 for NaN and
+ * infinities (which JSON lacks). Why by hand: printf is not async-signal-safe
+ * and follows the locale's decimal point. Precision is that of the double,
+ * which is all a dump needs (durations and ratios), not a correctly rounded
+ * shortest form. */
+static size_t format_double(char *out, double v, int decimals)
 {
-    if (begin_value(j)) return;
-    if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) {
-        put(j, "null", 4);
-        return;
-    }
+    if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) return 0;
     if (decimals < 0) decimals = 0;
     if (decimals > 9) decimals = 9;
     int negative = v < 0;
@@ -340,7 +350,6 @@ void ncclguard_json_double(struct ng_json *j, double v, int decimals)
         ip = 1;
         exp10++;
     }
-    char out[64];
     size_t n = 0;
     if (negative && (ip || frac)) out[n++] = '-'; /* no "-0.00" */
     n += ncclguard_fmt_uint64(out + n, ip);
@@ -352,6 +361,32 @@ void ncclguard_json_double(struct ng_json *j, double v, int decimals)
         out[n++] = 'e';
         out[n++] = '+';
         n += ncclguard_fmt_uint64(out + n, (uint64_t)exp10);
+    }
+    return n;
+}
+
+void ncclguard_json_double(struct ng_json *j, double v, int decimals)
+{
+    if (begin_value(j)) return;
+    char out[64];
+    size_t n = format_double(out, v, decimals);
+    if (n) put(j, out, n);
+    else put(j, "null", 4);
+}
+
+void ncclguard_json_number(struct ng_json *j, double v, int max_decimals)
+{
+    if (begin_value(j)) return;
+    char out[64];
+    size_t n = format_double(out, v, max_decimals);
+    if (!n) {
+        put(j, "null", 4);
+        return;
+    }
+    const char *point = memchr(out, '.', n), *e = memchr(out, 'e', n);
+    if (point && !e) {
+        while (out[n - 1] == '0') n--;
+        if (out[n - 1] == '.') n--;
     }
     put(j, out, n);
 }
@@ -371,11 +406,9 @@ void ncclguard_json_null(struct ng_json *j)
     put(j, "null", 4);
 }
 
-void ncclguard_json_raw(struct ng_json *j, const char *json, size_t n)
+uint64_t ncclguard_json_length(const struct ng_json *j)
 {
-    if (begin_value(j)) return;
-    if (n == 0) fail(j, EINVAL); /* not a value: the document would be invalid */
-    put(j, json, n);
+    return j->written + j->len;
 }
 
 int ncclguard_json_value_pending(const struct ng_json *j)
@@ -404,7 +437,7 @@ const char *ncclguard_json_quote(const char *s, char *out, size_t cap)
      * (cap - 3) / 6 bytes always fits: longer input is cut, never lost whole. */
     size_t n = strlen(s), fit = cap > 3 ? (cap - 3) / 6 : 0;
     struct ng_json j;
-    ncclguard_json_init(&j, -1, out, cap - 1);
+    ncclguard_json_init(&j, NG_JSON_MEMORY, out, cap - 1);
     ncclguard_json_string_n(&j, s, n < fit ? n : fit);
     out[j.err ? 0 : j.len] = '\0';
     return out;

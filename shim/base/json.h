@@ -1,7 +1,8 @@
 /*
  * json.h: a streaming JSON writer that is async-signal-safe.
  *
- * Owns: the JSON syntax of what the shim writes (dumps; later the event log).
+ * Owns: the JSON syntax of what the shim writes (dumps, the dump's config
+ * object, the JSON of the ncclguard command).
  * The caller supplies a fixed buffer and a file descriptor; the writer fills
  * the buffer and hands it to write(2) whenever it is full, so a document of
  * any size streams out through a small buffer. It never calls malloc, stdio or
@@ -44,7 +45,12 @@ struct ng_json {
     unsigned char has_member[NG_JSON_MAX_DEPTH + 1]; /* [0]: the top-level value */
 };
 
-/* Starts a document that goes to fd through buf[cap] (cap >= 1). */
+/* Starts a document that goes to fd through buf[cap] (cap >= 1). With fd
+ * NG_JSON_MEMORY the document must fit in buf (the writer fails with ENOBUFS
+ * when it does not); with NG_JSON_COUNT nothing is kept, and
+ * ncclguard_json_length tells how long the document is. */
+#define NG_JSON_MEMORY (-2)
+#define NG_JSON_COUNT (-3)
 void ncclguard_json_init(struct ng_json *j, int fd, char *buf, size_t cap);
 
 void ncclguard_json_begin_object(struct ng_json *j);
@@ -67,6 +73,9 @@ void ncclguard_json_hex64(struct ng_json *j, uint64_t v);
  * away from zero; magnitudes >= 1e18 use an exponent ("1.50e+18"); NaN and
  * infinities (which JSON lacks) are written as null. */
 void ncclguard_json_double(struct ng_json *j, double v, int decimals);
+/* The same with at most max_decimals (0..9) digits, trailing zeros and a bare
+ * point dropped: 300, 0.5, 1.25. */
+void ncclguard_json_number(struct ng_json *j, double v, int max_decimals);
 void ncclguard_json_bool(struct ng_json *j, int v);
 void ncclguard_json_null(struct ng_json *j);
 
@@ -75,11 +84,6 @@ void ncclguard_json_null(struct ng_json *j);
  * the closing bracket of such a non-empty container. 0 (the default): compact.
  * Makes a large dump readable with grep and less; still one JSON document. */
 void ncclguard_json_set_newlines(struct ng_json *j, int depth);
-
-/* Writes n bytes of already serialised JSON (one complete value, which the
- * caller vouches for) as the next value: for a member that another module
- * formats into a buffer, such as the dump's "config" (ncclguard_config_json). */
-void ncclguard_json_raw(struct ng_json *j, const char *json, size_t n);
 
 /* True when a key has been written and its value has not. */
 int ncclguard_json_value_pending(const struct ng_json *j);
@@ -92,12 +96,15 @@ int ncclguard_json_depth(const struct ng_json *j);
  * error. */
 int ncclguard_json_finish(struct ng_json *j);
 
-/* Decimal digits of v into out (at least 21 bytes), NUL-terminated; returns
- * the length. Async-signal-safe helpers for messages composed by hand. */
+/* Bytes of the document so far, written out or buffered. */
+uint64_t ncclguard_json_length(const struct ng_json *j);
+
 /* s as a JSON string literal, quotes included, in out[cap] (NUL-terminated;
  * input that cannot fit is cut). For JSON lines formatted with printf. */
 const char *ncclguard_json_quote(const char *s, char *out, size_t cap);
 
+/* Decimal digits of v into out (at least 21 bytes), NUL-terminated; returns
+ * the length. Async-signal-safe helpers for messages composed by hand. */
 size_t ncclguard_fmt_int64(char *out, int64_t v);
 size_t ncclguard_fmt_uint64(char *out, uint64_t v);
 

@@ -17,7 +17,7 @@
 
 static int log_level = NG_LOG_INFO;
 static const char *log_path; /* NULL: stderr */
-static int log_fd = -1;      /* opened lazily from log_path */
+static ng_atomic(int) log_fd = -1; /* opened lazily from log_path */
 
 static int parse_level(const char *s, int fallback)
 {
@@ -55,7 +55,7 @@ int ncclguard_log_enabled(enum ng_level lvl)
 static int log_destination(void)
 {
     if (!log_path) return STDERR_FILENO;
-    int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+    int fd = ng_atomic_load_acquire(&log_fd);
     if (fd >= 0) return fd;
     fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
@@ -67,8 +67,7 @@ static int log_destination(void)
         fd = STDERR_FILENO;
     }
     int expected = -1;
-    if (!__atomic_compare_exchange_n(&log_fd, &expected, fd, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE)) {
+    if (!ng_atomic_cas_acq_rel(&log_fd, &expected, fd)) {
         if (fd != STDERR_FILENO) close(fd);
         fd = expected;
     }

@@ -11,6 +11,8 @@
 #ifndef NCCLGUARD_LOG_H
 #define NCCLGUARD_LOG_H
 
+#include "base/atomic.h"
+
 enum ng_level { NG_LOG_ERROR = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_DEBUG = 3 };
 
 /* Reads NCCLGUARD_LOG_LEVEL and NCCLGUARD_LOG. Called by the constructor; cheap. */
@@ -34,8 +36,8 @@ int ncclguard_log_enabled(enum ng_level lvl);
 /* Logs at most once per call site. */
 #define NG_WARN_ONCE(...)                                                          \
     do {                                                                           \
-        static int ng_once_;                                                       \
-        if (!__atomic_exchange_n(&ng_once_, 1, __ATOMIC_RELAXED)) NG_WARN(__VA_ARGS__); \
+        static ng_atomic(int) ng_once_;                                            \
+        if (!ng_atomic_exchange_relaxed(&ng_once_, 1)) NG_WARN(__VA_ARGS__); \
     } while (0)
 
 #endif

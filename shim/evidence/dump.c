@@ -28,24 +28,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/config.h"
-#include "evidence/dump_body.h"
-#include "evidence/dump_format.h"
+#include "base/atomic.h"
 #include "base/identity.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "evidence/dump_body.h"
+#include "evidence/dump_format.h"
+#include "policy/config.h"
 
-#define PART_MAX 64        /* sanitised job id or host, without the NUL */
 #define BUF_SIZE (64 << 10) /* the JSON buffer; a dump of any size streams through it */
 
 static char dump_dir[PATH_MAX];     /* absolute; "" when unusable */
 static char fallback_dir[PATH_MAX]; /* absolute */
-static char host_part[PART_MAX + 1];
+static char host_part[NG_NAME_PART_MAX + 1];
 static int dump_rank;    /* global rank for the file name, -1 unknown */
-static int ready;        /* init done; atomic */
-static int busy;         /* a dump is under way; atomic */
-static int use_fallback; /* the dump dir failed once: stay in the fallback; atomic */
-static int said_fallback, said_failure, said_uninit; /* each message once; atomic */
+static ng_atomic(int) ready;        /* init done */
+static ng_atomic(int) busy;         /* a dump is under way */
+static ng_atomic(int) use_fallback; /* the dump dir failed once: stay in the fallback */
+static ng_atomic(int) said_fallback, said_failure, said_uninit; /* each message once */
 /* Used only while `busy` is held, so static: a signal handler may run on a
  * small alternate stack. */
 static char json_buf[BUF_SIZE];
@@ -88,23 +88,6 @@ static void text_int(struct text *t, int64_t v)
     text_add(t, digits);
 }
 
-/* Copies src into dst[PART_MAX + 1] keeping [A-Za-z0-9._-] and turning every
- * other byte into '_', so that a job id or host name cannot add a directory
- * level ("../x" becomes "_._x") or hide the file (no leading dot). */
-static void sanitize(const char *src, char *dst)
-{
-    size_t n = 0;
-    for (; src && src[n] && n < PART_MAX; n++) {
-        unsigned char c = (unsigned char)src[n];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        dst[n] = ok ? (char)c : '_';
-    }
-    dst[n] = '\0';
-    if (n == 0) strcpy(dst, "unknown");
-    if (dst[0] == '.') dst[0] = '_';
-}
-
 /* dir + "/" + leaf into out[PATH_MAX]; -1 when it does not fit. */
 static int join(char *out, const char *dir, const char *leaf)
 {
@@ -125,9 +108,9 @@ static void strip_trailing_slashes(char *p)
 void ncclguard_dump_init(void)
 {
     const struct ng_identity *id = ncclguard_identity();
-    char job[PART_MAX + 1], leaf[PART_MAX + 16];
-    sanitize(id->job, job);
-    sanitize(id->host, host_part);
+    char job[NG_NAME_PART_MAX + 1], leaf[NG_NAME_PART_MAX + 16];
+    ncclguard_name_part(id->job, job);
+    ncclguard_name_part(id->host, host_part);
     dump_rank = id->rank;
     strcpy(leaf, NG_DUMP_PREFIX);
     strcat(leaf, job);
@@ -137,15 +120,15 @@ void ncclguard_dump_init(void)
         join(fallback_dir, "/tmp", leaf);
     strip_trailing_slashes(fallback_dir);
 
-    /* NCCLGUARD_DUMP_DIR or dump_dir of a config file; the built-in default is
-     * made here, from the identity, with the sanitised job id. */
-    const struct ng_settings *set = ncclguard_settings();
-    const char *dir = set->dump_dir;
-    char rel[PATH_MAX];
-    if (set->origin[NG_KEY_DUMP_DIR].source == NG_SRC_BUILTIN || !*dir) {
-        strcpy(rel, leaf);
-        dir = rel;
+    /* NCCLGUARD_DUMP_DIR or dump_dir of a config file; the configuration holds
+     * the built-in "./ncclguard-<job id>" when neither set it. */
+    const char *dir = ncclguard_settings()->dump_dir;
+    char def[PATH_MAX];
+    if (!*dir) {
+        ncclguard_default_dump_dir(def, sizeof def);
+        dir = def;
     }
+    if (dir[0] == '.' && dir[1] == '/') dir += 2;
     dump_dir[0] = '\0';
     if (dir[0] == '/') {
         if (strlen(dir) < sizeof dump_dir) strcpy(dump_dir, dir);
@@ -158,21 +141,21 @@ void ncclguard_dump_init(void)
         NG_WARN("dump directory %s cannot be resolved (cwd unknown or path too long): "
                 "dumps will go to %s",
                 dir, fallback_dir);
-    __atomic_store_n(&use_fallback, !dump_dir[0], __ATOMIC_RELAXED);
-    __atomic_store_n(&said_fallback, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&said_failure, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    ng_atomic_store_relaxed(&use_fallback, !dump_dir[0]);
+    ng_atomic_store_relaxed(&said_fallback, 0);
+    ng_atomic_store_relaxed(&said_failure, 0);
+    ng_atomic_store_release(&ready, 1);
 }
 
 const char *ncclguard_dump_dir(void)
 {
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) return "";
-    return __atomic_load_n(&use_fallback, __ATOMIC_RELAXED) ? fallback_dir : dump_dir;
+    if (!ng_atomic_load_acquire(&ready)) return "";
+    return ng_atomic_load_relaxed(&use_fallback) ? fallback_dir : dump_dir;
 }
 
 void ncclguard_dump_atfork_child(void)
 {
-    __atomic_store_n(&busy, 0, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&busy, 0);
 }
 
 /* ---- messages ---- */
@@ -223,9 +206,9 @@ static void say(const char *msg, int from_signal)
     }
 }
 
-static int first_time(int *flag)
+static int first_time(ng_atomic(int) *flag)
 {
-    return !__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED);
+    return !ng_atomic_exchange_relaxed(flag, 1);
 }
 
 /* ---- the file ---- */
@@ -381,7 +364,7 @@ static void say_failure(const char *name, int primary_err, int err, int from_sig
 static int dump_write(const char *reason, char *path_out, size_t path_len, int from_signal)
 {
     int saved_errno = errno; /* a signal handler must leave errno as it found it */
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+    if (!ng_atomic_load_acquire(&ready)) {
         if (first_time(&said_uninit))
             say("dump requested before ncclguard_dump_init (dump.c): no dump written; "
                 "this is a bug of ncclguard, please report it",
@@ -389,16 +372,16 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         errno = EINVAL;
         return -1;
     }
-    if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE)) {
+    if (ng_atomic_exchange_acquire(&busy, 1)) {
         errno = EBUSY;
         return -1;
     }
-    char name[PART_MAX + 64], tmp[PART_MAX + 72];
+    char name[NG_NAME_PART_MAX + 64], tmp[NG_NAME_PART_MAX + 72];
     file_names(name, sizeof name, tmp, sizeof tmp);
     const char *dir = dump_dir;
     int primary_err = 0;
     int rc = -1;
-    int fallen_back = __atomic_load_n(&use_fallback, __ATOMIC_RELAXED);
+    int fallen_back = ng_atomic_load_relaxed(&use_fallback);
     if (!fallen_back) {
         rc = write_in(dump_dir, 0, name, tmp, reason);
         if (rc != 0 && strcmp(dump_dir, fallback_dir) != 0) primary_err = errno ? errno : EIO;
@@ -407,7 +390,7 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         dir = fallback_dir;
         rc = write_in(fallback_dir, 1, name, tmp, reason);
         if (rc == 0 && primary_err) {
-            __atomic_store_n(&use_fallback, 1, __ATOMIC_RELAXED);
+            ng_atomic_store_relaxed(&use_fallback, 1);
             say_fallback(primary_err, from_signal);
         }
     }
@@ -421,7 +404,7 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
     } else if (rc != 0) {
         say_failure(name, primary_err, err, from_signal);
     }
-    __atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&busy, 0);
     errno = rc == 0 ? saved_errno : err;
     return rc;
 }

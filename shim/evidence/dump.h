@@ -1,6 +1,6 @@
 /*
- * dump.h: the evidence dump, one JSON file per process (schema ncclguard.dump/1,
- * layout in dump_format.h, documented in docs/dump-format.md).
+ * dump.h: the evidence dump, one JSON file per process (its schema and layout
+ * in dump_format.h, documented in docs/dump-format.md).
  *
  * Owns: the dump directory (NCCLGUARD_DUMP_DIR, default ./ncclguard-<job id>,
  * resolved to an absolute path at init; $TMPDIR/ncclguard-<job id> or
@@ -20,8 +20,6 @@
 #define NCCLGUARD_DUMP_H
 
 #include <stddef.h>
-
-struct ng_json;
 
 /* Computes the dump and fallback directories and the file name parts from the
  * dump_dir setting (NCCLGUARD_DUMP_DIR or a config file; config.h), TMPDIR, the
@@ -44,13 +42,6 @@ int ncclguard_dump_write(const char *reason, char *path_out, size_t path_len);
 /* The same, fully async-signal-safe: its messages are composed by hand and
  * written to stderr with one write(2) each (not to NCCLGUARD_LOG). */
 int ncclguard_dump_write_signal(const char *reason, char *path_out, size_t path_len);
-
-/* Writer of the optional top-level "config" member (issue 4): when set, a dump
- * writes the key "config" and calls fn, which writes exactly one value (an
- * object) with the json.h functions. fn runs inside the dump, so it must be
- * async-signal-safe too and must not start another dump. NULL removes it. */
-typedef void (*ng_dump_config_fn)(struct ng_json *j);
-void ncclguard_dump_set_config_writer(ng_dump_config_fn fn);
 
 /* The directory the next dump goes to (the fallback once one was needed);
  * "" before init. For messages and tests. */

@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/clock.h"
-#include "track/comm.h"
-#include "evidence/dump_format.h"
-#include "track/flight.h"
 #include "base/identity.h"
-#include "intercept/real.h"
-#include "track/ops.h"
+#include "base/ops.h"
 #include "base/version.h"
+#include "evidence/dump_format.h"
+#include "track/comm.h"
+#include "track/flight.h"
 
 /* Largest ring whose dump order is exact (NCCLGUARD_RING's upper bound in
  * settings.def). The bitmap lives in .bss: untouched, it costs no memory. */
@@ -41,7 +41,7 @@ struct comm_view {
     int rank, nranks, device, blocking, state, last_async_error;
     int64_t created_ns;
     char name[sizeof(((struct ng_comm *)0)->name)];
-    const struct ng_peer *peers; /* read in place, with atomic loads */
+    struct ng_peer *peers; /* read in place, with atomic loads */
     int npeers;
 };
 
@@ -56,12 +56,12 @@ struct op_view {
     struct ng_op_record rec;
 };
 
-static ng_dump_config_fn config_writer; /* atomic */
+static ng_atomic(ng_dump_config_fn) config_writer;
 static uint64_t listed[MAX_RING / 64];  /* slots written by the in-flight pass */
 
 void ncclguard_dump_set_config_writer(ng_dump_config_fn fn)
 {
-    __atomic_store_n(&config_writer, fn, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&config_writer, fn);
 }
 
 /* ---- scalar kinds ---- */
@@ -162,12 +162,12 @@ static void put_COMM_STATE(struct ng_json *j, const char *key, int v)
 
 static void put_OP_STATE(struct ng_json *j, const char *key, int v)
 {
-    put_STR(j, key, ncclguard_op_state_name(v));
+    put_STR(j, key, ng_op_state_name(v));
 }
 
 static void put_OP_NAME(struct ng_json *j, const char *key, int64_t v)
 {
-    put_STR(j, key, ncclguard_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
+    put_STR(j, key, ng_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
 }
 
 static void put_DATATYPE(struct ng_json *j, const char *key, int64_t v)
@@ -193,21 +193,16 @@ static void put_REDOP(struct ng_json *j, const char *key, int64_t v)
         put_numbered(j, "premulsum/", v);
 }
 
-static int is_p2p(const struct ng_op_record *r)
-{
-    return r->op == NG_OP_SEND || r->op == NG_OP_RECV;
-}
-
 /* ng_op_record.root holds the root of a rooted collective or the peer of a
  * Send/Recv; the dump names it accordingly, and the other key is null. */
 static void put_ROOT(struct ng_json *j, const char *key, const struct ng_op_record *r)
 {
-    put_I64_NONNEG(j, key, is_p2p(r) ? -1 : r->root);
+    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? -1 : r->root);
 }
 
 static void put_PEER(struct ng_json *j, const char *key, const struct ng_op_record *r)
 {
-    put_I64_NONNEG(j, key, is_p2p(r) ? r->root : -1);
+    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? r->peer : -1);
 }
 
 static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
@@ -230,12 +225,13 @@ static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
 
 #define PUT_FIELD(key, kind, source) put_##kind(j, key, source);
 
-/* The optional config object (issue 4): omitted without a writer; null when
+/* The optional config object (the effective site policy): omitted without a
+ * writer; null when
  * the writer wrote nothing. */
 static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
-    ng_dump_config_fn fn = __atomic_load_n(&config_writer, __ATOMIC_ACQUIRE);
+    ng_dump_config_fn fn = ng_atomic_load_acquire(&config_writer);
     if (!fn) return;
     ncclguard_json_key(j, key);
     fn(j);
@@ -254,10 +250,10 @@ static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx
     ncclguard_json_end_object(j);
 }
 
-#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define LOAD(x) ng_atomic_load_relaxed(&(x))
 
 /* Reads one communicator record; the fields written after creation are atomic. */
-static void comm_snapshot(const struct ng_comm *src, struct comm_view *c)
+static void comm_snapshot(struct ng_comm *src, struct comm_view *c)
 {
     c->id = src->id;
     c->rank = LOAD(src->rank);
@@ -271,7 +267,7 @@ static void comm_snapshot(const struct ng_comm *src, struct comm_view *c)
     c->last_async_error = LOAD(src->last_async_error);
     c->coll_seq = LOAD(src->coll_seq);
     c->completed_seq = LOAD(src->completed_seq);
-    c->peers = __atomic_load_n(&src->peers, __ATOMIC_ACQUIRE);
+    c->peers = ng_atomic_load_acquire(&src->peers);
     c->npeers = c->peers ? src->npeers : 0;
 }
 
@@ -368,7 +364,7 @@ void ncclguard_dump_body(struct ng_json *j, const char *reason)
         .pid = getpid(),
         .id = ncclguard_identity(),
         .ncclguard_version = NCCLGUARD_VERSION,
-        .nccl_version = ncclguard_nccl_version_code(),
+        .nccl_version = ncclguard_identity_nccl_version(),
     };
     const struct dump_ctx *d = &ctx;
     ncclguard_json_begin_object(j);

@@ -10,8 +10,14 @@
 #ifndef NCCLGUARD_DUMP_BODY_H
 #define NCCLGUARD_DUMP_BODY_H
 
-#include "evidence/dump.h"
 #include "base/json.h"
+
+/* Writer of the optional top-level "config" member: when set, a dump
+ * writes the key "config" and calls fn, which writes exactly one value (an
+ * object) with the json.h functions. fn runs inside the dump, so it must be
+ * async-signal-safe too and must not start another dump. NULL removes it. */
+typedef void (*ng_dump_config_fn)(struct ng_json *j);
+void ncclguard_dump_set_config_writer(ng_dump_config_fn fn);
 
 /* Writes the whole top-level object of a dump. */
 void ncclguard_dump_body(struct ng_json *j, const char *reason);

@@ -2,11 +2,11 @@
  * dump_format.h: the layout of a dump (schema "ncclguard.dump/1.2"), in one place.
  *
  * Owns: the member names of every object of a dump, their order in the file,
- * and the kind of value each holds. The writer (dump.c) expands these lists;
- * a reader (the `ncclguard analyze` command) includes this header for the
- * same names; docs/dump-format.md documents exactly these members, and the
- * round-trip test (tests/unit/check_dump.py) checks that the header, the
- * document and a written dump agree.
+ * and the kind of value each holds. The writer (evidence/dump_body.c) expands
+ * these lists; a reader written in C includes this header for the same names;
+ * docs/dump-format.md documents exactly these members, and the round-trip test
+ * (tests/unit/check_dump.py) checks that the header, the document and a written
+ * dump agree.
  *
  * Each list is X(key, kind, source):
  *  - key: the JSON member name;
@@ -89,7 +89,7 @@
     X("last_p2p_seq", U64, p->seq)                          \
     X("last_completed_p2p_seq", U64, p->done)
 
-/* One element of "ops": every field of struct ng_op_record (flight.h). */
+/* One element of "ops": every field of struct ng_op_record (track/flight.h). */
 #define NG_DUMP_OP_FIELDS(X)                                \
     X("index", U64, v->index)                               \
     X("comm", HEX, r->comm_id)                              \
@@ -118,7 +118,7 @@
     X("flags", OP_FLAGS, r->flags)                          \
     X("marker", I64_NONNEG, r->marker)
 
-/* Names of the bits of ng_op_record.flags (NG_REC_* of flight.h), in bit order;
+/* Names of the bits of ng_op_record.flags (NG_REC_* of track/flight.h), in bit order;
  * a bit without a name is written as "bit<N>". */
 #define NG_DUMP_OP_FLAG_NAMES {"slow", "timeout", "deferred", "first", "dumped"}
 

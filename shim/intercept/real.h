@@ -1,16 +1,18 @@
 /*
- * interpose.h: the real NCCL entry points, resolved once.
+ * real.h: the real NCCL entry points, resolved once.
  *
  * Owns: the table of real function pointers generated from nccl_api.def, and
- * the one-time resolution (RTLD_NEXT, then the already loaded libnccl.so.2 via
- * RTLD_NOLOAD; never an address inside this library).
+ * the one-time resolution: RTLD_NEXT, then the already loaded libnccl.so.2 via
+ * RTLD_NOLOAD; never an address inside this library.
  *
  * Threads: any. The table is filled under pthread_once and read-only after.
  */
-#ifndef NCCLGUARD_INTERPOSE_H
-#define NCCLGUARD_INTERPOSE_H
+#ifndef NCCLGUARD_REAL_H
+#define NCCLGUARD_REAL_H
 
 #include <nccl.h>
+
+#include "base/atomic.h"
 
 typedef const char *ng_cstr;
 
@@ -22,13 +24,19 @@ struct ng_real {
 #undef NCCL_API_VOID
 };
 
-/* Resolves the table on first use and returns it. */
-const struct ng_real *ncclguard_real(void);
+/* The table, and whether it is complete (set once by ncclguard_real_resolve). */
+extern NG_HIDDEN struct ng_real ncclguard_real_table;
+extern NG_HIDDEN ng_atomic(int) ncclguard_real_resolved;
 
-/* NCCL_VERSION_CODE of the loaded NCCL (e.g. 22809), 0 until known. Set by
- * ncclguard_nccl_version_probe, which calls the real ncclGetVersion once. */
-int ncclguard_nccl_version_code(void);
-void ncclguard_nccl_version_probe(void);
+/* Resolves every entry point once (pthread_once: the first callers wait for it). */
+void ncclguard_real_resolve(void);
 
+/* The table, resolved on first use: one load on the hot path. */
+static inline const struct ng_real *ncclguard_real(void)
+{
+    if (__builtin_expect(!ng_atomic_load_acquire(&ncclguard_real_resolved), 0))
+        ncclguard_real_resolve();
+    return &ncclguard_real_table;
+}
 
 #endif

@@ -1,33 +1,38 @@
 /*
- * init.c: see init.h.
+ * start.c: see start.h.
  *
  * A preloaded library lands in every process of a job, most of which (the
  * launcher, data-loader workers, `python -c 1`) never touch NCCL. So the
- * constructor only reads a few environment variables: no thread, no file kept
- * open, no allocation. Everything else waits for the first communicator.
+ * constructor only reads a few environment variables and the site policy: no
+ * thread, no file kept open, no allocation. Everything else waits for the
+ * first communicator.
  */
 #include "intercept/start.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "track/comm.h"
-#include "policy/config.h"
+#include "base/atomic.h"
+#include "base/events.h"
+#include "base/identity.h"
+#include "base/log.h"
 #include "evidence/dump.h"
+#include "evidence/dump_body.h"
+#include "intercept/real.h"
+#include "policy/config.h"
+#include "policy/config_json.h"
+#include "policy/policy.h"
+#include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
-#include "base/identity.h"
-#include "intercept/real.h"
-#include "base/json.h"
-#include "watch/escalation.h"
-#include "base/log.h"
-#include "policy/policy.h"
 #include "track/ops.h"
+#include "track/track.h"
+#include "watch/escalation.h"
+#include "watch/nccl_calls.h"
 #include "watch/watchdog.h"
 
-static int started; /* the first communicator was created; atomic */
+static ng_atomic(int) started; /* the first communicator was created */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ncclguard_process_init(void)
@@ -37,7 +42,7 @@ void ncclguard_process_init(void)
     ncclguard_policy_apply_at_start();
     const struct ng_settings *s = ncclguard_settings();
     ncclguard_log_configure(s->log_level, s->log);
-    __atomic_store_n(&ncclguard_tracking, !s->disable, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&ncclguard_tracking, !s->disable);
 }
 
 __attribute__((constructor)) static void ncclguard_constructor(void)
@@ -61,16 +66,17 @@ static void atfork_child(void)
 {
     ncclguard_comm_atfork_child();
     ncclguard_track_atfork_child();
+    ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
-    __atomic_store_n(&started, 0, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&started, 0);
 }
 
 static void print_summary(void)
 {
     int ncomms = 0;
     for (int i = 0; i < ncclguard_comm_count(); i++)
-        ncomms += ncclguard_comm_at(i)->state != NG_COMM_FAILED;
+        ncomms += ng_comm_state(ncclguard_comm_at(i)) != NG_COMM_FAILED;
     if (ncomms == 0) return;
     char ops[512];
     size_t len = 0;
@@ -81,16 +87,16 @@ static void print_summary(void)
         total += n;
         if (n && len < sizeof ops)
             len += (size_t)snprintf(ops + len, sizeof ops - len, "%s%s %llu", len ? ", " : "",
-                                    ncclguard_op_name(t), (unsigned long long)n);
+                                    ng_op_name(t), (unsigned long long)n);
     }
     struct ng_watchdog_stats w;
     struct ng_flight_stats f;
     ncclguard_watchdog_stats(&w);
     ncclguard_flight_stats(&f);
-    struct ng_gpu_stats g;
+    struct ng_marker_stats g;
     uint64_t aborts, aborts_done;
-    ncclguard_gpu_stats(&g);
-    ncclguard_ladder_stats(&aborts, &aborts_done);
+    ncclguard_markers_stats(&g);
+    ncclguard_escalation_stats(&aborts, &aborts_done);
     char rare[160] = ""; /* counts that are usually zero, shown when they are not */
     if (g.captured || g.no_marker || aborts)
         snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU marker, "
@@ -105,44 +111,73 @@ static void print_summary(void)
     for (int i = 0; i < ncclguard_comm_count() && ncclguard_log_enabled(NG_LOG_DEBUG); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
         NG_DEBUG("comm %016llx rank %d/%d %s: %llu collectives", (unsigned long long)c->id,
-                 ng_comm_rank(c), ng_comm_nranks(c), ncclguard_comm_state_name(c->state),
-                 (unsigned long long)c->coll_seq);
+                 ng_comm_rank(c), ng_comm_nranks(c), ncclguard_comm_state_name(ng_comm_state(c)),
+                 (unsigned long long)ng_atomic_load_relaxed(&c->coll_seq));
     }
 }
 
 static void at_exit(void)
 {
     /* A fork child that made no communicator of its own has nothing to say. */
-    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
+    if (!ng_atomic_load_acquire(&started)) return;
     ncclguard_watchdog_at_exit();
     print_summary();
 }
 
-/* The dump's "config" member: the effective settings and the policy's changes
- * (async-signal-safe, like the rest of the dump writer). */
-static void dump_config(struct ng_json *j)
+static void install_once(void)
 {
-    static char buf[64 * 1024];
-    long n = ncclguard_config_json(buf, sizeof buf);
-    if (n > 0) ncclguard_json_raw(j, buf, (size_t)n);
-}
-
-static void first_comm_once(void)
-{
-    ncclguard_dump_set_config_writer(dump_config);
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     atexit(at_exit);
 }
 
-void ncclguard_first_comm(void)
+/* The NCCL functions the watchdog and the escalation ladder call themselves. */
+static void hand_over_nccl(void)
+{
+    const struct ng_real *r = ncclguard_real();
+    struct ng_nccl_calls calls = {
+        .get_version = r->GetVersion,
+        .comm_get_async_error = r->CommGetAsyncError,
+        .comm_count = r->CommCount,
+        .comm_user_rank = r->CommUserRank,
+        .comm_cu_device = r->CommCuDevice,
+        .comm_abort = r->CommAbort,
+        .get_error_string = r->GetErrorString,
+    };
+    ncclguard_nccl_calls_set(&calls);
+}
+
+/*
+ * The start order. track/ first: the ring, the group table, the marker pools
+ * and the CUDA driver, which the creation that called us uses next. Then
+ * evidence/ (dump paths, event log) so that the watchdog can report from its
+ * first poll. Last the watchdog thread, which reads everything above.
+ */
+static void start_all(void)
+{
+    const struct ng_settings *s = ncclguard_settings();
+    struct ng_track_params tp = {
+        .mode = (enum ng_track_mode)s->track,
+        .ring = (uint64_t)s->ring,
+        .observer = {.settle = ncclguard_watchdog_settle,
+                     .async_error = ncclguard_watchdog_async_error},
+    };
+    if (ncclguard_track_start(&tp) != 0) return;
+    ncclguard_dump_init();
+    ncclguard_dump_set_config_writer(ncclguard_config_write_json);
+    ncclguard_events_open(s->events);
+    hand_over_nccl();
+    ncclguard_watchdog_start();
+}
+
+void ncclguard_start(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
-    pthread_once(&once, first_comm_once);
+    if (ng_atomic_load_acquire(&started)) return;
+    pthread_once(&once, install_once);
     pthread_mutex_lock(&start_lock);
-    if (!started) {
-        ncclguard_track_start();
-        __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
+    if (!ng_atomic_load_relaxed(&started)) {
+        start_all();
+        ng_atomic_store_release(&started, 1);
     }
     pthread_mutex_unlock(&start_lock);
 }

@@ -1,103 +1,27 @@
 /*
- * interpose.c: the exported ncclX wrappers, generated from nccl_api.def.
+ * wrappers.c: the exported ncclX wrappers, generated from nccl_api.def.
  *
- * Each wrapper resolves the real symbol table once, passes arguments, results
- * and out-parameters through untouched, and calls the hooks of track.c around
- * the real call, as named by the hook column of its nccl_api.def line. With
- * NCCLGUARD_DISABLE=1, or after an internal error turned tracking off, it is a
- * plain forwarder.
+ * Each wrapper resolves the real symbol table once (real.c), passes arguments,
+ * results and out-parameters through untouched, and calls the hooks of track/
+ * around the real call, as named by the hook column of its nccl_api.def line.
+ * Every creation first makes sure the shim has started (start.c). With
+ * NCCLGUARD_DISABLE=1, or after an internal error turned tracking off, a
+ * wrapper is a plain forwarder.
  */
-#include "intercept/real.h"
-
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdint.h>
 
+#include "base/atomic.h"
 #include "base/log.h"
+#include "intercept/real.h"
+#include "intercept/start.h"
+#include "track/lifecycle.h"
 #include "track/ops.h"
+#include "track/track.h"
 
 #define NG_EXPORT __attribute__((visibility("default")))
 
-static struct ng_real real;
-static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
-static int api_count, api_missing;
-
 /* Returned by the const char * entry points when NCCL lacks them. */
 static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the function";
-
-/* Finds `name` in the real NCCL. RTLD_NEXT finds a libnccl.so.2 in the global
- * scope; a libnccl.so.2 loaded RTLD_LOCAL (a dlopen'd framework library's
- * dependency) is reached through its own handle. `self` is our own wrapper: an
- * answer equal to it would make the wrapper call itself. */
-static void *find_real(const char *name, void *self, void *nccl)
-{
-    char pname[64] = "p";
-    void *f = dlsym(RTLD_NEXT, name);
-    if (f && f != self) return f;
-    for (int i = 0; name[i] && i < 62; i++) pname[i + 1] = name[i];
-    f = dlsym(RTLD_NEXT, pname);
-    if (f && f != self) return f;
-    if (nccl) {
-        f = dlsym(nccl, pname);
-        if (!f || f == self) f = dlsym(nccl, name);
-        if (f && f != self) return f;
-    }
-    return NULL;
-}
-
-/* ncclResetDebugInit is deprecated in nccl.h; taking its address is not a use. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-static void resolve_all(void)
-{
-    void *nccl = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
-#define NCCL_API(ret, fail, name, params, args, hook)                                      \
-    *(void **)&real.name = find_real("nccl" #name, (void *)(uintptr_t)nccl##name, nccl);  \
-    api_count++;                                                                          \
-    api_missing += !real.name;
-#define NCCL_API_VOID(name, params, args) NCCL_API(void, , name, params, args, )
-#include "intercept/nccl_api.def"
-#undef NCCL_API
-#undef NCCL_API_VOID
-    if (nccl) dlclose(nccl);
-    if (api_missing == api_count)
-        NG_WARN("no NCCL library found behind the shim: every NCCL call will fail with "
-                "ncclInvalidUsage; check that libnccl.so.2 is loaded");
-}
-#pragma GCC diagnostic pop
-
-static int resolved; /* atomic: the table is complete */
-
-static void resolve_once_body(void)
-{
-    resolve_all();
-    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
-}
-
-const struct ng_real *ncclguard_real(void)
-{
-    /* One load on the hot path; pthread_once makes the first callers wait
-     * for a single resolution. */
-    if (__builtin_expect(!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE), 0))
-        pthread_once(&resolve_once, resolve_once_body);
-    return &real;
-}
-
-static int nccl_version; /* atomic */
-
-int ncclguard_nccl_version_code(void)
-{
-    return __atomic_load_n(&nccl_version, __ATOMIC_RELAXED);
-}
-
-void ncclguard_nccl_version_probe(void)
-{
-    int v = 0;
-    const struct ng_real *r = ncclguard_real();
-    if (!ncclguard_nccl_version_code() && r->GetVersion && r->GetVersion(&v) == ncclSuccess)
-        __atomic_store_n(&nccl_version, v, __ATOMIC_RELAXED);
-}
-
 
 /* Hook kinds named in nccl_api.def: a PRE part before the real call and a POST
  * part after it, which sees the result as `ng_r`. */
@@ -123,20 +47,24 @@ void ncclguard_nccl_version_probe(void)
 #define NG_PRE_GROUP_END() ncclguard_group_end_pre();
 #define NG_POST_GROUP_END() ncclguard_group_end_post(ng_r);
 #define NG_PRE_INIT(out, nranks, rank, nids, ids, config) \
+    ncclguard_start();                                     \
     struct ng_init_ticket ng_t;                            \
     ncclguard_init_pre(&ng_t, out, nranks, rank, nids, ids, config);
 #define NG_POST_INIT(...) ncclguard_init_post(&ng_t, ng_r);
 #define NG_PRE_INIT_ALL(out, ndev) \
+    ncclguard_start();             \
     struct ng_init_ticket ng_t;    \
     ncclguard_init_all_pre(&ng_t, out, ndev);
 #define NG_POST_INIT_ALL(out, ndev) ncclguard_init_all_post(&ng_t, ndev, ng_r);
 #define NG_PRE_SPLIT(parent, color, out, config)                   \
     if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    ncclguard_start();                                             \
     struct ng_init_ticket ng_t;                                    \
     ncclguard_split_pre(&ng_t, parent, color, out, config);
 #define NG_POST_SPLIT(...) ncclguard_init_post(&ng_t, ng_r);
 #define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)    \
     if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
+    ncclguard_start();                                             \
     struct ng_init_ticket ng_t;                                    \
     ncclguard_shrink_pre(&ng_t, parent, excluded, nexcluded, out, config);
 #define NG_POST_SHRINK(...) ncclguard_init_post(&ng_t, ng_r);
@@ -158,7 +86,7 @@ void ncclguard_nccl_version_probe(void)
                          "the call fails (update NCCL or stop calling it)"); \
             return fail;                                                 \
         }                                                                \
-        if (!__atomic_load_n(&ncclguard_tracking, __ATOMIC_RELAXED))     \
+        if (!ng_atomic_load_relaxed(&ncclguard_tracking))       \
             return r_->name args;                                        \
         NG_PRE hook;                                                     \
         ret ng_r = r_->name args;                                        \

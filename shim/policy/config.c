@@ -1,6 +1,6 @@
 /*
  * config.c: see config.h. This file owns the model (settings, env rules, locks,
- * precedence); config_parse.c turns the lines of a file into calls of the
+ * precedence); config_load.c turns the lines of a file into calls of the
  * ncclguard_conf_* functions below, and config_json.c serialises the result.
  *
  * Precedence needs no sorting: sources are read lowest first (site file, user
@@ -19,9 +19,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "policy/config_parse.h"
-#include "policy/confvalue.h"
+#include "base/hash.h"
+#include "base/identity.h"
 #include "base/log.h"
+#include "policy/confvalue.h"
 #include "policy/strdist.h"
 
 static const struct ng_setting_info infos[NG_KEY_COUNT] = {
@@ -45,13 +46,6 @@ static size_t nglobs;
 static char pool[NG_CONF_POOL];
 static size_t pool_used;
 
-static uint32_t fnv1a(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
-
 /* --- messages --------------------------------------------------------------------- */
 
 void ncclguard_conf_say(const char *fmt, ...)
@@ -62,6 +56,23 @@ void ncclguard_conf_say(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ncclguard_log(talk ? NG_LOG_WARN : NG_LOG_DEBUG, "%s", msg);
+}
+
+void ncclguard_conf_vproblem(struct ng_conf_ctx *c, const char *consequence, const char *fmt,
+                             va_list ap)
+{
+    char msg[700];
+    if (++c->file->problems > NG_CONF_MSGS_MAX) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    ncclguard_conf_say("%s:%u: %s; %s", c->file->path, c->line, msg, consequence);
+}
+
+void ncclguard_conf_problem(struct ng_conf_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ncclguard_conf_vproblem(c, "line ignored", fmt, ap);
+    va_end(ap);
 }
 
 /* --- setting values ----------------------------------------------------------------- */
@@ -156,29 +167,47 @@ static int set_value(struct ng_settings *s, int key, const char *text)
     return 0;
 }
 
-const char *ncclguard_setting_text(const struct ng_settings *s, int key, char *buf, size_t len)
+/* The only reader of a setting's field by its offset (set_value is the only writer). */
+double ncclguard_setting_number(const struct ng_settings *s, int key)
 {
     const struct ng_setting_info *in = &infos[key];
     const char *field = (const char *)s + in->offset;
     int i;
     long long ll;
     double d;
-    memcpy(&i, field, sizeof i);
     switch (in->type) {
-    case NG_T_BOOL: return i ? "yes" : "no";
-    case NG_T_ENUM: return ncclguard_choice_name(in->choices, i, buf, len);
-    case NG_T_SIGNAL: return ncclguard_signal_name(i, buf, len);
-    case NG_T_STRING: return field;
+    case NG_T_BOOL:
+    case NG_T_ENUM:
+    case NG_T_SIGNAL: memcpy(&i, field, sizeof i); return i;
+    case NG_T_INT: memcpy(&ll, field, sizeof ll); return (double)ll;
+    case NG_T_STRING: return 0;
+    default: memcpy(&d, field, sizeof d); return d;
+    }
+}
+
+const char *ncclguard_setting_string(const struct ng_settings *s, int key)
+{
+    const struct ng_setting_info *in = &infos[key];
+    return in->type == NG_T_STRING ? (const char *)s + in->offset : "";
+}
+
+const char *ncclguard_setting_text(const struct ng_settings *s, int key, char *buf, size_t len)
+{
+    const struct ng_setting_info *in = &infos[key];
+    double v = ncclguard_setting_number(s, key);
+    switch (in->type) {
+    case NG_T_BOOL: return v ? "yes" : "no";
+    case NG_T_ENUM: return ncclguard_choice_name(in->choices, (int)v, buf, len);
+    case NG_T_SIGNAL: return ncclguard_signal_name((int)v, buf, len);
+    case NG_T_STRING: return ncclguard_setting_string(s, key);
     case NG_T_INT:
-        memcpy(&ll, field, sizeof ll);
-        snprintf(buf, len, "%lld", ll);
+        snprintf(buf, len, "%lld", (long long)v);
         return buf;
     default: break;
     }
-    memcpy(&d, field, sizeof d);
-    if (in->type == NG_T_OPT_DURATION && d < 0) return "inherit";
-    if (d == 0 && in->type != NG_T_DOUBLE) return "off";
-    snprintf(buf, len, "%g%s", d, in->type == NG_T_FACTOR ? "x" : in->type == NG_T_BANDWIDTH ? "B/s"
+    if (in->type == NG_T_OPT_DURATION && v < 0) return "inherit";
+    if (v == 0 && in->type != NG_T_DOUBLE) return "off";
+    snprintf(buf, len, "%g%s", v, in->type == NG_T_FACTOR ? "x" : in->type == NG_T_BANDWIDTH ? "B/s"
                                                            : in->type == NG_T_DOUBLE ? "" : "s");
     return buf;
 }
@@ -210,7 +239,7 @@ static int closest_setting(const char *name, int by_id)
     return best <= limit ? at : -1;
 }
 
-/* --- what config_parse.c calls --------------------------------------------------------- */
+/* --- what config_load.c calls ---------------------------------------------------------- */
 
 void ncclguard_conf_set(struct ng_conf_ctx *c, const char *key, const char *value)
 {
@@ -272,7 +301,7 @@ static const char *pool_copy(const char *s)
  * so that a file of thousands of [env.*] lines stays linear. -1 when absent. */
 static int find_rule(const char *name, size_t *slot)
 {
-    size_t h = fnv1a(name) & (NG_RULE_SLOTS - 1);
+    size_t h = (size_t)ng_hash_str(name) & (NG_RULE_SLOTS - 1);
     for (;; h = (h + 1) & (NG_RULE_SLOTS - 1)) {
         int i = rule_slot[h];
         if (i < 0 || !strcmp(rules[i].name, name)) {
@@ -436,56 +465,12 @@ static void apply_env(char *const *envp)
     }
 }
 
-/* The built-in dump directory, "./ncclguard-<job id>", with the job id cut to 64 bytes
- * of [A-Za-z0-9._-] (others become '_', and so does a leading '.'), as dump.c names it. */
-static void default_dump_dir(void)
-{
-    const char *job = getenv("SLURM_JOB_ID");
-    if (!job || !*job) job = getenv("TORCHELASTIC_RUN_ID");
-    if (!job || !*job) job = "local";
-    char *d = eff.dump_dir + sprintf(eff.dump_dir, "./ncclguard-");
-    for (int i = 0; job[i] && i < 64; i++) {
-        char ch = job[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '-' || ch == '_' || (ch == '.' && i > 0);
-        *d++ = ok ? ch : '_';
-    }
-    *d = '\0';
-}
-
 void ncclguard_config_finish(char *const *envp)
 {
     apply_env(envp);
     for (int k = 0; k < NG_KEY_COUNT; k++)
         if (lock_line[k]) eff.origin[k].locked = 1;
-    if (!eff.dump_dir[0]) default_dump_dir();
-}
-
-void ncclguard_config_default_paths(struct ng_config_paths *p, char *user_buf, size_t len)
-{
-    const char *site = getenv("NCCLGUARD_CONFIG");
-    p->site = site ? site : "/etc/ncclguard.conf";
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/')
-        snprintf(user_buf, len, "%s/ncclguard.conf", xdg);
-    else if (home && home[0] == '/')
-        snprintf(user_buf, len, "%s/.config/ncclguard.conf", home);
-    else if (len)
-        user_buf[0] = '\0';
-    p->user = user_buf;
-}
-
-void ncclguard_config_load(const struct ng_config_paths *paths, char *const *envp, int talk_)
-{
-    struct ng_config_paths def;
-    char user[NG_STR_MAX];
-    ncclguard_config_default_paths(&def, user, sizeof user);
-    const char *site = paths && paths->site ? paths->site : def.site;
-    const char *usr = paths && paths->user ? paths->user : def.user;
-    ncclguard_config_begin(talk_);
-    if (*site) ncclguard_config_add_file(NG_SRC_SITE, site);
-    if (*usr) ncclguard_config_add_file(NG_SRC_USER, usr);
-    ncclguard_config_finish(envp);
+    if (!eff.dump_dir[0]) ncclguard_default_dump_dir(eff.dump_dir, sizeof eff.dump_dir);
 }
 
 /* --- results ------------------------------------------------------------------------ */

@@ -16,13 +16,16 @@
  *
  * Threads: loading runs in the library constructor (or the CLI) before other
  * threads exist; afterwards every accessor reads immutable data and may be
- * called from any thread. ncclguard_config_json is async-signal-safe.
+ * called from any thread, and from a signal handler.
  */
 #ifndef NCCLGUARD_CONFIG_H
 #define NCCLGUARD_CONFIG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/ops.h"
 
 #define NG_STR_MAX 1024        /* STRING settings (paths), NUL included */
 #define NG_ENV_RULES_MAX 256   /* [env.*] entries kept */
@@ -72,10 +75,9 @@ struct ng_settings {
     struct ng_origin origin[NG_KEY_COUNT];
 };
 
-/* Values of the ENUM settings, in the order of their choices. */
-enum { NG_TRACK_OFF = 0, NG_TRACK_END = 1, NG_TRACK_FULL = 2 };
+/* Values of the ENUM settings, in the order of their choices. track uses enum
+ * ng_track_mode of base/ops.h, log_level enum ng_level of base/log.h. */
 enum { NG_AUDIT_OFF = 0, NG_AUDIT_NODE = 1, NG_AUDIT_ALL = 2 };
-/* log_level uses enum ng_level of log.h (error, warn, info, debug). */
 
 /* Static description of one setting (from settings.def). */
 struct ng_setting_info {
@@ -111,32 +113,41 @@ struct ng_file_source {
 
 /* --- loading (constructor, CLI, tests) ------------------------------------------------ */
 
-/* Where the files are; NULL means the default location, "" means none. */
-struct ng_config_paths {
-    const char *site;
-    const char *user;
-};
-
-/*
- * Reads every source into the effective settings: built-in, the site file,
- * the user file, then NCCLGUARD_* variables of envp, then the site's locks.
- * Re-runnable: each call starts from the built-in values. Problems are logged
- * one line each, at warn level when `talk` and at debug level otherwise (so
- * only one process per node speaks up).
- */
-void ncclguard_config_load(const struct ng_config_paths *paths, char *const *envp, int talk);
-
-/* The same in steps, for the fuzzer and tests: begin, add sources in order of
+/* A load in steps (config_load.h adds the sources): begin, sources in order of
  * precedence, finish (environment, locks, derived values). */
 void ncclguard_config_begin(int talk);
-void ncclguard_config_add_file(enum ng_source src, const char *path);
-void ncclguard_config_add_buffer(enum ng_source src, const char *name, const char *data,
-                                 size_t len);
 void ncclguard_config_finish(char *const *envp);
 
-/* Default paths: NCCLGUARD_CONFIG or /etc/ncclguard.conf, and the user file
- * (written into user_buf; "" when neither XDG_CONFIG_HOME nor HOME is set). */
-void ncclguard_config_default_paths(struct ng_config_paths *p, char *user_buf, size_t len);
+/* What is being read: the source, its file record and the current line. The
+ * loader (config_load.c) fills it and hands it to the functions below. */
+struct ng_conf_ctx {
+    enum ng_source src;
+    struct ng_file_source *file;
+    unsigned line;
+    int section;    /* enum section of config_load.c */
+    unsigned whens; /* [when] headers so far */
+    unsigned envs;  /* [env.*] lines so far */
+};
+
+/* Reports a problem of the current line, then "; <consequence>" (at most
+ * NG_CONF_MSGS_MAX per file; the others are counted). problem says "line ignored". */
+void ncclguard_conf_problem(struct ng_conf_ctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void ncclguard_conf_vproblem(struct ng_conf_ctx *c, const char *consequence, const char *fmt,
+                             va_list ap);
+
+/* Logs one line at warn level when this process talks, else at debug. */
+void ncclguard_conf_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "key = value" of [ncclguard] or [when]; "lock = a, b"; an [env.*] entry (value
+ * NULL when the line had no '='). */
+void ncclguard_conf_set(struct ng_conf_ctx *c, const char *key, const char *value);
+void ncclguard_conf_lock(struct ng_conf_ctx *c, const char *list);
+void ncclguard_conf_env(struct ng_conf_ctx *c, enum ng_env_action a, const char *name,
+                        const char *value);
+
+/* The record of a file source. */
+struct ng_file_source *ncclguard_conf_file_slot(enum ng_source src);
 
 /* --- results ------------------------------------------------------------------------ */
 
@@ -161,40 +172,12 @@ const struct ng_file_source *ncclguard_config_file(enum ng_source src);
 /* The environment rules, in the order they appear in the files. */
 const struct ng_env_rule *ncclguard_config_env_rules(size_t *n);
 
-/* --- timeouts and the escalation ladder (read by the watchdog) ------------------------ */
-
-enum ng_timeout_kind { NG_TIMEOUT_OP, NG_TIMEOUT_FIRST_OP, NG_TIMEOUT_INIT };
-enum ng_action { NG_ACTION_WARN, NG_ACTION_DUMP, NG_ACTION_ABORT, NG_ACTION_KILL };
-
-/* Index for the per-op timeouts of an op named as NCCL spells it ("AllReduce";
- * "Bcast" counts as "Broadcast"); -1 for anything else. */
-int ncclguard_timeout_op(const char *nccl_op_name);
-
-/*
- * The timeout of an op, in seconds, 0 when off:
- *   OP:       (timeout_<op> if set, else timeout) + bytes / floor_bandwidth
- *   FIRST_OP: the larger of first_timeout and OP's base, + bytes / floor_bandwidth
- *   INIT:     init_timeout (op and bytes unused)
- * floor_bandwidth = off adds nothing. op may be -1 (no per-op value).
- */
-double ncclguard_timeout_s(const struct ng_settings *s, enum ng_timeout_kind kind, int op,
-                           uint64_t bytes);
-
-/* When an action fires for an op with this timeout: its multiple (warn_at,
- * dump_at, abort_at, kill_at) times timeout_s; 0 when the action is off. */
-double ncclguard_action_after_s(const struct ng_settings *s, enum ng_action a, double timeout_s);
-
-/* --- the dump's "config" object ------------------------------------------------------- */
-
-/*
- * Writes the effective settings (value, origin, lock), the sources and the
- * environment changes of policy.c as one JSON object into buf (NUL-terminated).
- * Returns the length written, or -1 when buf is too small (buf then holds
- * "{}"). With buf NULL, returns the length it would write (size the buffer with
- * that + 1; it does not change after the constructor). No allocation, no stdio,
- * no locale: async-signal-safe.
- */
-long ncclguard_config_json(char *buf, size_t len);
+/* The value of setting `key`, for code that walks the settings by key (the
+ * dump's config object, the per-op timeouts): numbers as a double (an
+ * OPT_DURATION that inherits is -1; BOOL, INT, ENUM and SIGNAL as their integer);
+ * STRING settings give 0 here and their text from ncclguard_setting_string. */
+double ncclguard_setting_number(const struct ng_settings *s, int key);
+const char *ncclguard_setting_string(const struct ng_settings *s, int key);
 
 /* Forgets everything loaded (tests). */
 void ncclguard_config_reset(void);

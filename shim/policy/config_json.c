@@ -1,246 +1,158 @@
-/*
- * config_json.c: the dump's "config" object (see config.h and
- * docs/dump-format.md): sources, effective settings with their origin, and the
- * environment changes of the policy.
- *
- * Async-signal-safe on purpose: a dump may be written from a fatal-signal
- * handler. So no stdio, no allocation and no locale: numbers and strings are
- * formatted by hand into the caller's buffer, and all data read is immutable
- * after the constructor.
- */
+/* config_json.c: see config_json.h. */
+#include "policy/config_json.h"
+
 #include <string.h>
 
 #include "policy/config.h"
 #include "policy/confvalue.h"
 #include "policy/policy.h"
 
-struct jw {
-    char *buf;
-    size_t len, cap;
-    int full;
-};
-
-static void put(struct jw *w, const char *s, size_t n)
+static void key_string(struct ng_json *j, const char *key, const char *value)
 {
-    if (!w->buf) { /* counting only */
-        w->len += n;
-        return;
-    }
-    if (w->full || n >= w->cap - w->len) {
-        w->full = 1;
-        return;
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
+    ncclguard_json_key(j, key);
+    ncclguard_json_string(j, value);
 }
 
-static void lit(struct jw *w, const char *s)
+/* Appends s to out[cap] (always NUL-terminated, cut when full). */
+static void append(char *out, size_t cap, size_t *len, const char *s)
 {
-    put(w, s, strlen(s));
+    for (; *s && *len + 1 < cap; s++) out[(*len)++] = *s;
+    out[*len] = '\0';
 }
 
-/* The characters of s, escaped for a JSON string, without the quotes. */
-static void str_body(struct jw *w, const char *s)
+/* "site /etc/ncclguard.conf:7", "env NCCLGUARD_TIMEOUT", "built-in". */
+static void put_origin(struct ng_json *j, const struct ng_origin *o, int key)
 {
-    static const char hex[] = "0123456789abcdef";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
-        if (*p == '"' || *p == '\\') {
-            char two[2] = {'\\', (char)*p};
-            put(w, two, 2);
-        } else if (*p < 0x20 || *p == 0x7f) {
-            put(w, esc, 6);
-        } else {
-            put(w, (const char *)p, 1);
-        }
-    }
-}
-
-static void str(struct jw *w, const char *s)
-{
-    if (!s) {
-        lit(w, "null");
-        return;
-    }
-    put(w, "\"", 1);
-    str_body(w, s);
-    put(w, "\"", 1);
-}
-
-static void num_u(struct jw *w, unsigned long long v)
-{
-    char d[24];
-    int n = 0;
-    do {
-        d[sizeof d - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put(w, d + sizeof d - n, (size_t)n);
-}
-
-static void num_ll(struct jw *w, long long v)
-{
-    if (v < 0) {
-        lit(w, "-");
-        num_u(w, (unsigned long long)(-(v + 1)) + 1);
-    } else {
-        num_u(w, (unsigned long long)v);
-    }
-}
-
-/* A number with at most three decimals, e.g. 300, 0.5, 1000000000. */
-static void num_d(struct jw *w, double v)
-{
-    if (v != v || v > 1e18 || v < -1e18) {
-        lit(w, "null");
-        return;
-    }
-    if (v < 0) {
-        lit(w, "-");
-        v = -v;
-    }
-    unsigned long long milli = (unsigned long long)(v * 1000 + 0.5);
-    num_u(w, milli / 1000);
-    unsigned frac = (unsigned)(milli % 1000);
-    if (!frac) return;
-    char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-                 (char)('0' + frac % 10)};
-    size_t n = 4;
-    while (d[n - 1] == '0') n--;
-    put(w, d, n);
-}
-
-static void origin(struct jw *w, const struct ng_origin *o, int key)
-{
-    lit(w, "\"");
-    lit(w, ncclguard_source_name(o->source));
+    char text[NG_STR_MAX + 64], num[24];
+    size_t len = 0;
+    append(text, sizeof text, &len, ncclguard_source_name(o->source));
     if (o->source == NG_SRC_ENV) {
-        lit(w, " NCCLGUARD_");
-        lit(w, ncclguard_setting_info(key)->id);
+        append(text, sizeof text, &len, " NCCLGUARD_");
+        append(text, sizeof text, &len, ncclguard_setting_info(key)->id);
     } else if (o->source == NG_SRC_SITE || o->source == NG_SRC_USER) {
-        lit(w, " ");
-        str_body(w, ncclguard_config_file(o->source)->path);
-        lit(w, ":");
-        num_u(w, o->line);
+        append(text, sizeof text, &len, " ");
+        append(text, sizeof text, &len, ncclguard_config_file(o->source)->path);
+        append(text, sizeof text, &len, ":");
+        ncclguard_fmt_uint64(num, o->line);
+        append(text, sizeof text, &len, num);
     }
-    lit(w, "\"");
+    key_string(j, "origin", text);
 }
 
-static void value(struct jw *w, const struct ng_settings *s, int key)
+static void put_value(struct ng_json *j, const struct ng_settings *s, int key)
 {
     const struct ng_setting_info *in = ncclguard_setting_info(key);
-    const char *field = (const char *)s + in->offset;
-    int i;
-    long long ll;
-    double d;
+    double v = ncclguard_setting_number(s, key);
     char word[32];
-    memcpy(&i, field, sizeof i);
+    ncclguard_json_key(j, "value");
     switch (in->type) {
-    case NG_T_BOOL: lit(w, i ? "true" : "false"); return;
-    case NG_T_SIGNAL: num_ll(w, i); return;
-    case NG_T_ENUM: str(w, ncclguard_choice_name(in->choices, i, word, sizeof word)); return;
-    case NG_T_STRING: str(w, field); return;
-    case NG_T_INT:
-        memcpy(&ll, field, sizeof ll);
-        num_ll(w, ll);
-        return;
-    default: break;
+    case NG_T_BOOL: ncclguard_json_bool(j, v != 0); break;
+    case NG_T_SIGNAL:
+    case NG_T_INT: ncclguard_json_int64(j, (int64_t)v); break;
+    case NG_T_ENUM:
+        ncclguard_json_string(j, ncclguard_choice_name(in->choices, (int)v, word, sizeof word));
+        break;
+    case NG_T_STRING: ncclguard_json_string(j, ncclguard_setting_string(s, key)); break;
+    default:
+        if (in->type == NG_T_OPT_DURATION && v < 0) ncclguard_json_null(j);
+        else ncclguard_json_number(j, v, 3);
+        break;
     }
-    memcpy(&d, field, sizeof d);
-    if (in->type == NG_T_OPT_DURATION && d < 0)
-        lit(w, "null");
-    else
-        num_d(w, d);
 }
 
-static void sources(struct jw *w)
+static void put_sources(struct ng_json *j)
 {
     static const char *const status[] = {"none", "absent", "refused", "loaded"};
-    lit(w, "\"sources\":[");
+    ncclguard_json_key(j, "sources");
+    ncclguard_json_begin_array(j);
     for (int src = NG_SRC_SITE; src <= NG_SRC_USER; src++) {
         const struct ng_file_source *f = ncclguard_config_file(src);
-        if (src > NG_SRC_SITE) lit(w, ",");
-        lit(w, "{\"source\":");
-        str(w, ncclguard_source_name(src));
-        lit(w, ",\"path\":");
-        str(w, f->status == NG_FILE_NONE ? NULL : f->path);
-        lit(w, ",\"status\":");
-        str(w, status[f->status]);
-        if (f->status == NG_FILE_REFUSED) {
-            lit(w, ",\"why\":");
-            str(w, f->why);
-        }
+        ncclguard_json_begin_object(j);
+        key_string(j, "source", ncclguard_source_name(src));
+        key_string(j, "path", f->status == NG_FILE_NONE ? NULL : f->path);
+        key_string(j, "status", status[f->status]);
+        if (f->status == NG_FILE_REFUSED) key_string(j, "why", f->why);
         if (f->status == NG_FILE_LOADED) {
-            lit(w, ",\"lines\":");
-            num_u(w, f->lines);
-            lit(w, ",\"problems\":");
-            num_u(w, f->problems);
+            ncclguard_json_key(j, "lines");
+            ncclguard_json_uint64(j, f->lines);
+            ncclguard_json_key(j, "problems");
+            ncclguard_json_uint64(j, f->problems);
         }
-        lit(w, "}");
+        ncclguard_json_end_object(j);
     }
-    lit(w, "]");
+    ncclguard_json_end_array(j);
 }
 
-static void settings(struct jw *w)
+static void put_settings(struct ng_json *j)
 {
     const struct ng_settings *s = ncclguard_settings();
-    lit(w, ",\"settings\":{");
+    ncclguard_json_key(j, "settings");
+    ncclguard_json_begin_object(j);
     for (int k = 0; k < NG_KEY_COUNT; k++) {
-        if (k) lit(w, ",");
-        str(w, ncclguard_setting_info(k)->key);
-        lit(w, ":{\"value\":");
-        value(w, s, k);
-        lit(w, ",\"origin\":");
-        origin(w, &s->origin[k], k);
-        if (s->origin[k].locked) lit(w, ",\"locked\":true");
-        lit(w, "}");
+        ncclguard_json_key(j, ncclguard_setting_info(k)->key);
+        ncclguard_json_begin_object(j);
+        put_value(j, s, k);
+        put_origin(j, &s->origin[k], k);
+        if (s->origin[k].locked) {
+            ncclguard_json_key(j, "locked");
+            ncclguard_json_bool(j, 1);
+        }
+        ncclguard_json_end_object(j);
     }
-    lit(w, "}");
+    ncclguard_json_end_object(j);
 }
 
-static void env_changes(struct jw *w)
+static void put_env_changes(struct ng_json *j)
 {
     static const char *const action[] = {"default", "force", "forbid"};
     size_t n;
     const struct ng_env_change *c = ncclguard_policy_changes(&n);
-    lit(w, ",\"env\":[");
+    ncclguard_json_key(j, "env");
+    ncclguard_json_begin_array(j);
     for (size_t i = 0; i < n; i++) {
         const struct ng_env_rule *r = c[i].rule;
-        if (i) lit(w, ",");
-        lit(w, "{\"name\":");
-        str(w, c[i].name);
-        lit(w, ",\"action\":");
-        str(w, action[r->action]);
-        lit(w, r->action == NG_ENV_FORBID ? ",\"reason\":" : ",\"value\":");
-        str(w, r->value);
-        lit(w, ",\"origin\":");
+        ncclguard_json_begin_object(j);
+        key_string(j, "name", c[i].name);
+        key_string(j, "action", action[r->action]);
+        key_string(j, r->action == NG_ENV_FORBID ? "reason" : "value", r->value);
         struct ng_origin o = r->origin;
-        origin(w, &o, -1);
-        lit(w, ",\"outcome\":");
-        str(w, ncclguard_policy_outcome_name(c[i].outcome));
-        lit(w, ",\"was\":");
-        str(w, c[i].was);
-        if (c[i].was_parent) lit(w, ",\"was_from_parent\":true");
-        lit(w, "}");
+        put_origin(j, &o, -1);
+        key_string(j, "outcome", ncclguard_policy_outcome_name(c[i].outcome));
+        key_string(j, "was", c[i].was);
+        if (c[i].was_parent) {
+            ncclguard_json_key(j, "was_from_parent");
+            ncclguard_json_bool(j, 1);
+        }
+        ncclguard_json_end_object(j);
     }
-    lit(w, "]");
+    ncclguard_json_end_array(j);
+}
+
+void ncclguard_config_write_json(struct ng_json *j)
+{
+    ncclguard_json_begin_object(j);
+    put_sources(j);
+    put_settings(j);
+    put_env_changes(j);
+    ncclguard_json_end_object(j);
 }
 
 long ncclguard_config_json(char *buf, size_t len)
 {
-    if (!buf) len = 0;
-    else if (len < 3) return -1;
-    struct jw w = {.buf = buf, .cap = len};
-    lit(&w, "{");
-    sources(&w);
-    settings(&w);
-    env_changes(&w);
-    lit(&w, "}");
-    if (!buf) return (long)w.len;
-    if (w.full) {
-        memcpy(buf, "{}", 3);
+    char scratch[256];
+    struct ng_json j;
+    if (!buf)
+        ncclguard_json_init(&j, NG_JSON_COUNT, scratch, sizeof scratch);
+    else if (len < 3)
+        return -1;
+    else
+        ncclguard_json_init(&j, NG_JSON_MEMORY, buf, len); /* the NUL takes the newline's place */
+    ncclguard_config_write_json(&j);
+    if (ncclguard_json_finish(&j) != 0) {
+        if (buf) memcpy(buf, "{}", 3);
         return -1;
     }
-    buf[w.len] = '\0';
-    return (long)w.len;
+    long n = (long)ncclguard_json_length(&j) - 1; /* without finish's newline */
+    if (buf) buf[n] = '\0';
+    return n;
 }

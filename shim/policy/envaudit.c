@@ -16,9 +16,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "policy/config.h"
+#include "base/atomic.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config.h"
 #include "policy/policy.h"
 #include "policy/strdist.h"
 
@@ -398,10 +399,10 @@ const char *ncclguard_finding_kind_name(int kind)
 
 void ncclguard_envaudit_at_first_comm(void)
 {
-    static int ran;
+    static ng_atomic(int) ran;
     static struct ng_known known;
     static struct ng_audit audit;
-    if (__atomic_exchange_n(&ran, 1, __ATOMIC_ACQ_REL)) return;
+    if (ng_atomic_exchange_acq_rel(&ran, 1)) return;
     const struct ng_settings *s = ncclguard_settings();
     if (s->disable || s->audit == NG_AUDIT_OFF) return;
     if (s->audit == NG_AUDIT_NODE && ncclguard_identity()->local_rank > 0) return;

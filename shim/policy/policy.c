@@ -20,8 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config_load.h"
 
 #define MARKER "NCCLGUARD_POLICY_APPLIED"
 #define MARKER_MAX 8192
@@ -34,16 +36,9 @@ static size_t overflow; /* changes that did not fit */
 
 static struct {
     const char *name;
-    uint32_t hash;
+    uint64_t hash;
 } marker[NG_POLICY_CHANGES_MAX];
 static size_t nmarker;
-
-static uint32_t fnv1a(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
 
 static const char *keep(const char *s, size_t n)
 {
@@ -74,10 +69,10 @@ static void read_marker(void)
         const char *eq = memchr(p, '=', w);
         if (eq) {
             char *end;
-            unsigned long h = strtoul(eq + 1, &end, 16);
+            unsigned long long h = strtoull(eq + 1, &end, 16);
             if (end == p + w && eq > p) {
                 marker[nmarker].name = keep(p, (size_t)(eq - p));
-                marker[nmarker++].hash = (uint32_t)h;
+                marker[nmarker++].hash = (uint64_t)h;
             }
         }
         p += w;
@@ -90,7 +85,7 @@ static int parent_set(const char *name, const char *value)
 {
     if (!value) return 0;
     for (size_t i = 0; i < nmarker; i++)
-        if (!strcmp(marker[i].name, name)) return marker[i].hash == fnv1a(value);
+        if (!strcmp(marker[i].name, name)) return marker[i].hash == ng_hash_str(value);
     return 0;
 }
 
@@ -181,8 +176,8 @@ static void write_marker(void)
         int ours = c->outcome == NG_OUT_SET || c->outcome == NG_OUT_REPLACED ||
                    c->outcome == NG_OUT_FORCED || (c->outcome == NG_OUT_ALREADY && c->was_parent);
         if (!ours) continue;
-        int n = snprintf(buf + len, sizeof buf - len, "%s%s=%08x", len ? ";" : "", c->name,
-                         fnv1a(c->rule->value));
+        int n = snprintf(buf + len, sizeof buf - len, "%s%s=%016llx", len ? ";" : "", c->name,
+                         (unsigned long long)ng_hash_str(c->rule->value));
         if (n < 0 || (size_t)n >= sizeof buf - len) break;
         len += (size_t)n;
     }
@@ -190,9 +185,9 @@ static void write_marker(void)
     for (size_t m = 0; m < nmarker; m++) {
         if (ncclguard_policy_change_of(marker[m].name)) continue;
         const char *cur = getenv(marker[m].name);
-        if (!cur || fnv1a(cur) != marker[m].hash) continue;
-        int n = snprintf(buf + len, sizeof buf - len, "%s%s=%08x", len ? ";" : "",
-                         marker[m].name, marker[m].hash);
+        if (!cur || ng_hash_str(cur) != marker[m].hash) continue;
+        int n = snprintf(buf + len, sizeof buf - len, "%s%s=%016llx", len ? ";" : "",
+                         marker[m].name, (unsigned long long)marker[m].hash);
         if (n < 0 || (size_t)n >= sizeof buf - len) break;
         len += (size_t)n;
     }

@@ -18,29 +18,20 @@
 #include "base/clock.h"
 #include "base/log.h"
 
-#define MAX_COMMS 1024
-#define MAP_SLOTS 4096 /* power of two, > 2 * MAX_COMMS */
+#define MAP_SLOTS 4096 /* power of two, > 2 * NG_MAX_COMMS */
 #define TOMBSTONE ((uintptr_t)1)
 
+_Static_assert(MAP_SLOTS > 2 * NG_MAX_COMMS, "the map stays sparse");
+
 struct slot {
-    uintptr_t key; /* handle, 0 (never used) or TOMBSTONE; atomic */
+    ng_atomic(uintptr_t) key; /* handle, 0 (never used) or TOMBSTONE */
     int index;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ng_comm *records; /* MAX_COMMS, allocated at the first creation */
-static struct slot *map;        /* MAP_SLOTS */
-static int nrecords;            /* atomic */
-
-uint64_t ncclguard_hash(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
+static struct ng_comm *records;      /* NG_MAX_COMMS, allocated at the first creation */
+static ng_atomic(struct slot *) map; /* MAP_SLOTS */
+static ng_atomic(int) nrecords;
 
 static size_t slot_of(uintptr_t key)
 {
@@ -54,29 +45,31 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
     struct ng_peer *peers = nranks > 0 ? calloc((size_t)nranks, sizeof *peers) : NULL;
     pthread_mutex_lock(&lock);
     if (!records) {
-        records = calloc(MAX_COMMS, sizeof *records);
-        map = calloc(MAP_SLOTS, sizeof *map);
-        if (!records || !map) {
+        records = calloc(NG_MAX_COMMS, sizeof *records);
+        struct slot *m = calloc(MAP_SLOTS, sizeof *m);
+        if (!records || !m) {
             free(records);
-            free(map);
+            free(m);
             records = NULL;
-            map = NULL;
+        } else {
+            ng_atomic_store_release(&map, m);
         }
     }
     struct ng_comm *c = NULL;
-    if (records && nrecords < MAX_COMMS) {
-        c = &records[nrecords];
+    int n = ng_atomic_load_relaxed(&nrecords);
+    if (records && n < NG_MAX_COMMS) {
+        c = &records[n];
         memset(c, 0, sizeof *c);
         c->id = id;
-        c->slot = nrecords;
-        c->rank = rank;
-        c->nranks = nranks;
-        c->device = -1;
+        c->slot = n;
+        ng_atomic_store_relaxed(&c->rank, rank);
+        ng_atomic_store_relaxed(&c->nranks, nranks);
+        ng_atomic_store_relaxed(&c->device, -1);
         c->blocking = 1;
         c->parent_id = parent_id;
         c->created_ns = ng_clock_ns(CLOCK_REALTIME);
-        c->peers = peers;
         c->npeers = peers ? nranks : 0;
+        ng_atomic_store_relaxed(&c->peers, peers);
         pthread_mutex_init(&c->poll_lock, NULL);
         peers = NULL;
         /* The config is the caller's; read only the fields this version of nccl.h
@@ -87,11 +80,12 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
                 strncpy(c->name, config->commName, sizeof c->name - 1);
             }
         }
-        __atomic_store_n(&nrecords, nrecords + 1, __ATOMIC_RELEASE);
+        ng_atomic_store_release(&nrecords, n + 1);
     }
     pthread_mutex_unlock(&lock);
     free(peers);
-    if (!c) NG_WARN_ONCE("more than %d communicators: the newest ones are not tracked", MAX_COMMS);
+    if (!c)
+        NG_WARN_ONCE("more than %d communicators: the newest ones are not tracked", NG_MAX_COMMS);
     return c;
 }
 
@@ -99,30 +93,31 @@ void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle)
 {
     if (!c || !handle) return;
     pthread_mutex_lock(&lock);
-    __atomic_store_n(&c->handle, handle, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&c->handle, handle);
+    struct slot *m = ng_atomic_load_relaxed(&map);
     uintptr_t key = (uintptr_t)handle;
     size_t i = slot_of(key), reuse = MAP_SLOTS;
     for (size_t n = 0; n < MAP_SLOTS; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-        uintptr_t k = map[i].key;
+        uintptr_t k = ng_atomic_load_relaxed(&m[i].key);
         if (k == TOMBSTONE && reuse == MAP_SLOTS) reuse = i;
         if (k == key || k == 0) {
             if (k == 0 && reuse != MAP_SLOTS) i = reuse;
             break;
         }
     }
-    map[i].index = (int)(c - records);
-    __atomic_store_n(&map[i].key, key, __ATOMIC_RELEASE);
+    m[i].index = (int)(c - records);
+    ng_atomic_store_release(&m[i].key, key);
     pthread_mutex_unlock(&lock);
 }
 
 struct ng_comm *ncclguard_comm_find(ncclComm_t handle)
 {
-    struct slot *m = __atomic_load_n(&map, __ATOMIC_ACQUIRE);
+    struct slot *m = ng_atomic_load_acquire(&map);
     if (!m || !handle) return NULL;
     uintptr_t key = (uintptr_t)handle;
     size_t i = slot_of(key);
     for (size_t n = 0; n < MAP_SLOTS; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-        uintptr_t k = __atomic_load_n(&m[i].key, __ATOMIC_ACQUIRE);
+        uintptr_t k = ng_atomic_load_acquire(&m[i].key);
         if (k == key) return &records[m[i].index];
         if (k == 0) return NULL;
     }
@@ -132,16 +127,18 @@ struct ng_comm *ncclguard_comm_find(ncclComm_t handle)
 void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
 {
     if (!c) return;
-    __atomic_store_n(&c->state, (int)s, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&c->state, (int)s);
     ncclComm_t handle = ncclguard_comm_handle(c);
     if ((s != NG_COMM_DESTROYED && s != NG_COMM_ABORTED) || !handle) return;
     pthread_mutex_lock(&lock);
+    struct slot *m = ng_atomic_load_relaxed(&map);
     uintptr_t key = (uintptr_t)handle;
     size_t i = slot_of(key);
     for (size_t n = 0; n < MAP_SLOTS; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-        if (map[i].key == 0) break;
-        if (map[i].key == key && &records[map[i].index] == c) {
-            __atomic_store_n(&map[i].key, TOMBSTONE, __ATOMIC_RELEASE);
+        uintptr_t k = ng_atomic_load_relaxed(&m[i].key);
+        if (k == 0) break;
+        if (k == key && &records[m[i].index] == c) {
+            ng_atomic_store_release(&m[i].key, TOMBSTONE);
             break;
         }
     }
@@ -150,16 +147,16 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
 
 void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
 {
-    if (!c || c->peers || npeers <= 0) return;
+    if (!c || ng_atomic_load_relaxed(&c->peers) || npeers <= 0) return;
     struct ng_peer *peers = calloc((size_t)npeers, sizeof *peers);
     if (!peers) return;
     c->npeers = npeers;
-    __atomic_store_n(&c->peers, peers, __ATOMIC_RELEASE); /* a dump may be reading */
+    ng_atomic_store_release(&c->peers, peers); /* a dump may be reading */
 }
 
-ncclComm_t ncclguard_comm_handle(const struct ng_comm *c)
+ncclComm_t ncclguard_comm_handle(struct ng_comm *c)
 {
-    return __atomic_load_n(&c->handle, __ATOMIC_ACQUIRE);
+    return ng_atomic_load_acquire(&c->handle);
 }
 
 int ncclguard_comm_index(const struct ng_comm *c)
@@ -177,7 +174,7 @@ void ncclguard_comm_set_ending(struct ng_comm *c, int ending)
 
 int ncclguard_comm_count(void)
 {
-    return __atomic_load_n(&nrecords, __ATOMIC_ACQUIRE);
+    return ng_atomic_load_acquire(&nrecords);
 }
 
 struct ng_comm *ncclguard_comm_at(int i)
@@ -189,6 +186,7 @@ const char *ncclguard_comm_state_name(int s)
 {
     static const char *const names[] = {"initializing", "ready",     "finalizing", "revoked",
                                         "aborted",      "destroyed", "failed"};
+    _Static_assert(sizeof names / sizeof names[0] == NG_COMM_FAILED + 1, "one name per state");
     return s >= 0 && s <= NG_COMM_FAILED ? names[s] : "unknown";
 }
 
@@ -208,9 +206,10 @@ void ncclguard_comm_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
     if (records) {
-        for (int i = 0; i < nrecords; i++) free(records[i].peers);
-        memset(records, 0, MAX_COMMS * sizeof *records);
-        memset(map, 0, MAP_SLOTS * sizeof *map);
+        for (int i = 0; i < ng_atomic_load_relaxed(&nrecords); i++)
+            free(ng_atomic_load_relaxed(&records[i].peers));
+        memset(records, 0, NG_MAX_COMMS * sizeof *records);
+        memset(ng_atomic_load_relaxed(&map), 0, MAP_SLOTS * sizeof(struct slot));
     }
-    nrecords = 0;
+    ng_atomic_store_relaxed(&nrecords, 0);
 }

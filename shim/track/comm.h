@@ -21,7 +21,12 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define NG_MAX_OP_TYPES 16 /* >= NG_OP_NTYPES of track.h */
+#include "base/atomic.h"
+#include "base/ops.h"
+
+/* Communicators a process can have tracked; the newest beyond it are not. Every
+ * per-communicator table of the shim has this many entries. */
+#define NG_MAX_COMMS 1024
 
 enum ng_comm_state {
     NG_COMM_INITIALIZING,
@@ -35,36 +40,39 @@ enum ng_comm_state {
 
 /* Point-to-point traffic with one peer of a communicator (its comm rank). */
 struct ng_peer {
-    uint64_t seq;  /* sends and receives so far, atomic: the p2p_seq of the last */
-    uint64_t done; /* p2p_seq of the newest one seen completed, atomic */
+    ng_atomic(uint64_t) seq;  /* sends and receives so far: the p2p_seq of the last */
+    ng_atomic(uint64_t) done; /* p2p_seq of the newest one seen completed */
 };
 
 struct ng_comm {
+    /* fixed at creation */
     uint64_t id;
     int slot;                /* index in the registry (ncclguard_comm_at) */
-    ncclComm_t handle;       /* NULL until creation returned it; atomic */
-    int rank, nranks, device;
     int blocking;            /* 0 for nonblocking communicators */
     char name[64];           /* commName from the config, or "" */
     uint64_t parent_id;      /* 0 for a root communicator */
     int64_t created_ns;      /* CLOCK_REALTIME */
-    int state;               /* enum ng_comm_state, atomic */
-    int last_async_error;    /* ncclResult_t, atomic */
-    uint64_t splits;         /* split/shrink calls on this communicator, atomic */
-    uint64_t coll_seq;       /* collectives called so far, atomic */
-    uint64_t completed_seq;  /* seq of the newest collective seen completed, atomic */
-    uint64_t ops_by_type[NG_MAX_OP_TYPES]; /* calls that NCCL accepted, atomic */
-    struct ng_peer *peers;   /* npeers entries, or NULL; atomic (set after npeers) */
+    /* shared */
+    ng_atomic(ncclComm_t) handle;  /* NULL until creation returned it */
+    ng_atomic(int) rank, nranks;   /* -1 until known (split children) */
+    ng_atomic(int) device;         /* -1 until known */
+    ng_atomic(int) state;          /* enum ng_comm_state */
+    ng_atomic(int) last_async_error; /* ncclResult_t */
+    ng_atomic(uint64_t) splits;    /* split/shrink calls on this communicator */
+    ng_atomic(uint64_t) coll_seq;  /* collectives called so far */
+    ng_atomic(uint64_t) completed_seq; /* seq of the newest collective seen completed */
+    ng_atomic(uint64_t) ops_by_type[NG_OP_NTYPES]; /* calls that NCCL accepted */
+    ng_atomic(struct ng_peer *) peers; /* npeers entries, or NULL (set after npeers) */
     int npeers;
     /* The watchdog calls NCCL on `handle` only under poll_lock and while
      * `ending` is 0; the hooks of Finalize/Destroy/Abort/Revoke set `ending`
      * under the lock first, so the watchdog never touches a freed handle. */
     pthread_mutex_t poll_lock;
-    int ending;
+    int ending;              /* under poll_lock */
     /* Set when ncclguard itself aborted the communicator (the escalation
      * ladder): from then on the shim answers every call on the handle without
      * reaching NCCL, which freed it. */
-    int fenced;              /* atomic */
+    ng_atomic(int) fenced;
     char fence_reason[200];  /* written before `fenced` is set */
 };
 
@@ -89,18 +97,23 @@ void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle);
 
 /* Rank and size in the communicator: -1 until known (a split child learns them
  * at the watchdog's first poll, which stores them atomically). Any thread. */
-static inline int ng_comm_rank(const struct ng_comm *c)
+static inline int ng_comm_rank(struct ng_comm *c)
 {
-    return __atomic_load_n(&c->rank, __ATOMIC_RELAXED);
+    return ng_atomic_load_relaxed(&c->rank);
 }
 
-static inline int ng_comm_nranks(const struct ng_comm *c)
+static inline int ng_comm_nranks(struct ng_comm *c)
 {
-    return __atomic_load_n(&c->nranks, __ATOMIC_RELAXED);
+    return ng_atomic_load_relaxed(&c->nranks);
+}
+
+static inline int ng_comm_state(struct ng_comm *c)
+{
+    return ng_atomic_load_acquire(&c->state);
 }
 
 /* The handle, once creation returned it (NULL before). Any thread. */
-ncclComm_t ncclguard_comm_handle(const struct ng_comm *c);
+ncclComm_t ncclguard_comm_handle(struct ng_comm *c);
 
 /* Lock-free lookup; NULL for a handle this process never registered. */
 struct ng_comm *ncclguard_comm_find(ncclComm_t handle);
@@ -111,10 +124,6 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s);
 /* Number of records, and the i-th one (for summaries and dumps). */
 int ncclguard_comm_count(void);
 struct ng_comm *ncclguard_comm_at(int i);
-
-/* 64-bit FNV-1a, used for ids. */
-uint64_t ncclguard_hash(uint64_t h, const void *data, size_t len);
-#define NG_HASH_SEED 0xcbf29ce484222325ULL
 
 /* fork(): the child forgets every record of the parent and starts clean. */
 void ncclguard_comm_atfork_prepare(void);

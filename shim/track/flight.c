@@ -4,181 +4,175 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/atomic.h"
+
 #define STATE_BITS 8
 #define STATE_MASK ((1u << STATE_BITS) - 1)
 #define WORDS (sizeof(struct ng_op_record) / sizeof(uint64_t))
-#define PAYLOAD_WORDS (offsetof(struct ng_op_record, state_word) / sizeof(uint64_t))
+#define WORD(field) (offsetof(struct ng_op_record, field) / sizeof(uint64_t))
+#define PAYLOAD_WORDS WORD(state_word)
 
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
 _Static_assert(STATE_MASK == 0xff, "ng_record_state (flight.h) reads the same bits");
+_Static_assert(NG_OP_NSTATES <= STATE_MASK, "a state fits in its bits");
 
-static struct ng_op_record *ring; /* atomic pointer */
-static uint64_t capacity; /* a power of two */
+/* A slot of the ring: one record, as words that threads share. */
+struct slot {
+    ng_atomic(uint64_t) w[WORDS];
+};
+
+static ng_atomic(struct slot *) ring;
+static uint64_t capacity; /* a power of two; written before `ring` is published */
 static uint64_t mask;     /* capacity - 1 */
-static uint64_t head;             /* atomic */
-static uint64_t dropped_inflight; /* atomic */
-static ng_flight_drop_fn on_drop; /* atomic */
+static ng_atomic(uint64_t) head;
+static ng_atomic(uint64_t) dropped_inflight;
+static ng_atomic(ng_flight_drop_fn) on_drop;
 
 static uint64_t pack(uint64_t index, int state)
 {
     return (index << STATE_BITS) | (uint64_t)state;
 }
 
-static uint64_t *words(struct ng_op_record *r)
-{
-    return (uint64_t *)r;
-}
-
 int ncclguard_flight_init(uint64_t cap)
 {
-    if (__atomic_load_n(&ring, __ATOMIC_ACQUIRE)) return 0;
+    if (ng_atomic_load_acquire(&ring)) return 0;
     if (cap < 16) cap = 16;
     /* A power of two, so that the hot path masks instead of dividing. */
     while (cap & (cap - 1)) cap += cap & -cap;
     /* mmap, not malloc: pages are touched only as records arrive. */
-    void *p = mmap(NULL, cap * sizeof *ring, PROT_READ | PROT_WRITE,
+    void *p = mmap(NULL, cap * sizeof(struct slot), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
     /* Slot i starts out as a finished record of index i - capacity. */
+    struct slot *slots = p;
     for (uint64_t i = 0; i < cap; i++) {
-        struct ng_op_record *r = (struct ng_op_record *)p + i;
-        r->state_word = pack(i - cap, NG_OP_COMPLETED);
-        r->version = 0;
+        ng_atomic_store_relaxed(&slots[i].w[WORD(state_word)], pack(i - cap, NG_OP_COMPLETED));
+        ng_atomic_store_relaxed(&slots[i].w[WORD(version)], 0);
     }
     capacity = cap;
     mask = cap - 1;
-    struct ng_op_record *expected = NULL;
-    if (!__atomic_compare_exchange_n(&ring, &expected, (struct ng_op_record *)p, 0,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        munmap(p, cap * sizeof *ring);
+    struct slot *expected = NULL;
+    if (!ng_atomic_cas_acq_rel(&ring, &expected, slots)) munmap(p, cap * sizeof(struct slot));
     return 0;
 }
 
-/* Copies the first `nwords` words of slot r, which must hold record `index`
+/* Copies the first `nwords` words of slot s, which must hold record `index`
  * complete: 0, or -1 when it does not, or when a writer came meanwhile. */
-static int copy_words(struct ng_op_record *r, uint64_t index, struct ng_op_record *out,
-                      size_t nwords)
+static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, size_t nwords)
 {
-    uint64_t v1 = __atomic_load_n(&r->version, __ATOMIC_ACQUIRE);
+    uint64_t v1 = ng_atomic_load_acquire(&s->w[WORD(version)]);
     if (v1 != 2 * index + 2) return -1;
-    const uint64_t *src = words(r);
     uint64_t *dst = (uint64_t *)out;
-    for (size_t w = 0; w < nwords; w++) dst[w] = __atomic_load_n(&src[w], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&r->version, __ATOMIC_RELAXED) == v1 ? 0 : -1;
+    for (size_t w = 0; w < nwords; w++) dst[w] = ng_atomic_load_relaxed(&s->w[w]);
+    ng_atomic_fence_acquire();
+    return ng_atomic_load_relaxed(&s->w[WORD(version)]) == v1 ? 0 : -1;
 }
 
-/* True when record r has CUDA events to return: a marker, or a share of its
- * group's. */
-static int holds_events(const struct ng_op_record *r)
+/* True when the record in slot s has CUDA events to return: a marker, or a
+ * share of its group's. */
+static int holds_events(struct slot *s)
 {
-    return __atomic_load_n(&r->marker, __ATOMIC_RELAXED) != NG_NO_MARKER ||
-           __atomic_load_n(&r->group_id, __ATOMIC_RELAXED) != 0;
+    return (int64_t)ng_atomic_load_relaxed(&s->w[WORD(marker)]) != NG_NO_MARKER ||
+           ng_atomic_load_relaxed(&s->w[WORD(group_id)]) != 0;
 }
 
 /*
- * Drops the unfinished record in slot r (state word `old`): a compare-and-swap
+ * Drops the unfinished record in slot s (state word `old`): a compare-and-swap
  * to the new record's state word `neu` takes it from the watchdog, since
  * whichever of the two moves it on first owns its CUDA events, so they are
  * returned exactly once; then a copy goes to the drop callback. Returns 0 when
  * the watchdog finished it first. It runs before the new record is written:
  * a reader meanwhile finds neither record, as during any overwrite.
  */
-static __attribute__((noinline, cold)) int take(struct ng_op_record *r, uint64_t old,
-                                                uint64_t neu)
+static __attribute__((noinline, cold)) int take(struct slot *s, uint64_t old, uint64_t neu)
 {
-    if (!__atomic_compare_exchange_n(&r->state_word, &old, neu, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return 0;
-    __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
+    if (!ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &old, neu)) return 0;
+    ng_atomic_add_relaxed(&dropped_inflight, 1);
     /* its payload is intact unless its writer is still at it, a whole lap
      * behind the others: then what it held is lost */
     struct ng_op_record gone;
-    ng_flight_drop_fn fn = __atomic_load_n(&on_drop, __ATOMIC_ACQUIRE);
-    if (fn && copy_words(r, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) fn(&gone);
+    ng_flight_drop_fn fn = ng_atomic_load_acquire(&on_drop);
+    if (fn && copy_words(s, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) fn(&gone);
     return 1;
 }
 
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 {
-    struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
+    struct slot *base = ng_atomic_load_acquire(&ring);
     if (!base) return NG_FLIGHT_NONE;
-    uint64_t i = __atomic_fetch_add(&head, 1, __ATOMIC_RELAXED);
-    struct ng_op_record *r = &base[i & mask];
+    uint64_t i = ng_atomic_add_relaxed(&head, 1);
+    struct slot *s = &base[i & mask];
     /* Only this writer owns index i. A finished old record never changes
      * again, so a load and a store replace it (no locked instruction in the
      * common case); so does an unfinished one that holds no CUDA events. */
-    uint64_t old = __atomic_load_n(&r->state_word, __ATOMIC_ACQUIRE), neu = pack(i, state);
+    ng_atomic(uint64_t) *sw = &s->w[WORD(state_word)];
+    uint64_t old = ng_atomic_load_acquire(sw), neu = pack(i, state);
     if (i < capacity || ng_op_state_final((int)(old & STATE_MASK))) {
-        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
-    } else if (!holds_events(r)) {
-        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&dropped_inflight, 1, __ATOMIC_RELAXED);
-    } else if (!take(r, old, neu)) {
-        __atomic_store_n(&r->state_word, neu, __ATOMIC_RELAXED);
+        ng_atomic_store_relaxed(sw, neu);
+    } else if (!holds_events(s)) {
+        ng_atomic_store_relaxed(sw, neu);
+        ng_atomic_add_relaxed(&dropped_inflight, 1);
+    } else if (!take(s, old, neu)) {
+        ng_atomic_store_relaxed(sw, neu);
     }
-    __atomic_store_n(&r->version, 2 * i + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ng_atomic_store_relaxed(&s->w[WORD(version)], 2 * i + 1);
+    ng_atomic_fence_release();
     const uint64_t *src = (const uint64_t *)rec;
-    uint64_t *dst = words(r);
-    for (size_t w = 0; w < PAYLOAD_WORDS; w++) __atomic_store_n(&dst[w], src[w], __ATOMIC_RELAXED);
-    __atomic_store_n(&r->version, 2 * i + 2, __ATOMIC_RELEASE);
+    for (size_t w = 0; w < PAYLOAD_WORDS; w++) ng_atomic_store_relaxed(&s->w[w], src[w]);
+    ng_atomic_store_release(&s->w[WORD(version)], 2 * i + 2);
     /* The ring is larger than the caches: fetch the next slot for writing now,
      * so that the next op does not wait for it. */
     const char *next = (const char *)&base[(i + 1) & mask];
-    for (size_t off = 0; off < sizeof *r; off += 64) __builtin_prefetch(next + off, 1, 3);
+    for (size_t off = 0; off < sizeof *s; off += 64) __builtin_prefetch(next + off, 1, 3);
     return i;
 }
 
 void ncclguard_flight_on_drop(ng_flight_drop_fn fn)
 {
-    __atomic_store_n(&on_drop, fn, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&on_drop, fn);
 }
 
-static struct ng_op_record *slot(uint64_t index)
+static struct slot *slot(uint64_t index)
 {
-    struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
-    if (!base || index >= __atomic_load_n(&head, __ATOMIC_ACQUIRE)) return NULL;
+    struct slot *base = ng_atomic_load_acquire(&ring);
+    if (!base || index >= ng_atomic_load_acquire(&head)) return NULL;
     return &base[index & mask];
 }
 
 int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)
 {
-    struct ng_op_record *r = slot(index);
-    if (!r || copy_words(r, index, out, WORDS) != 0) return -1;
+    struct slot *s = slot(index);
+    if (!s || copy_words(s, index, out, WORDS) != 0) return -1;
     return (out->state_word >> STATE_BITS) == index ? 0 : -1;
 }
 
 int ncclguard_flight_state(uint64_t index)
 {
-    struct ng_op_record *r = slot(index);
-    if (!r) return -1;
-    uint64_t w = __atomic_load_n(&r->state_word, __ATOMIC_ACQUIRE);
+    struct slot *s = slot(index);
+    if (!s) return -1;
+    uint64_t w = ng_atomic_load_acquire(&s->w[WORD(state_word)]);
     return (w >> STATE_BITS) == index ? (int)(w & STATE_MASK) : -1;
 }
 
 int ncclguard_flight_advance(uint64_t index, int from, int to)
 {
-    struct ng_op_record *r = slot(index);
-    if (!r) return -1;
+    struct slot *s = slot(index);
+    if (!s) return -1;
     uint64_t expected = pack(index, from);
-    return __atomic_compare_exchange_n(&r->state_word, &expected, pack(index, to), 0,
-                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-               ? 0
-               : -1;
+    return ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &expected, pack(index, to)) ? 0 : -1;
 }
 
 void ncclguard_flight_set(uint64_t index, size_t offset, uint64_t value)
 {
-    struct ng_op_record *r = slot(index);
-    if (!r || offset >= offsetof(struct ng_op_record, state_word)) return;
-    if (__atomic_load_n(&r->version, __ATOMIC_ACQUIRE) != 2 * index + 2) return;
-    __atomic_store_n(&words(r)[offset / sizeof(uint64_t)], value, __ATOMIC_RELAXED);
+    struct slot *s = slot(index);
+    if (!s || offset >= offsetof(struct ng_op_record, state_word)) return;
+    if (ng_atomic_load_acquire(&s->w[WORD(version)]) != 2 * index + 2) return;
+    ng_atomic_store_relaxed(&s->w[offset / sizeof(uint64_t)], value);
 }
 
 uint64_t ncclguard_flight_head(void)
 {
-    return __atomic_load_n(&head, __ATOMIC_ACQUIRE);
+    return ng_atomic_load_acquire(&head);
 }
 
 void ncclguard_flight_stats(struct ng_flight_stats *out)
@@ -187,24 +181,17 @@ void ncclguard_flight_stats(struct ng_flight_stats *out)
     out->recorded = h;
     out->capacity = capacity;
     out->overwritten = h > capacity ? h - capacity : 0;
-    out->dropped_inflight = __atomic_load_n(&dropped_inflight, __ATOMIC_RELAXED);
-}
-
-const char *ncclguard_op_state_name(int state)
-{
-    static const char *const names[] = {"scheduled", "started", "completed",
-                                        "failed",    "aborted", "captured"};
-    return state >= 0 && state < NG_OP_NSTATES ? names[state] : "unknown";
+    out->dropped_inflight = ng_atomic_load_relaxed(&dropped_inflight);
 }
 
 void ncclguard_flight_atfork_child(void)
 {
-    struct ng_op_record *base = __atomic_load_n(&ring, __ATOMIC_ACQUIRE);
+    struct slot *base = ng_atomic_load_acquire(&ring);
     if (!base) return;
     for (uint64_t i = 0; i < capacity; i++) {
-        base[i].state_word = pack(i - capacity, NG_OP_COMPLETED);
-        base[i].version = 0;
+        ng_atomic_store_relaxed(&base[i].w[WORD(state_word)], pack(i - capacity, NG_OP_COMPLETED));
+        ng_atomic_store_relaxed(&base[i].w[WORD(version)], 0);
     }
-    head = 0;
-    dropped_inflight = 0;
+    ng_atomic_store_relaxed(&head, 0);
+    ng_atomic_store_relaxed(&dropped_inflight, 0);
 }

@@ -29,21 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum ng_op_state {
-    NG_OP_SCHEDULED = 0, /* enqueued; the GPU has not reached it */
-    NG_OP_STARTED,       /* the GPU passed the start marker */
-    NG_OP_COMPLETED,     /* the GPU passed the end marker */
-    NG_OP_FAILED,        /* NCCL returned an error at enqueue, or an async error */
-    NG_OP_ABORTED,       /* its communicator was aborted or revoked before it finished */
-    NG_OP_CAPTURED,      /* recorded into a CUDA graph: no markers */
-    NG_OP_NSTATES
-};
-
-/* True for a state that never changes again. */
-static inline int ng_op_state_final(int s)
-{
-    return s >= NG_OP_COMPLETED;
-}
+#include "base/ops.h"
 
 #define NG_NO_MARKER (-1)
 
@@ -61,20 +47,23 @@ struct ng_op_record {
     uint64_t thread_id;      /* gettid() of the caller */
     int64_t enqueue_ns;      /* CLOCK_REALTIME */
     int64_t enqueue_mono_ns; /* CLOCK_MONOTONIC */
-    int64_t op;              /* enum ng_op_type */
+    int64_t op;              /* enum ng_op_type (base/ops.h) */
     int64_t dtype;           /* ncclDataType_t */
     int64_t redop;           /* ncclRedOp_t, -1 when none */
-    int64_t root;            /* root or peer, -1 when none */
+    union {
+        int64_t root;        /* a rooted collective's root, -1 when none */
+        int64_t peer;        /* a Send's or Recv's peer (comm rank) */
+    };
     int64_t comm_rank, comm_nranks;
     int64_t comm_slot;       /* index of the communicator in the registry, -1 if none */
-    int64_t marker;          /* CUDA event pair (cuda.h of the shim), NG_NO_MARKER if none */
+    int64_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
     int64_t result;          /* ncclResult_t the enqueue returned */
     /* advanced by the watchdog */
     int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale; 0 unknown */
     int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */
     uint64_t flags;                     /* NG_REC_* */
     /* concurrency */
-    uint64_t state_word; /* (index << 8) | enum ng_op_state */
+    uint64_t state_word; /* (index << 8) | enum ng_op_state (base/ops.h) */
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
 };
 
@@ -135,8 +124,6 @@ void ncclguard_flight_set(uint64_t index, size_t offset, uint64_t value);
 uint64_t ncclguard_flight_head(void);
 
 void ncclguard_flight_stats(struct ng_flight_stats *out);
-
-const char *ncclguard_op_state_name(int state);
 
 /* fork(): the child starts with an empty ring. */
 void ncclguard_flight_atfork_child(void);

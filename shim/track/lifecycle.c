@@ -1,24 +1,24 @@
 /*
- * lifecycle.c: the hooks of communicator creation and ending, async-error
- * queries, and the fence around communicators that ncclguard aborted (see
- * track.h for the contracts). Creation and ending are not hot paths: these
+ * lifecycle.c: see lifecycle.h. Creation and ending are not hot paths: these
  * hooks may take the registry's lock and write events.
  */
+#include "track/lifecycle.h"
+
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "track/comm.h"
-#include "policy/config.h"
+#include "base/atomic.h"
 #include "base/events.h"
+#include "base/hash.h"
+#include "track/comm.h"
+#include "track/deferred.h"
 #include "track/markers.h"
-#include "intercept/start.h"
-#include "track/ops.h"
-#include "watch/watchdog.h"
+#include "track/track.h"
 
-static uint64_t init_all_calls; /* CommInitAll ids: this process only, atomic */
+static ng_atomic(uint64_t) init_all_calls; /* CommInitAll ids: this process only */
 
-static void comm_event(const char *what, const struct ng_comm *c)
+static void comm_event(const char *what, struct ng_comm *c)
 {
     ncclguard_event(what, "\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"parent\":\"%016llx\"",
                     (unsigned long long)c->id, ng_comm_rank(c), ng_comm_nranks(c),
@@ -28,8 +28,7 @@ static void comm_event(const char *what, const struct ng_comm *c)
 static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t id, int rank,
                            int nranks, uint64_t parent, const ncclConfig_t *config)
 {
-    ncclguard_first_comm();
-    if (ncclguard_settings()->track != NG_TRACK_OFF) ncclguard_gpu_prepare_current();
+    if (ncclguard_track_mode != NG_TRACK_OFF) ncclguard_markers_prepare_current();
     t->out = out;
     t->comm = ncclguard_comm_new(id, rank, nranks, parent, config);
 }
@@ -38,7 +37,7 @@ void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, i
                         int nids, const ncclUniqueId *ids, const ncclConfig_t *config)
 {
     uint64_t id = NG_HASH_SEED;
-    for (int i = 0; ids && i < nids; i++) id = ncclguard_hash(id, &ids[i], sizeof ids[i]);
+    for (int i = 0; ids && i < nids; i++) id = ng_hash(id, &ids[i], sizeof ids[i]);
     start_creation(t, out, id, rank, nranks, 0, config);
 }
 
@@ -54,9 +53,9 @@ void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev)
  * color or excluded set. */
 static uint64_t child_id(struct ng_comm *parent, const void *what, size_t len)
 {
-    uint64_t ordinal = __atomic_fetch_add(&parent->splits, 1, __ATOMIC_RELAXED);
-    uint64_t id = ncclguard_hash(parent->id, &ordinal, sizeof ordinal);
-    return ncclguard_hash(id, what, len);
+    uint64_t ordinal = ng_atomic_add_relaxed(&parent->splits, 1);
+    uint64_t id = ng_hash(parent->id, &ordinal, sizeof ordinal);
+    return ng_hash(id, what, len);
 }
 
 void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
@@ -81,7 +80,7 @@ void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int
     if (!p) return;
     uint64_t set = NG_HASH_SEED;
     if (excluded && nexcluded > 0)
-        set = ncclguard_hash(set, excluded, (size_t)nexcluded * sizeof *excluded);
+        set = ng_hash(set, excluded, (size_t)nexcluded * sizeof *excluded);
     start_creation(t, out, child_id(p, &set, sizeof set), -1, -1, p->id, config);
     ncclguard_comm_reserve_peers(t->comm, p->npeers);
 }
@@ -128,12 +127,11 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
 void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r)
 {
     if (r != ncclSuccess || !t->out) return;
-    ncclguard_first_comm();
-    uint64_t call = __atomic_fetch_add(&init_all_calls, 1, __ATOMIC_RELAXED);
+    uint64_t call = ng_atomic_add_relaxed(&init_all_calls, 1);
     pid_t pid = getpid();
     for (int i = 0; i < ndev; i++) {
-        uint64_t id = ncclguard_hash(NG_HASH_SEED, &pid, sizeof pid);
-        id = ncclguard_hash(id, &call, sizeof call);
+        uint64_t id = ng_hash(NG_HASH_SEED, &pid, sizeof pid);
+        id = ng_hash(id, &call, sizeof call);
         struct ng_comm *c = ncclguard_comm_new(id, i, ndev, 0, NULL);
         ncclguard_comm_attach(c, t->out[i]);
         ncclguard_comm_set_state(c, NG_COMM_READY);
@@ -144,12 +142,12 @@ void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind)
 {
     t->comm = ncclguard_comm_find(comm);
     t->kind = kind;
-    t->fenced = t->comm && __atomic_load_n(&t->comm->fenced, __ATOMIC_ACQUIRE);
+    t->fenced = t->comm && ng_atomic_load_acquire(&t->comm->fenced);
     if (t->fenced) return;
     ncclguard_comm_set_ending(t->comm, 1); /* the watchdog lets go of the handle */
     /* The application may release the CUDA context right after this call;
      * settle what the GPU finished while the markers can still be queried. */
-    if (t->comm) ncclguard_watchdog_settle();
+    if (t->comm) ncclguard_track_settle();
     /* Abort frees the handle even when it fails, so forget it first. */
     if (t->comm && kind == NG_END_ABORT) {
         ncclguard_comm_set_state(t->comm, NG_COMM_ABORTED);
@@ -169,7 +167,7 @@ void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r)
     if (ng_accepted(r)) ncclguard_comm_set_state(t->comm, state_of[t->kind]);
     else ncclguard_comm_set_ending(t->comm, 0);
     if (ng_accepted(r) && t->kind == NG_END_DESTROY) comm_event("comm_destroyed", t->comm);
-    if (t->kind == NG_END_DESTROY && r == ncclSuccess) ncclguard_watchdog_settle();
+    if (t->kind == NG_END_DESTROY && r == ncclSuccess) ncclguard_track_settle();
 }
 
 void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r)
@@ -178,20 +176,20 @@ void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclRe
     if (!c && r == ncclSuccess) c = ncclguard_comm_adopt(comm);
     if (!c || r != ncclSuccess || !err) return;
     if (*err == ncclSuccess) ncclguard_flush_deferred(ncclguard_comm_index(c));
-    ncclguard_watchdog_async_error(c, (int)*err);
+    ncclguard_track_async_error(c, (int)*err);
     if (*err == ncclSuccess &&
-        __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == NG_COMM_INITIALIZING)
+        ng_atomic_load_acquire(&c->state) == NG_COMM_INITIALIZING)
         ncclguard_comm_set_state(c, NG_COMM_READY);
 }
 
 /* The calling thread's last call was refused because of a fence, so that
  * ncclGetLastError(NULL) can explain it. */
-static NG_TLS const struct ng_comm *last_fenced;
+static NG_TLS struct ng_comm *last_fenced;
 
 int ncclguard_fenced(ncclComm_t comm)
 {
     struct ng_comm *c = ncclguard_comm_find(comm);
-    if (!c || !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) return 0;
+    if (!c || !ng_atomic_load_acquire(&c->fenced)) return 0;
     last_fenced = c;
     return 1;
 }
@@ -218,7 +216,7 @@ ncclResult_t ncclguard_async_error_fenced(ncclResult_t *err)
 
 const char *ncclguard_fenced_last_error(ncclComm_t comm)
 {
-    const struct ng_comm *c = comm ? ncclguard_comm_find(comm) : last_fenced;
-    if (!c || !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE)) return NULL;
+    struct ng_comm *c = comm ? ncclguard_comm_find(comm) : last_fenced;
+    if (!c || !ng_atomic_load_acquire(&c->fenced)) return NULL;
     return c->fence_reason;
 }

@@ -1,5 +1,5 @@
 /*
- * gpu.c: see gpu.h.
+ * markers.c: see markers.h.
  *
  * Driver functions are looked up by the exact names libcuda.so.1 exports
  * (cuda.h renames several: cuEventDestroy is cuEventDestroy_v2, and so on),
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/atomic.h"
 #include "base/clock.h"
 #include "base/log.h"
 
@@ -40,23 +41,23 @@ static struct {
 } cu;
 
 struct pool {
-    CUcontext ctx;   /* atomic: published once the pool is complete */
+    ng_atomic(CUcontext) ctx; /* published once the pool is complete */
     int size;
     CUevent *start, *end;
-    uint32_t *next;  /* free-stack links */
-    uint64_t head;   /* (tag << 32) | (index + 1), 0 = empty; atomic */
+    ng_atomic(uint32_t) *next; /* free-stack links */
+    ng_atomic(uint64_t) head;  /* (tag << 32) | (index + 1), 0 = empty */
     CUstream anchor_stream;
     CUevent anchor;
     int64_t anchor_ns, anchor_taken_mono_ns;
 };
 
 static struct pool pools[MAX_POOLS];
-static int npools;                  /* atomic */
-static CUcontext wanted;            /* a context that asked for a pool; atomic */
+static ng_atomic(int) npools;
+static ng_atomic(CUcontext) wanted;   /* a context that asked for a pool */
 static int pool_size = 4096;
-static int driver_state;            /* 0 unknown, 1 open, -1 unusable */
+static ng_atomic(int) driver_state;   /* 0 unknown, 1 open, -1 unusable */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
-static uint64_t no_marker, captured; /* atomic counters */
+static ng_atomic(uint64_t) no_marker, captured;
 
 static int resolve(void *lib)
 {
@@ -98,45 +99,43 @@ static void open_once(void)
     if (!lib) {
         NG_WARN("cannot open libcuda.so.1 (%s): GPU progress of NCCL ops is not tracked",
                 dlerror());
-        driver_state = -1;
+        ng_atomic_store_release(&driver_state, -1);
         return;
     }
-    __atomic_store_n(&driver_state, resolve(lib) == 0 ? 1 : -1, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&driver_state, resolve(lib) == 0 ? 1 : -1);
 }
 
-int ncclguard_gpu_open(void)
+int ncclguard_markers_open(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, open_once);
-    return __atomic_load_n(&driver_state, __ATOMIC_ACQUIRE) == 1 ? 0 : -1;
+    return ng_atomic_load_acquire(&driver_state) == 1 ? 0 : -1;
 }
 
-void ncclguard_gpu_set_pool_size(uint64_t markers)
+void ncclguard_markers_set_pool_size(uint64_t markers)
 {
     if (markers > MAX_MARKERS) markers = MAX_MARKERS;
-    if (markers >= 16 && !__atomic_load_n(&npools, __ATOMIC_ACQUIRE)) pool_size = (int)markers;
+    if (markers >= 16 && !ng_atomic_load_acquire(&npools)) pool_size = (int)markers;
 }
 
 static void free_push(struct pool *p, uint32_t i)
 {
-    uint64_t old = __atomic_load_n(&p->head, __ATOMIC_RELAXED), neu;
+    uint64_t old = ng_atomic_load_relaxed(&p->head), neu;
     do {
-        __atomic_store_n(&p->next[i], (uint32_t)old, __ATOMIC_RELAXED);
+        ng_atomic_store_relaxed(&p->next[i], (uint32_t)old);
         neu = ((old >> 32) + 1) << 32 | (i + 1);
-    } while (!__atomic_compare_exchange_n(&p->head, &old, neu, 1, __ATOMIC_RELEASE,
-                                          __ATOMIC_RELAXED));
+    } while (!ng_atomic_cas_weak_release(&p->head, &old, neu));
 }
 
 static int free_pop(struct pool *p)
 {
-    uint64_t old = __atomic_load_n(&p->head, __ATOMIC_ACQUIRE), neu;
+    uint64_t old = ng_atomic_load_acquire(&p->head), neu;
     do {
         uint32_t top = (uint32_t)old;
         if (!top) return -1;
-        uint32_t next = __atomic_load_n(&p->next[top - 1], __ATOMIC_RELAXED);
+        uint32_t next = ng_atomic_load_relaxed(&p->next[top - 1]);
         neu = ((old >> 32) + 1) << 32 | next;
-    } while (!__atomic_compare_exchange_n(&p->head, &old, neu, 1, __ATOMIC_ACQUIRE,
-                                          __ATOMIC_ACQUIRE));
+    } while (!ng_atomic_cas_weak_acquire(&p->head, &old, neu));
     return (int)(uint32_t)old - 1;
 }
 
@@ -144,9 +143,9 @@ static int free_pop(struct pool *p)
 static void create_pool(CUcontext ctx)
 {
     pthread_mutex_lock(&pool_lock);
-    int n = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
+    int n = ng_atomic_load_acquire(&npools);
     for (int i = 0; i < n; i++)
-        if (pools[i].ctx == ctx) goto out;
+        if (ng_atomic_load_relaxed(&pools[i].ctx) == ctx) goto out;
     if (n == MAX_POOLS) {
         NG_WARN_ONCE("more than %d CUDA contexts: ops on the others are not tracked", MAX_POOLS);
         goto out;
@@ -165,8 +164,8 @@ static void create_pool(CUcontext ctx)
         cu.event_create(&p->anchor, CU_EVENT_DEFAULT))
         goto fail;
     for (int i = p->size - 1; i >= 0; i--) free_push(p, (uint32_t)i);
-    __atomic_store_n(&p->ctx, ctx, __ATOMIC_RELEASE);
-    __atomic_store_n(&npools, n + 1, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&p->ctx, ctx);
+    ng_atomic_store_release(&npools, n + 1);
     goto out;
 fail:
     /* Events already made are kept (destroying may synchronize); the pool
@@ -177,56 +176,56 @@ out:
     pthread_mutex_unlock(&pool_lock);
 }
 
-void ncclguard_gpu_prepare_current(void)
+void ncclguard_markers_prepare_current(void)
 {
     CUcontext ctx = NULL;
-    if (ncclguard_gpu_open() || cu.ctx_get_current(&ctx) || !ctx) return;
+    if (ncclguard_markers_open() || cu.ctx_get_current(&ctx) || !ctx) return;
     create_pool(ctx);
 }
 
 static struct pool *pool_of(CUcontext ctx, int *id)
 {
-    int n = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
+    int n = ng_atomic_load_acquire(&npools);
     for (int i = 0; i < n; i++)
-        if (__atomic_load_n(&pools[i].ctx, __ATOMIC_ACQUIRE) == ctx) {
+        if (ng_atomic_load_acquire(&pools[i].ctx) == ctx) {
             *id = i;
             return &pools[i];
         }
     return NULL;
 }
 
-int ncclguard_gpu_stream_capturing(void *stream)
+int ncclguard_stream_capturing(void *stream)
 {
-    if (__atomic_load_n(&driver_state, __ATOMIC_ACQUIRE) != 1) return 0;
+    if (ng_atomic_load_acquire(&driver_state) != 1) return 0;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS ||
         status == CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
-    __atomic_fetch_add(&captured, 1, __ATOMIC_RELAXED);
+    ng_atomic_add_relaxed(&captured, 1);
     return 1;
 }
 
-enum ng_marker_begin ncclguard_gpu_marker_begin(void *stream, int start, int *marker)
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker)
 {
-    if (__atomic_load_n(&driver_state, __ATOMIC_ACQUIRE) != 1) return NG_MARKER_NONE;
+    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
     CUstream s = stream;
-    if (ncclguard_gpu_stream_capturing(stream)) return NG_MARKER_CAPTURED;
+    if (ncclguard_stream_capturing(stream)) return NG_MARKER_CAPTURED;
     CUcontext ctx = NULL;
     int id = 0;
     struct pool *p = NULL;
     if (cu.stream_get_ctx(s, &ctx) == CUDA_SUCCESS) p = pool_of(ctx, &id);
     int i = p ? free_pop(p) : -1;
     if (i < 0) {
-        if (!p && ctx) __atomic_store_n(&wanted, ctx, __ATOMIC_RELAXED);
+        if (!p && ctx) ng_atomic_store_relaxed(&wanted, ctx);
         if (p)
             NG_WARN_ONCE("all %d CUDA event pairs of a context are in use: later ops are "
                          "recorded without GPU progress; raise NCCLGUARD_RING", p->size);
-        __atomic_fetch_add(&no_marker, 1, __ATOMIC_RELAXED);
+        ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
     if (start && cu.event_record(p->start[i], s) != CUDA_SUCCESS) {
         free_push(p, (uint32_t)i);
-        __atomic_fetch_add(&no_marker, 1, __ATOMIC_RELAXED);
+        ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
     *marker = id * MAX_MARKERS + i;
@@ -237,18 +236,18 @@ static struct pool *pool_at(int marker, int *i)
 {
     int id = marker / MAX_MARKERS;
     *i = marker % MAX_MARKERS;
-    if (marker < 0 || id >= __atomic_load_n(&npools, __ATOMIC_ACQUIRE)) return NULL;
+    if (marker < 0 || id >= ng_atomic_load_acquire(&npools)) return NULL;
     return &pools[id];
 }
 
-int ncclguard_gpu_marker_end(int marker, void *stream)
+int ncclguard_marker_end(int marker, void *stream)
 {
     int i;
     struct pool *p = pool_at(marker, &i);
     return p && cu.event_record(p->end[i], (CUstream)stream) == CUDA_SUCCESS ? 0 : -1;
 }
 
-void ncclguard_gpu_marker_release(int marker)
+void ncclguard_marker_release(int marker)
 {
     int i;
     struct pool *p = pool_at(marker, &i);
@@ -263,7 +262,7 @@ static int64_t event_time(struct pool *p, CUevent ev)
     return p->anchor_ns + (int64_t)((double)ms * 1e6);
 }
 
-enum ng_marker_state ncclguard_gpu_marker_poll(int marker, int has_start, int64_t *start_ns,
+enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
                                                int64_t *end_ns)
 {
     int i;
@@ -285,9 +284,9 @@ enum ng_marker_state ncclguard_gpu_marker_poll(int marker, int has_start, int64_
     return r == CUDA_ERROR_NOT_READY ? NG_MARKER_PENDING : NG_MARKER_ERROR;
 }
 
-void ncclguard_gpu_watchdog_setup(void)
+void ncclguard_markers_watchdog_setup(void)
 {
-    if (ncclguard_gpu_open()) return;
+    if (ncclguard_markers_open()) return;
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (cu.exchange_capture_mode(&mode) != CUDA_SUCCESS)
         NG_WARN("cannot set the watchdog's stream capture mode to relaxed; its event queries "
@@ -300,7 +299,7 @@ static void refresh_anchor(struct pool *p)
 {
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     if (p->anchor_ns && now - p->anchor_taken_mono_ns < ANCHOR_REFRESH_NS) return;
-    if (cu.ctx_push(p->ctx)) return;
+    if (cu.ctx_push(ng_atomic_load_relaxed(&p->ctx))) return;
     int64_t t0 = ng_clock_ns(CLOCK_REALTIME);
     if (cu.event_record(p->anchor, p->anchor_stream) == CUDA_SUCCESS &&
         cu.event_synchronize(p->anchor) == CUDA_SUCCESS) {
@@ -312,23 +311,23 @@ static void refresh_anchor(struct pool *p)
     cu.ctx_pop(&dummy);
 }
 
-void ncclguard_gpu_maintain(void)
+void ncclguard_markers_maintain(void)
 {
-    if (__atomic_load_n(&driver_state, __ATOMIC_ACQUIRE) != 1) return;
-    CUcontext want = __atomic_exchange_n(&wanted, NULL, __ATOMIC_RELAXED);
+    if (ng_atomic_load_acquire(&driver_state) != 1) return;
+    CUcontext want = ng_atomic_exchange_relaxed(&wanted, NULL);
     int id;
     if (want && !pool_of(want, &id) && cu.ctx_push(want) == CUDA_SUCCESS) {
         create_pool(want);
         CUcontext dummy;
         cu.ctx_pop(&dummy);
     }
-    int n = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
+    int n = ng_atomic_load_acquire(&npools);
     for (int i = 0; i < n; i++) refresh_anchor(&pools[i]);
 }
 
-void ncclguard_gpu_stats(struct ng_gpu_stats *out)
+void ncclguard_markers_stats(struct ng_marker_stats *out)
 {
-    out->no_marker = __atomic_load_n(&no_marker, __ATOMIC_RELAXED);
-    out->captured = __atomic_load_n(&captured, __ATOMIC_RELAXED);
-    out->pools = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
+    out->no_marker = ng_atomic_load_relaxed(&no_marker);
+    out->captured = ng_atomic_load_relaxed(&captured);
+    out->pools = ng_atomic_load_acquire(&npools);
 }

@@ -1,5 +1,5 @@
 /*
- * gpu.h: the CUDA driver, seen from the shim.
+ * markers.h: the CUDA driver, seen from the shim.
  *
  * Owns: libcuda.so.1, opened with dlopen(RTLD_LOCAL) at the first communicator
  * creation and never before; the pools of CUDA events ("markers": one start and
@@ -10,9 +10,9 @@
  * path (at communicator creation, or by the watchdog) and never destroyed
  * while the process runs, since destroying an event can synchronize.
  *
- * Threads: ncclguard_gpu_marker_begin/end on application threads (hot path:
- * no lock, no malloc, CUDA event calls only); ncclguard_gpu_marker_poll and
- * _release on the watchdog, which first calls ncclguard_gpu_watchdog_setup so
+ * Threads: ncclguard_marker_begin/end on application threads (hot path:
+ * no lock, no malloc, CUDA event calls only); ncclguard_marker_poll and
+ * _release on the watchdog, which first calls ncclguard_markers_watchdog_setup so
  * that its queries never invalidate another thread's stream capture.
  */
 #ifndef NCCLGUARD_GPU_H
@@ -21,11 +21,11 @@
 #include <stdint.h>
 
 /* Opens libcuda.so.1 and resolves what the shim uses; 0, or -1 (logged once). */
-int ncclguard_gpu_open(void);
+int ncclguard_markers_open(void);
 
 /* Makes sure the context current on this thread has a marker pool (called at
  * communicator creation, off the hot path). */
-void ncclguard_gpu_prepare_current(void);
+void ncclguard_markers_prepare_current(void);
 
 enum ng_marker_begin {
     NG_MARKER_OK,       /* *marker is set and its start event recorded (if `start`) */
@@ -34,41 +34,41 @@ enum ng_marker_begin {
 };
 
 /* Takes a marker for `stream` and, when `start` is set, records its start event. */
-enum ng_marker_begin ncclguard_gpu_marker_begin(void *stream, int start, int *marker);
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker);
 
 /* True when `stream` is capturing into a CUDA graph (safe during capture). */
-int ncclguard_gpu_stream_capturing(void *stream);
+int ncclguard_stream_capturing(void *stream);
 
 /* Records the end event of `marker` on `stream`. -1 on a CUDA error. */
-int ncclguard_gpu_marker_end(int marker, void *stream);
+int ncclguard_marker_end(int marker, void *stream);
 
 /* Returns the marker to its pool (the GPU may not have reached it: reusing an
  * event only moves it). */
-void ncclguard_gpu_marker_release(int marker);
+void ncclguard_marker_release(int marker);
 
 enum ng_marker_state { NG_MARKER_PENDING, NG_MARKER_STARTED, NG_MARKER_DONE, NG_MARKER_ERROR };
 
 /* Watchdog: where the GPU is with `marker`. `has_start` says whether the start
  * event was recorded. GPU times are CLOCK_REALTIME ns, 0 when unknown. */
-enum ng_marker_state ncclguard_gpu_marker_poll(int marker, int has_start, int64_t *start_ns,
+enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
                                                int64_t *end_ns);
 
 /* Watchdog thread set-up: relaxed capture mode for this thread. */
-void ncclguard_gpu_watchdog_setup(void);
+void ncclguard_markers_watchdog_setup(void);
 
 /* Watchdog: creates pools that application threads asked for, refreshes the
  * host-clock anchors. Cheap when there is nothing to do. */
-void ncclguard_gpu_maintain(void);
+void ncclguard_markers_maintain(void);
 
-struct ng_gpu_stats {
+struct ng_marker_stats {
     uint64_t no_marker; /* ops that got no marker (pool empty, unknown context) */
     uint64_t captured;  /* ops enqueued while their stream was capturing */
     int pools;
 };
-void ncclguard_gpu_stats(struct ng_gpu_stats *out);
+void ncclguard_markers_stats(struct ng_marker_stats *out);
 
 /* Markers per pool (set from NCCLGUARD_RING before the first pool), at most
  * 65536. */
-void ncclguard_gpu_set_pool_size(uint64_t markers);
+void ncclguard_markers_set_pool_size(uint64_t markers);
 
 #endif

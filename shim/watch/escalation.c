@@ -1,4 +1,4 @@
-/* ladder.c: see ladder.h. */
+/* escalation.c: see escalation.h. */
 #include "watch/escalation.h"
 
 #include <pthread.h>
@@ -10,13 +10,13 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "track/comm.h"
-#include "policy/config.h"
-#include "evidence/dump.h"
 #include "base/events.h"
-#include "intercept/real.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "evidence/dump.h"
+#include "policy/config.h"
+#include "track/comm.h"
+#include "watch/nccl_calls.h"
 
 #define MAX_ABORTS 64
 
@@ -24,8 +24,8 @@ struct abort_job {
     struct ng_comm *comm;
     ncclComm_t handle;
     int64_t started_mono;
-    int done;     /* atomic: the helper thread returned from ncclCommAbort */
-    int result;   /* its ncclResult_t */
+    ng_atomic(int) done;   /* the helper thread returned from ncclCommAbort */
+    ng_atomic(int) result; /* its ncclResult_t */
     int reported; /* the watchdog has logged the outcome */
 };
 
@@ -37,23 +37,23 @@ static void *abort_main(void *arg)
 {
     struct abort_job *j = arg;
     pthread_setname_np(pthread_self(), "ncclguard-abort");
-    const struct ng_real *real = ncclguard_real();
-    int r = real->CommAbort ? real->CommAbort(j->handle) : ncclInvalidUsage;
-    __atomic_store_n(&j->result, r, __ATOMIC_RELAXED);
-    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
+    int r = nccl->comm_abort ? nccl->comm_abort(j->handle) : ncclInvalidUsage;
+    ng_atomic_store_relaxed(&j->result, r);
+    ng_atomic_store_release(&j->done, 1);
     return NULL;
 }
 
-void ncclguard_ladder_abort(struct ng_comm *c, const char *why)
+void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
 {
-    if (!c || __atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE) || njobs == MAX_ABORTS) return;
+    if (!c || ng_atomic_load_acquire(&c->fenced) || njobs == MAX_ABORTS) return;
     /* Fence first: from here on, nobody but the helper touches the handle. */
     pthread_mutex_lock(&c->poll_lock);
     c->ending = 1;
     snprintf(c->fence_reason, sizeof c->fence_reason,
              "ncclguard aborted this communicator: %s; see the ncclguard dump", why);
-    __atomic_store_n(&c->fenced, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&c->state, NG_COMM_ABORTED, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&c->fenced, 1);
+    ng_atomic_store_release(&c->state, NG_COMM_ABORTED);
     pthread_mutex_unlock(&c->poll_lock);
 
     struct abort_job *j = &jobs[njobs++];
@@ -77,18 +77,19 @@ void ncclguard_ladder_abort(struct ng_comm *c, const char *why)
     if (rc) {
         NG_WARN("cannot start the abort thread (%s): comm %016llx stays fenced, not aborted",
                 strerror(rc), (unsigned long long)c->id);
-        j->done = j->reported = 1;
+        ng_atomic_store_relaxed(&j->done, 1);
+        j->reported = 1;
     }
 }
 
-void ncclguard_ladder_check(int64_t now_mono)
+void ncclguard_escalation_check(int64_t now_mono)
 {
     const struct ng_settings *s = ncclguard_settings();
     for (int i = 0; i < njobs; i++) {
         struct abort_job *j = &jobs[i];
         if (j->reported) continue;
         double took = (double)(now_mono - j->started_mono) / 1e9;
-        if (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE)) {
+        if (ng_atomic_load_acquire(&j->done)) {
             j->reported = 1;
             finished++;
             NG_WARN("ncclCommAbort of comm %016llx returned %d after %.1f s",
@@ -99,11 +100,11 @@ void ncclguard_ladder_check(int64_t now_mono)
         j->reported = 1;
         NG_WARN("ncclCommAbort of comm %016llx has not returned after %.1f s (abort_deadline)",
                 (unsigned long long)j->comm->id, took);
-        if (s->kill_at > 0) ncclguard_ladder_kill("ncclCommAbort missed its deadline");
+        if (s->kill_at > 0) ncclguard_escalation_kill("ncclCommAbort missed its deadline");
     }
 }
 
-void ncclguard_ladder_kill(const char *why)
+void ncclguard_escalation_kill(const char *why)
 {
     const struct ng_settings *s = ncclguard_settings();
     char path[1024];
@@ -120,7 +121,7 @@ void ncclguard_ladder_kill(const char *why)
     _exit((int)s->kill_exit);
 }
 
-void ncclguard_ladder_stats(uint64_t *started, uint64_t *done)
+void ncclguard_escalation_stats(uint64_t *started, uint64_t *done)
 {
     *started = (uint64_t)njobs;
     *done = finished;

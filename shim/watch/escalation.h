@@ -1,5 +1,5 @@
 /*
- * ladder.h: the last two steps of the escalation ladder, abort and kill (warn
+ * escalation.h: the last two steps of the escalation ladder, abort and kill (warn
  * and dump are the watchdog's own). Thresholds come from the settings
  * (abort_at, kill_at, multiples of an op's timeout; abort_deadline; kill_exit;
  * kill_core).
@@ -13,24 +13,24 @@
  *
  * Threads: the watchdog only.
  */
-#ifndef NCCLGUARD_LADDER_H
-#define NCCLGUARD_LADDER_H
+#ifndef NCCLGUARD_ESCALATION_H
+#define NCCLGUARD_ESCALATION_H
 
 #include <stdint.h>
 
 struct ng_comm;
 
 /* Starts the abort of `c` (once); `why` goes into ncclGetLastError's text. */
-void ncclguard_ladder_abort(struct ng_comm *c, const char *why);
+void ncclguard_escalation_abort(struct ng_comm *c, const char *why);
 
 /* Checks the aborts under way against abort_deadline; one that missed it
  * escalates to kill when kill_at is configured. */
-void ncclguard_ladder_check(int64_t now_mono);
+void ncclguard_escalation_check(int64_t now_mono);
 
 /* Ends the process after a durable dump. Does not return. */
-void ncclguard_ladder_kill(const char *why) __attribute__((noreturn));
+void ncclguard_escalation_kill(const char *why) __attribute__((noreturn));
 
 /* Aborts started and finished so far (summary, tests). */
-void ncclguard_ladder_stats(uint64_t *started, uint64_t *finished);
+void ncclguard_escalation_stats(uint64_t *started, uint64_t *finished);
 
 #endif

@@ -16,21 +16,24 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/atomic.h"
 #include "base/clock.h"
-#include "track/comm.h"
-#include "policy/config.h"
-#include "evidence/dump.h"
-#include "policy/envaudit.h"
 #include "base/events.h"
-#include "track/flight.h"
-#include "track/markers.h"
-#include "track/groups.h"
-#include "intercept/real.h"
+#include "base/identity.h"
 #include "base/json.h"
-#include "watch/escalation.h"
 #include "base/log.h"
+#include "evidence/dump.h"
+#include "policy/config.h"
+#include "policy/envaudit.h"
+#include "track/comm.h"
+#include "track/flight.h"
+#include "track/groups.h"
+#include "track/markers.h"
+#include "track/track.h"
+#include "watch/escalation.h"
+#include "watch/nccl_calls.h"
 #include "watch/stats.h"
-#include "track/ops.h"
+#include "watch/timeouts.h"
 
 #define SLOW_LINES_PER_WINDOW 10
 /* The factor rule ignores ops shorter than this: a 20 us op that took 300 us
@@ -38,13 +41,19 @@
 #define SLOW_FACTOR_FLOOR_NS (1000LL * 1000)
 #define SLOW_WINDOW_NS (10LL * 1000000000)
 
+/* Why a dump is due: the reason of the most recent request wins. */
+enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT };
+static const char *const dump_reason_name[] = {
+    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout"};
+
 static pthread_t thread;
-static int running;                  /* atomic */
-static int dump_requested;           /* atomic; set from signal handlers */
+static ng_atomic(int) running;
+static ng_atomic(int) dump_requested; /* enum dump_reason; set from signal handlers too */
 static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t tail;                /* under poll_lock */
-static struct ng_watchdog_stats st;  /* under poll_lock (read relaxed elsewhere) */
-static unsigned char init_reported[1024];
+static uint64_t tail;                 /* under poll_lock */
+static struct ng_watchdog_stats st;   /* under poll_lock */
+static ng_atomic(uint64_t) async_errors; /* reported from any thread */
+static unsigned char init_reported[NG_MAX_COMMS];
 static int64_t slow_window_start;
 static int slow_lines;
 static uint64_t slow_suppressed;
@@ -71,7 +80,7 @@ static void write_dump(const char *reason)
  * its first ops were recorded, so the registry may know better. */
 static long long comm_size(const struct ng_op_record *r)
 {
-    const struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
+    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
     int n = c ? ng_comm_nranks(c) : -1;
     return r->comm_nranks > 0 ? r->comm_nranks : n;
 }
@@ -79,10 +88,10 @@ static long long comm_size(const struct ng_op_record *r)
 /* "AllReduce #1042", "Send #5 to peer 3", "Recv #5 from peer 1". */
 static const char *describe(const struct ng_op_record *r, char *buf, size_t len)
 {
-    const char *name = ncclguard_op_name((int)r->op);
+    const char *name = ng_op_name((int)r->op);
     if (r->op == NG_OP_SEND || r->op == NG_OP_RECV)
         snprintf(buf, len, "%s #%llu %s peer %lld", name, (unsigned long long)r->p2p_seq,
-                 r->op == NG_OP_SEND ? "to" : "from", (long long)r->root);
+                 r->op == NG_OP_SEND ? "to" : "from", (long long)r->peer);
     else
         snprintf(buf, len, "%s #%llu", name, (unsigned long long)r->seq);
     return buf;
@@ -98,7 +107,7 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
     ncclguard_event("slow_op",
                     "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"bytes\":%llu,"
                     "\"duration_ns\":%lld,\"median_ns\":%lld",
-                    (unsigned long long)r->comm_id, ncclguard_op_name((int)r->op),
+                    (unsigned long long)r->comm_id, ng_op_name((int)r->op),
                     (unsigned long long)r->seq, (unsigned long long)r->bytes,
                     (long long)dur_ns, (long long)median_ns);
     if (now - slow_window_start > SLOW_WINDOW_NS) {
@@ -131,15 +140,16 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
     /* The newest op seen completed: a collective's seq, or a peer's p2p_seq.
      * Only this thread writes them. */
-    uint64_t *done = NULL, seq = r->seq;
+    ng_atomic(uint64_t) *done = NULL;
+    uint64_t seq = r->seq;
     if (c && r->seq) {
         done = &c->completed_seq;
-    } else if (c && r->root >= 0 && r->root < c->npeers) {
-        done = &c->peers[r->root].done;
+    } else if (c && r->peer >= 0 && r->peer < c->npeers) {
+        done = &ng_atomic_load_acquire(&c->peers)[r->peer].done;
         seq = r->p2p_seq;
     }
-    if (done && seq > __atomic_load_n(done, __ATOMIC_RELAXED))
-        __atomic_store_n(done, seq, __ATOMIC_RELAXED);
+    if (done && seq > ng_atomic_load_relaxed(done))
+        ng_atomic_store_relaxed(done, seq);
     int64_t dur = gpu_start && gpu_end ? gpu_end - gpu_start : now_real - r->enqueue_ns;
     const struct ng_settings *s = ncclguard_settings();
     int64_t median = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur);
@@ -152,7 +162,6 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     }
 }
 
-/* Where the GPU is with record `index`; moves its state on. */
 /* Streams found busy in this scan: a stream runs its work in order, so once
  * one of its ops is not finished, the later ones have not started; their
  * markers need no query (this keeps a poll cheap with many ops queued). */
@@ -177,22 +186,22 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, int
         shared = 1;
     }
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    int cs = c ? __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) : NG_COMM_READY;
+    int cs = c ? ng_atomic_load_acquire(&c->state) : NG_COMM_READY;
     int end = marker == NG_GROUP_FAILED                       ? NG_OP_FAILED
               : cs == NG_COMM_ABORTED || cs == NG_COMM_REVOKED ? NG_OP_ABORTED
                                                                : -1;
     if (end >= 0) {
         if (ncclguard_flight_advance(index, state, end) != 0) return state;
-        /* A deferred marker is still held by track.c, which returns it. */
+        /* A deferred marker is still held by track/deferred.c, which returns it. */
         if (marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
             if (shared) ncclguard_group_put(r->group_id, r->stream);
-            else ncclguard_gpu_marker_release(marker);
+            else ncclguard_marker_release(marker);
         }
         return end;
     }
     if (marker < 0 || (r->flags & NG_REC_DEFERRED) || stream_busy(r->stream)) return state;
     int64_t gs = 0, ge = 0;
-    enum ng_marker_state m = ncclguard_gpu_marker_poll(marker, has_start, &gs, &ge);
+    enum ng_marker_state m = ncclguard_marker_poll(marker, has_start, &gs, &ge);
     if (m != NG_MARKER_DONE && nbusy < BUSY_STREAMS) busy[nbusy++] = r->stream;
     int to = m == NG_MARKER_DONE ? NG_OP_COMPLETED
              : m == NG_MARKER_STARTED ? NG_OP_STARTED
@@ -209,16 +218,15 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, int
     if (ncclguard_flight_advance(index, state, to) != 0) return state;
     if (ng_op_state_final(to)) {
         if (shared) ncclguard_group_put(r->group_id, r->stream);
-        else ncclguard_gpu_marker_release(marker);
+        else ncclguard_marker_release(marker);
     }
     if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, now_real, now_mono);
     return to;
 }
 
 /* Escalations decided in one poll (see escalate), per communicator slot. */
-#define MAX_PENDING 1024
-static struct ng_comm *pending_abort[MAX_PENDING];
-static char pending_why[MAX_PENDING][128];
+static struct ng_comm *pending_abort[NG_MAX_COMMS];
+static char pending_why[NG_MAX_COMMS][128];
 static char kill_why[160];
 
 /* Timeouts found in one poll, per communicator: the oldest op gets the log
@@ -268,12 +276,8 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
     if (state == NG_OP_CAPTURED) return;
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
-    static int op_index[NG_OP_NTYPES + 1] = {[0] = -2};
-    if (op_index[0] == -2) /* the per-op timeout of each op type, looked up once */
-        for (int t = NG_OP_NTYPES - 1; t >= 0; t--)
-            op_index[t] = ncclguard_timeout_op(ncclguard_op_name(t));
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
-                                       op_index[r->op], r->bytes);
+                                       (int)r->op, r->bytes);
     double warn_at = ncclguard_action_after_s(s, NG_ACTION_WARN, limit);
     double dump_at = ncclguard_action_after_s(s, NG_ACTION_DUMP, limit);
     double age = (double)(now_mono - r->enqueue_mono_ns) / 1e9;
@@ -286,25 +290,25 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
         ncclguard_event("timeout",
                         "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"p2p_seq\":%llu,"
                         "\"state\":\"%s\",\"in_flight_s\":%.1f",
-                        (unsigned long long)r->comm_id, ncclguard_op_name((int)r->op),
+                        (unsigned long long)r->comm_id, ng_op_name((int)r->op),
                         (unsigned long long)r->seq, (unsigned long long)r->p2p_seq,
-                        ncclguard_op_state_name(state), age);
+                        ng_op_state_name(state), age);
     }
     if (dump_at > 0 && age >= dump_at && !(flags & NG_REC_DUMPED)) {
         NG_FLIGHT_SET(index, flags, flags | NG_REC_DUMPED);
-        __atomic_store_n(&dump_requested, 2, __ATOMIC_RELAXED);
+        ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
     }
     double abort_at = ncclguard_action_after_s(s, NG_ACTION_ABORT, limit);
     double kill_at = ncclguard_action_after_s(s, NG_ACTION_KILL, limit);
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
     char what[96];
-    if (abort_at > 0 && age >= abort_at && c && !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE) &&
-        !pending_abort[r->comm_slot % MAX_PENDING]) {
-        pending_abort[r->comm_slot % MAX_PENDING] = c;
-        snprintf(pending_why[r->comm_slot % MAX_PENDING], sizeof pending_why[0],
+    if (abort_at > 0 && age >= abort_at && c && !ng_atomic_load_acquire(&c->fenced) &&
+        !pending_abort[r->comm_slot % NG_MAX_COMMS]) {
+        pending_abort[r->comm_slot % NG_MAX_COMMS] = c;
+        snprintf(pending_why[r->comm_slot % NG_MAX_COMMS], sizeof pending_why[0],
                  "%s was in flight %.1f s, past abort_at", describe(r, what, sizeof what), age);
         if (!(flags & NG_REC_DUMPED)) /* evidence first */
-            __atomic_store_n(&dump_requested, 2, __ATOMIC_RELAXED);
+            ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
     }
     if (kill_at > 0 && age >= kill_at && !kill_why[0]) {
         snprintf(kill_why, sizeof kill_why, "%s in flight %.1f s, past kill_at",
@@ -315,13 +319,13 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
 /* The abort and kill steps decided during a scan, carried out after its dump. */
 static void escalate(int64_t now_mono)
 {
-    for (int i = 0; i < MAX_PENDING; i++) {
+    for (int i = 0; i < NG_MAX_COMMS; i++) {
         if (!pending_abort[i]) continue;
-        ncclguard_ladder_abort(pending_abort[i], pending_why[i]);
+        ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
-    ncclguard_ladder_check(now_mono);
-    if (kill_why[0]) ncclguard_ladder_kill(kill_why);
+    ncclguard_escalation_check(now_mono);
+    if (kill_why[0]) ncclguard_escalation_kill(kill_why);
 }
 
 static void scan_ops(int64_t now_real, int64_t now_mono)
@@ -330,7 +334,7 @@ static void scan_ops(int64_t now_real, int64_t now_mono)
     struct ng_flight_stats fs;
     ncclguard_flight_stats(&fs);
     if (head - tail > fs.capacity) tail = head - fs.capacity;
-    int track = ncclguard_settings()->track;
+    enum ng_track_mode track = ncclguard_track_mode;
     if (track == NG_TRACK_OFF) { /* GPU progress is not followed */
         tail = head;
         return;
@@ -361,12 +365,11 @@ static void check_comms(int64_t now_real)
 {
     const struct ng_settings *s = ncclguard_settings();
     double init_limit = ncclguard_timeout_s(s, NG_TIMEOUT_INIT, -1, 0);
-    const struct ng_real *real = ncclguard_real();
+    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
     for (int i = 0; i < ncclguard_comm_count(); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
-        int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-        if (state == NG_COMM_INITIALIZING && init_limit > 0 && i < (int)sizeof init_reported &&
-            !init_reported[i] && (double)(now_real - c->created_ns) / 1e9 >= init_limit) {
+        int state = ng_atomic_load_acquire(&c->state);
+        if (state == NG_COMM_INITIALIZING && init_limit > 0 && !init_reported[i] && (double)(now_real - c->created_ns) / 1e9 >= init_limit) {
             init_reported[i] = 1;
             st.init_timeouts++;
             char idb[8];
@@ -374,28 +377,28 @@ static void check_comms(int64_t now_real)
                     short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c),
                     (double)(now_real - c->created_ns) / 1e9);
             ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
-            __atomic_store_n(&dump_requested, 3, __ATOMIC_RELAXED);
+            ng_atomic_store_relaxed(&dump_requested, DUMP_INIT_TIMEOUT);
         }
         if (state != NG_COMM_READY && state != NG_COMM_INITIALIZING) continue;
         ncclResult_t err = ncclSuccess;
         int rank = -1, nranks = -1, dev = -1;
         pthread_mutex_lock(&c->poll_lock);
         ncclComm_t h = ncclguard_comm_handle(c);
-        int usable = !c->ending && h && real->CommGetAsyncError;
-        ncclResult_t r = usable ? real->CommGetAsyncError(h, &err) : ncclInvalidUsage;
+        int usable = !c->ending && h && nccl->comm_get_async_error;
+        ncclResult_t r = usable ? nccl->comm_get_async_error(h, &err) : ncclInvalidUsage;
         if (usable && r == ncclSuccess && err == ncclSuccess &&
-            __atomic_load_n(&c->device, __ATOMIC_RELAXED) < 0 &&
-            real->CommCount && real->CommUserRank && real->CommCuDevice) {
-            real->CommCount(h, &nranks);
-            real->CommUserRank(h, &rank);
-            real->CommCuDevice(h, &dev);
+            ng_atomic_load_relaxed(&c->device) < 0 &&
+            nccl->comm_count && nccl->comm_user_rank && nccl->comm_cu_device) {
+            nccl->comm_count(h, &nranks);
+            nccl->comm_user_rank(h, &rank);
+            nccl->comm_cu_device(h, &dev);
         }
         pthread_mutex_unlock(&c->poll_lock);
         if (r != ncclSuccess) continue;
         if (nranks > 0) { /* read by application threads: atomic stores */
-            __atomic_store_n(&c->nranks, nranks, __ATOMIC_RELAXED);
-            __atomic_store_n(&c->rank, rank, __ATOMIC_RELAXED);
-            __atomic_store_n(&c->device, dev, __ATOMIC_RELAXED);
+            ng_atomic_store_relaxed(&c->nranks, nranks);
+            ng_atomic_store_relaxed(&c->rank, rank);
+            ng_atomic_store_relaxed(&c->device, dev);
         }
         if (err == ncclSuccess && state == NG_COMM_INITIALIZING)
             ncclguard_comm_set_state(c, NG_COMM_READY);
@@ -405,13 +408,13 @@ static void check_comms(int64_t now_real)
 
 void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
 {
-    int last = __atomic_exchange_n(&c->last_async_error, err, __ATOMIC_RELAXED);
+    int last = ng_atomic_exchange_relaxed(&c->last_async_error, err);
     if (err == ncclSuccess || err == ncclInProgress || err == last) return;
-    __atomic_fetch_add(&st.async_errors, 1, __ATOMIC_RELAXED);
-    const struct ng_real *real = ncclguard_real();
+    ng_atomic_add_relaxed(&async_errors, 1);
+    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
     char idb[8];
     NG_WARN("async error on comm %s… (rank %d of %d): %s", short_id(c->id, idb),
-            ng_comm_rank(c), ng_comm_nranks(c), real->GetErrorString ? real->GetErrorString((ncclResult_t)err) : "?");
+            ng_comm_rank(c), ng_comm_nranks(c), nccl->get_error_string ? nccl->get_error_string((ncclResult_t)err) : "?");
     ncclguard_event("async_error", "\"comm\":\"%016llx\",\"error\":%d",
                     (unsigned long long)c->id, err);
 }
@@ -427,11 +430,11 @@ static void poll(int full)
     report_timeouts();
     if (full) {
         ncclguard_track_refresh_clock();
-        ncclguard_gpu_maintain();
+        ncclguard_markers_maintain();
         check_comms(now_real);
         st.polls++;
-        int why = __atomic_exchange_n(&dump_requested, 0, __ATOMIC_RELAXED);
-        if (why) write_dump(why == 1 ? "signal" : why == 2 ? "timeout" : "init_timeout");
+        int why = ng_atomic_exchange_relaxed(&dump_requested, 0);
+        if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
         escalate(now_mono);
     }
     pthread_mutex_unlock(&poll_lock);
@@ -453,14 +456,17 @@ static void *watchdog_main(void *arg)
     /* Named before anything else: the fake NCCL's call log tells the shim's own
      * calls from the application's by this name. */
     pthread_setname_np(pthread_self(), "ncclguard-wd");
-    ncclguard_gpu_watchdog_setup();
+    ncclguard_markers_watchdog_setup();
     /* NCCL calls of the shim's own are made on this thread only, so that the
      * application's threads see exactly their own calls. */
-    ncclguard_nccl_version_probe();
+    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
+    int version = 0;
+    if (nccl->get_version && nccl->get_version(&version) == ncclSuccess)
+        ncclguard_identity_set_nccl_version(version);
     ncclguard_envaudit_at_first_comm(); /* once per process; local rank 0 by default */
     long ms = ncclguard_settings()->poll_ms;
     struct timespec period = {ms / 1000, (ms % 1000) * 1000000};
-    while (__atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
+    while (ng_atomic_load_acquire(&running)) {
         nanosleep(&period, NULL);
         poll(1);
     }
@@ -493,7 +499,7 @@ static void install_dump_signal(int signo)
 
 void ncclguard_watchdog_start(void)
 {
-    if (__atomic_exchange_n(&running, 1, __ATOMIC_ACQ_REL)) return;
+    if (ng_atomic_exchange_acq_rel(&running, 1)) return;
     install_dump_signal(ncclguard_settings()->dump_signal);
     /* The thread takes no signals meant for the application. */
     sigset_t all, old;
@@ -502,7 +508,7 @@ void ncclguard_watchdog_start(void)
     int rc = pthread_create(&thread, NULL, watchdog_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
-        __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
+        ng_atomic_store_release(&running, 0);
         NG_WARN("cannot start the watchdog thread (%s): ops are recorded but not followed",
                 strerror(rc));
         return;
@@ -511,7 +517,7 @@ void ncclguard_watchdog_start(void)
 
 void ncclguard_watchdog_request_dump(void)
 {
-    __atomic_store_n(&dump_requested, 1, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&dump_requested, DUMP_SIGNAL);
 }
 
 void ncclguard_watchdog_at_exit(void)
@@ -525,8 +531,9 @@ void ncclguard_watchdog_at_exit(void)
 void ncclguard_watchdog_atfork_child(void)
 {
     pthread_mutex_init(&poll_lock, NULL);
-    running = 0;
-    dump_requested = 0;
+    ng_atomic_store_relaxed(&running, 0);
+    ng_atomic_store_relaxed(&dump_requested, DUMP_NONE);
+    ng_atomic_store_relaxed(&async_errors, 0);
     tail = 0;
     memset(&st, 0, sizeof st);
     memset(init_reported, 0, sizeof init_reported);
@@ -538,4 +545,5 @@ void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
     pthread_mutex_lock(&poll_lock);
     *out = st;
     pthread_mutex_unlock(&poll_lock);
+    out->async_errors = ng_atomic_load_relaxed(&async_errors);
 }

@@ -18,10 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "policy/config.h"
-#include "policy/envaudit.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config.h"
+#include "policy/config_json.h"
+#include "policy/envaudit.h"
 #include "policy/policy.h"
 
 __attribute__((constructor)) static void probe_start(void)

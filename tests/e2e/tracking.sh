@@ -202,4 +202,46 @@ else
     tail -n 5 "$TMP/wrap/out"
 fi
 
+# --- strings that the job or the policy controls, with bytes that are not UTF-8 ----------
+# Job id, paths of the dump directory, the event log, the log and the config file, and
+# the policy's values, reasons and previous values: the dump stays valid UTF-8 JSON (a
+# strict decoder reads it) and each bad byte becomes U+FFFD. Only the ranks are
+# preloaded, so that each applies the policy to the variables as they were set.
+raw=$TMP/raw
+mkdir -p "$raw"
+site=$raw/$'site\xff.conf'
+printf '[env.default]\nNCCL_NG_TEST_DEFAULT = "v\xffd"\n[env.forbid]\nNCCL_NG_TEST_FORBID = "reason \xff"\n' >"$site"
+(cd "$raw" && SLURM_JOB_ID=$'j\xffob' NCCLGUARD_CONFIG=$site NCCL_NG_TEST_FORBID=$'was\xff' \
+    NCCLGUARD_EVENTS=$raw/$'ev\xff.jsonl' NCCLGUARD_LOG=$raw/$'log\xff.txt' NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_DUMP_DIR=$raw/$'dumps\xff' with_fakes "$LAUNCH" -n 2 --timeout 120 \
+    -- env LD_PRELOAD="$(preload)" "$TRAIN" --steps 3 --quiet >"$raw/out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$raw" >"$raw/check" 2>&1 <<'PY'
+import glob, json, os, sys
+root = sys.argv[1].encode()
+dumps = glob.glob(os.path.join(root, b"dumps\xff", b"*.json"))
+assert len(dumps) == 2, dumps
+for path in dumps:
+    with open(path, "rb") as f:
+        d = json.loads(f.read().decode("utf-8"))  # strict: raises on a bad byte
+    assert d["job"] == "j\ufffdob", d["job"]
+    st = d["config"]["settings"]
+    for key, leaf in (("dump_dir", "dumps"), ("events", "ev"), ("log", "log")):
+        assert st[key]["value"].endswith("/" + leaf + "\ufffd" + ("" if key == "dump_dir" else
+               ".jsonl" if key == "events" else ".txt")), st[key]
+    src = d["config"]["sources"][0]
+    assert src["path"].endswith("/site\ufffd.conf") and src["status"] == "loaded", src
+    env = {e["name"]: e for e in d["config"]["env"]}
+    assert env["NCCL_NG_TEST_DEFAULT"]["value"] == "v\ufffdd", env
+    assert env["NCCL_NG_TEST_FORBID"]["reason"] == "reason \ufffd", env
+    assert env["NCCL_NG_TEST_FORBID"]["was"] == "was\ufffd", env
+    assert env["NCCL_NG_TEST_FORBID"]["origin"].endswith("/site\ufffd.conf:4"), env
+print("2 dumps, every string valid UTF-8")
+PY
+then
+    pass "non-UTF-8 bytes in job id, paths and policy values: $(cat "$raw/check")"
+else
+    fail "non-UTF-8 strings in the dump" "rc=$rc $(tail -n 3 "$raw/check")"; tail -n 5 "$raw/out"
+fi
+
 finish

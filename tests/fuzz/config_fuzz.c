@@ -14,10 +14,13 @@
 #include <string.h>
 
 #include "policy/config.h"
+#include "policy/config_json.h"
+#include "policy/config_load.h"
 #include "policy/envaudit.h"
 #include "policy/facts.h"
 #include "policy/ncclscan.h"
 #include "policy/policy.h"
+#include "watch/timeouts.h"
 
 static struct ng_known known;
 static struct ng_audit audit;
@@ -82,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long need = ncclguard_config_json(NULL, 0), got = ncclguard_config_json(json, sizeof json);
     if (got < 0 ? strcmp(json, "{}") != 0 : got != need || strlen(json) != (size_t)got) abort();
     const struct ng_settings *s = ncclguard_settings();
-    double t = ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ncclguard_timeout_op("AllGather"),
+    double t = ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, NG_OP_ALLGATHER,
                                    (uint64_t)size << 20);
     if (t < 0 || ncclguard_action_after_s(s, NG_ACTION_KILL, t) < 0) abort();
     audit_lines(data, size);

@@ -15,10 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/config.h"
-#include "policy/facts.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config.h"
+#include "policy/config_json.h"
+#include "policy/config_load.h"
+#include "policy/facts.h"
 #include "log_capture.h"
 #include "policy/policy.h"
 

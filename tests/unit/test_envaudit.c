@@ -14,10 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "policy/config.h"
-#include "policy/envaudit.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "policy/config.h"
+#include "policy/config_load.h"
+#include "policy/envaudit.h"
 #include "log_capture.h"
 #include "policy/ncclscan.h"
 #include "policy/policy.h"

@@ -188,7 +188,7 @@ START_TEST(only_nccl_names_are_exported)
 }
 END_TEST
 
-/* The auditor of issue 4 takes the NCCL variables a library reads from its read-only data. */
+/* The environment audit takes the NCCL variables a library reads from its read-only data. */
 START_TEST(read_only_data_names_only_the_variables_read)
 {
     char *data = NULL;

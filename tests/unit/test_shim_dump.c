@@ -30,14 +30,17 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "track/comm.h"
-#include "policy/config.h"
-#include "evidence/dump.h"
-#include "track/flight.h"
+#include "base/atomic.h"
 #include "base/identity.h"
 #include "base/json.h"
-#include "track/ops.h"
 #include "base/version.h"
+#include "evidence/dump.h"
+#include "evidence/dump_body.h"
+#include "policy/config.h"
+#include "policy/config_load.h"
+#include "track/comm.h"
+#include "track/flight.h"
+#include "track/ops.h"
 
 static char checker[PATH_MAX]; /* absolute path of tests/unit/check_dump.py */
 static char repo[PATH_MAX];    /* the repository root (the cwd at start) */
@@ -245,16 +248,16 @@ static void build_registry(void)
     ncclguard_comm_attach(c1, (ncclComm_t)(uintptr_t)0x1000);
     ncclguard_comm_set_state(c1, NG_COMM_READY);
     c1->device = 5;
-    __atomic_store_n(&c1->coll_seq, 12, __ATOMIC_RELAXED);
-    __atomic_store_n(&c1->completed_seq, 10, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&c1->coll_seq, 12);
+    ng_atomic_store_relaxed(&c1->completed_seq, 10);
     c1->peers[0] = (struct ng_peer){5, 4}; /* peers 1 and 3: no traffic, not listed */
     c1->peers[2] = (struct ng_peer){2, 2};
     c2 = ncclguard_comm_new(C2_ID, 0, 2, C1_ID, NULL);
     ck_assert_ptr_nonnull(c2);
     ncclguard_comm_set_state(c2, NG_COMM_ABORTED);
-    __atomic_store_n(&c2->coll_seq, 3, __ATOMIC_RELAXED);
-    __atomic_store_n(&c2->completed_seq, 3, __ATOMIC_RELAXED);
-    __atomic_store_n(&c2->last_async_error, ncclRemoteError, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&c2->coll_seq, 3);
+    ng_atomic_store_relaxed(&c2->completed_seq, 3);
+    ng_atomic_store_relaxed(&c2->last_async_error, ncclRemoteError);
 }
 
 static void build_ring(void)
@@ -301,7 +304,7 @@ static void expect_op(FILE *f, int i)
     opt_int(f, "group", (int64_t)r.group_id, r.group_id == 0);
     fprintf(f, "\"thread\":%llu,\"enqueue_ns\":%lld,\"enqueue_mono_ns\":%lld,\"state\":\"%s\",",
             (unsigned long long)r.thread_id, (long long)r.enqueue_ns,
-            (long long)r.enqueue_mono_ns, ncclguard_op_state_name(w->state));
+            (long long)r.enqueue_mono_ns, ng_op_state_name(w->state));
     opt_int(f, "gpu_start_ns", r.gpu_start_ns, r.gpu_start_ns == 0);
     opt_int(f, "gpu_end_ns", r.gpu_end_ns, r.gpu_end_ns == 0);
     opt_int(f, "seen_start_ns", r.seen_start_ns, r.seen_start_ns == 0);
@@ -428,7 +431,7 @@ START_TEST(large_dump_streams_through_the_buffer)
 }
 END_TEST
 
-static int stop_writers; /* atomic */
+static ng_atomic(int) stop_writers;
 
 /* Appends records until told to stop, some left in flight and some advanced,
  * as application threads and the watchdog would. */
@@ -438,7 +441,7 @@ static void *writer(void *arg)
     fill(&r, 7);
     r.thread_id = (uint64_t)(uintptr_t)arg;
     uint64_t n = 0;
-    while (!__atomic_load_n(&stop_writers, __ATOMIC_RELAXED)) {
+    while (!ng_atomic_load_relaxed(&stop_writers)) {
         r.seq = ++n;
         uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
         if (n % 3) ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_COMPLETED);
@@ -459,7 +462,7 @@ START_TEST(dump_while_writers_append)
         ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
         run_checker(path, NULL); /* valid, each record once, in dump order */
     }
-    __atomic_store_n(&stop_writers, 1, __ATOMIC_RELAXED);
+    ng_atomic_store_relaxed(&stop_writers, 1);
     for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
 }
 END_TEST

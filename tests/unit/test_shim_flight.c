@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/atomic.h"
 #include "track/flight.h"
 
 static struct ng_op_record make(uint64_t v)
@@ -32,12 +33,12 @@ static int consistent(const struct ng_op_record *r)
 }
 
 /* The drop callback: counts the records it gets, and checks each copy. */
-static uint64_t ndropped, dropped_bad; /* atomic */
+static ng_atomic(uint64_t) ndropped, dropped_bad;
 
 static void count_drop(const struct ng_op_record *r)
 {
-    __atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
-    if (!consistent(r)) __atomic_fetch_add(&dropped_bad, 1, __ATOMIC_RELAXED);
+    ng_atomic_add_relaxed(&ndropped, 1);
+    if (!consistent(r)) ng_atomic_add_relaxed(&dropped_bad, 1);
 }
 
 /* One process-wide ring: the tests run in forked children (CK_FORK default). */
@@ -110,7 +111,7 @@ END_TEST
 
 #define WRITERS 4
 #define PER_WRITER 20000
-static int torn;
+static ng_atomic(int) torn;
 
 static void *writer(void *arg)
 {
@@ -122,24 +123,24 @@ static void *writer(void *arg)
     return NULL;
 }
 
-static uint64_t nadvanced; /* records the reader moved to completed */
+static ng_atomic(uint64_t) nadvanced; /* records the reader moved to completed */
 
 /* Reads the newest records (torn copies?), and finishes the oldest ones, which
  * the writers are about to overwrite (one owner?). Ring of RING records. */
 #define RING 256
 static void *reader(void *arg)
 {
-    int *stop = arg;
-    while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
+    ng_atomic(int) *stop = arg;
+    while (!ng_atomic_load_acquire(stop)) {
         uint64_t h = ncclguard_flight_head();
         for (uint64_t i = h > 64 ? h - 64 : 0; i < h; i++) {
             struct ng_op_record out;
             if (ncclguard_flight_copy(i, &out) == 0 && !consistent(&out))
-                __atomic_fetch_add(&torn, 1, __ATOMIC_RELAXED);
+                ng_atomic_add_relaxed(&torn, 1);
         }
         for (uint64_t i = h > RING ? h - RING : 0; i < h && i < h - RING + 16; i++)
             if (ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_COMPLETED) == 0)
-                __atomic_fetch_add(&nadvanced, 1, __ATOMIC_RELAXED);
+                ng_atomic_add_relaxed(&nadvanced, 1);
     }
     return NULL;
 }
@@ -149,11 +150,11 @@ START_TEST(concurrent_writers_and_reader)
     ck_assert_int_eq(ncclguard_flight_init(RING), 0);
     ncclguard_flight_on_drop(count_drop);
     pthread_t w[WRITERS], rd;
-    int stop = 0;
+    ng_atomic(int) stop = 0;
     pthread_create(&rd, NULL, reader, &stop);
     for (uintptr_t k = 0; k < WRITERS; k++) pthread_create(&w[k], NULL, writer, (void *)k);
     for (int k = 0; k < WRITERS; k++) pthread_join(w[k], NULL);
-    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    ng_atomic_store_release(&stop, 1);
     pthread_join(rd, NULL);
     ck_assert_int_eq(torn, 0);
     struct ng_flight_stats st;

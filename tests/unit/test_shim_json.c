@@ -216,32 +216,52 @@ START_TEST(string_utf8)
 }
 END_TEST
 
-START_TEST(raw_values)
+/* NG_JSON_MEMORY keeps the document in the buffer and fails when it does not
+ * fit; NG_JSON_COUNT keeps nothing and counts. */
+START_TEST(memory_and_count_modes)
 {
-    struct sink k;
-    sink_open(&k);
-    char buf[7];
+    char buf[32];
     struct ng_json j;
-    ncclguard_json_init(&j, k.fd, buf, sizeof buf);
+    ncclguard_json_init(&j, NG_JSON_MEMORY, buf, sizeof buf);
     ncclguard_json_begin_object(&j);
-    ncclguard_json_key(&j, "config");
-    ncclguard_json_raw(&j, "{\"a\":[1,2]}", 11);
-    ncclguard_json_key(&j, "b");
-    ncclguard_json_raw(&j, "true", 4);
+    ncclguard_json_key(&j, "a");
+    ncclguard_json_int64(&j, 12);
     ncclguard_json_end_object(&j);
     ck_assert_int_eq(ncclguard_json_finish(&j), 0);
-    char *out = sink_read(&k, NULL);
-    ck_assert_str_eq(out, "{\"config\":{\"a\":[1,2]},\"b\":true}\n");
-    free(out);
-    /* an empty raw value would leave "key": without a value */
-    sink_open(&k);
-    ncclguard_json_init(&j, k.fd, buf, sizeof buf);
-    ncclguard_json_begin_array(&j);
-    ncclguard_json_raw(&j, "", 0);
-    ncclguard_json_end_array(&j);
+    ck_assert_int_eq(ncclguard_json_length(&j), 9);
+    ck_assert_int_eq(memcmp(buf, "{\"a\":12}\n", 9), 0);
+
+    char small[8];
+    ncclguard_json_init(&j, NG_JSON_MEMORY, small, sizeof small);
+    ncclguard_json_string(&j, "longer than eight");
     ck_assert_int_eq(ncclguard_json_finish(&j), -1);
-    ck_assert_int_eq(errno, EINVAL);
-    free(sink_read(&k, NULL));
+    ck_assert_int_eq(errno, ENOBUFS);
+
+    char scratch[4];
+    ncclguard_json_init(&j, NG_JSON_COUNT, scratch, sizeof scratch);
+    ncclguard_json_string(&j, "0123456789");
+    ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+    ck_assert_int_eq(ncclguard_json_length(&j), 13); /* quotes and the newline */
+}
+END_TEST
+
+/* ncclguard_json_number: at most N decimals, without trailing zeros. */
+START_TEST(numbers_without_trailing_zeros)
+{
+    static const struct {
+        double v;
+        const char *want;
+    } cases[] = {{300, "300"}, {0.5, "0.5"}, {1.25, "1.25"}, {1.2346, "1.235"},
+                 {-2, "-2"}, {1e9, "1000000000"}, {0, "0"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        struct ng_json j;
+        ncclguard_json_init(&j, NG_JSON_MEMORY, buf, sizeof buf);
+        ncclguard_json_number(&j, cases[i].v, 3);
+        ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+        buf[ncclguard_json_length(&j) - 1] = '\0';
+        ck_assert_str_eq(buf, cases[i].want);
+    }
 }
 END_TEST
 
@@ -401,7 +421,8 @@ int main(void)
     tcase_add_test(tc, newline_layout);
     tcase_add_test(tc, string_escapes);
     tcase_add_test(tc, string_utf8);
-    tcase_add_test(tc, raw_values);
+    tcase_add_test(tc, memory_and_count_modes);
+    tcase_add_test(tc, numbers_without_trailing_zeros);
     tcase_add_test(tc, format_helpers);
     tcase_add_test(tc, quote_for_json_lines);
     tcase_add_test(tc, misuse_is_sticky_einval);

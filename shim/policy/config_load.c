@@ -1,10 +1,11 @@
-/* config_parse.c: see config_parse.h. */
-#include "policy/config_parse.h"
+/* config_load.c: see config_load.h. */
+#include "policy/config_load.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "policy/condition.h"
@@ -12,30 +13,13 @@
 
 enum section { SEC_MAIN, SEC_DEFAULT, SEC_FORCE, SEC_FORBID, SEC_SKIP };
 
-static void vproblem(struct ng_conf_ctx *c, const char *consequence, const char *fmt,
-                     va_list ap)
-{
-    char msg[700];
-    if (++c->file->problems > NG_CONF_MSGS_MAX) return;
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    ncclguard_conf_say("%s:%u: %s; %s", c->file->path, c->line, msg, consequence);
-}
-
-void ncclguard_conf_problem(struct ng_conf_ctx *c, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vproblem(c, "line ignored", fmt, ap);
-    va_end(ap);
-}
-
 static void section_problem(struct ng_conf_ctx *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void section_problem(struct ng_conf_ctx *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vproblem(c, "section ignored", fmt, ap);
+    ncclguard_conf_vproblem(c, "section ignored", fmt, ap);
     va_end(ap);
 }
 
@@ -276,4 +260,31 @@ void ncclguard_config_add_buffer(enum ng_source src, const char *name, const cha
     set_path(ncclguard_conf_file_slot(src), name);
     ncclguard_lines_mem(&r, data, len);
     parse_lines(src, &r);
+}
+
+void ncclguard_config_default_paths(struct ng_config_paths *p, char *user_buf, size_t len)
+{
+    const char *site = getenv("NCCLGUARD_CONFIG");
+    p->site = site ? site : "/etc/ncclguard.conf";
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/')
+        snprintf(user_buf, len, "%s/ncclguard.conf", xdg);
+    else if (home && home[0] == '/')
+        snprintf(user_buf, len, "%s/.config/ncclguard.conf", home);
+    else if (len)
+        user_buf[0] = '\0';
+    p->user = user_buf;
+}
+
+void ncclguard_config_load(const struct ng_config_paths *paths, char *const *envp, int talk_)
+{
+    struct ng_config_paths def;
+    char user[NG_STR_MAX];
+    ncclguard_config_default_paths(&def, user, sizeof user);
+    const char *site = paths && paths->site ? paths->site : def.site;
+    const char *usr = paths && paths->user ? paths->user : def.user;
+    ncclguard_config_begin(talk_);
+    if (*site) ncclguard_config_add_file(NG_SRC_SITE, site);
+    if (*usr) ncclguard_config_add_file(NG_SRC_USER, usr);
+    ncclguard_config_finish(envp);
 }

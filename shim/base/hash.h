@@ -1,0 +1,35 @@
+/*
+ * hash.h: the shim's one hash, 64-bit FNV-1a. It makes communicator ids (the
+ * same on every rank: a hash of the ncclUniqueId), the policy's record of the
+ * values it set, and the slots of small hash tables. Not for secrets.
+ *
+ * Threads: any, including signal handlers (pure).
+ */
+#ifndef NCCLGUARD_HASH_H
+#define NCCLGUARD_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NG_HASH_SEED 0xcbf29ce484222325ULL
+
+/* Continues hash h over len bytes of data (start with NG_HASH_SEED). */
+static inline uint64_t ng_hash(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The hash of a NUL-terminated string. */
+static inline uint64_t ng_hash_str(const char *s)
+{
+    uint64_t h = NG_HASH_SEED;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+#endif

@@ -1,0 +1,74 @@
+/* track.c: see track.h. */
+#include "track/track.h"
+
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "track/deferred.h"
+#include "track/flight.h"
+#include "track/groups.h"
+#include "track/markers.h"
+
+ng_atomic(int) ncclguard_tracking;
+enum ng_track_mode ncclguard_track_mode = NG_TRACK_FULL;
+ng_atomic(int64_t) ncclguard_realtime_offset;
+
+static struct ng_track_observer observer; /* set before any thread reads it */
+
+/* A record overwritten in the ring before it finished: the watchdog will not
+ * see it finish, so its events go back to the pool now. */
+static void release_dropped(const struct ng_op_record *r)
+{
+    if (r->flags & NG_REC_DEFERRED) return; /* the deferred entry returns it */
+    if (r->marker != NG_NO_MARKER) ncclguard_marker_release((int)r->marker);
+    else if (r->group_id) ncclguard_group_put(r->group_id, r->stream);
+}
+
+void ncclguard_track_refresh_clock(void)
+{
+    int64_t off = ng_clock_ns(CLOCK_REALTIME) - ng_clock_ns(CLOCK_MONOTONIC);
+    ng_atomic_store_relaxed(&ncclguard_realtime_offset, off);
+}
+
+int ncclguard_track_start(const struct ng_track_params *p)
+{
+    ncclguard_track_mode = p->mode;
+    observer = p->observer;
+    ncclguard_track_refresh_clock();
+    if (ncclguard_flight_init(p->ring) != 0) {
+        NG_WARN("cannot allocate the flight recorder (%llu records): tracking is off",
+                (unsigned long long)p->ring);
+        ng_atomic_store_release(&ncclguard_tracking, 0);
+        return -1;
+    }
+    ncclguard_flight_on_drop(release_dropped);
+    ncclguard_groups_init(p->ring);
+    if (p->mode != NG_TRACK_OFF) {
+        /* A marker for each record of the ring, and a few for the ops being
+         * enqueued: each takes its marker before its record drops an
+         * unfinished one, which returns that one's marker. */
+        struct ng_flight_stats fs;
+        ncclguard_flight_stats(&fs);
+        ncclguard_markers_set_pool_size(fs.capacity + 64);
+        ncclguard_markers_open();
+    }
+    return 0;
+}
+
+void ncclguard_track_settle(void)
+{
+    if (observer.settle) observer.settle();
+}
+
+void ncclguard_track_async_error(struct ng_comm *c, int err)
+{
+    if (observer.async_error) observer.async_error(c, err);
+}
+
+void ncclguard_track_atfork_child(void)
+{
+    ncclguard_flight_atfork_child();
+    ncclguard_groups_atfork_child();
+    ncclguard_deferred_atfork_child();
+}
