@@ -46,6 +46,8 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 #define NG_POST_GROUP_START() ncclguard_group_start_post(ng_r);
 #define NG_PRE_GROUP_END() ncclguard_group_end_pre();
 #define NG_POST_GROUP_END() ncclguard_group_end_post(ng_r);
+#define NG_PRE_GROUP_SIMULATE_END(info) ncclguard_group_simulate_end_pre();
+#define NG_POST_GROUP_SIMULATE_END(info) ncclguard_group_simulate_end_post(ng_r);
 #define NG_PRE_INIT(out, nranks, rank, nids, ids, config) \
     ncclguard_start();                                     \
     struct ng_init_ticket ng_t;                            \

@@ -29,6 +29,7 @@ struct group_stream {
     int marker;
 };
 static NG_TLS uint64_t group_id;
+static NG_TLS int group_nonblocking; /* a communicator of the group is nonblocking */
 static NG_TLS int group_nstreams;
 static NG_TLS struct group_stream group_streams[GROUP_STREAMS];
 static NG_TLS uint64_t thread_id;
@@ -90,6 +91,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     if (mode == NG_TRACK_OFF) return;
     if (group_depth > 0) {
         r->group_id = group_id;
+        group_nonblocking |= !c->blocking;
         if (ncclguard_stream_capturing(stream)) {
             t->captured = 1;
             return;
@@ -161,6 +163,7 @@ void ncclguard_group_start_post(ncclResult_t r)
     if (group_depth++ == 0) {
         group_id = ng_atomic_add_relaxed(&group_counter, 1) + 1;
         group_nstreams = 0;
+        group_nonblocking = 0;
     }
 }
 
@@ -199,6 +202,27 @@ void ncclguard_group_end_post(ncclResult_t res)
             ncclguard_group_publish(group_id, g->stream, g->marker, g->refs);
         }
     }
+    group_nstreams = 0;
+}
+
+void ncclguard_group_simulate_end_pre(void)
+{
+    if (group_nonblocking) ncclguard_group_end_pre();
+}
+
+void ncclguard_group_simulate_end_post(ncclResult_t res)
+{
+    if (group_depth == 0) return;
+    if (group_nonblocking || group_depth > 1) {
+        ncclguard_group_end_post(res);
+        return;
+    }
+    /* The outermost end of a blocking group that is only simulated. */
+    group_depth = 0;
+    for (int i = 0; i < group_nstreams; i++)
+        if (group_streams[i].refs > 0)
+            ncclguard_group_publish(group_id, group_streams[i].stream, NG_GROUP_FAILED,
+                                    group_streams[i].refs);
     group_nstreams = 0;
 }
 

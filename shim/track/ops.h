@@ -39,6 +39,13 @@ void ncclguard_group_start_post(ncclResult_t r);
 void ncclguard_group_end_pre(void);
 void ncclguard_group_end_post(ncclResult_t r);
 
+/* ncclGroupSimulateEnd ends the group like ncclGroupEnd. On nonblocking
+ * communicators it launches the group's ops, which get their markers as at
+ * ncclGroupEnd; on blocking ones it only simulates them: they never run, and
+ * their records end `failed` without a marker. */
+void ncclguard_group_simulate_end_pre(void);
+void ncclguard_group_simulate_end_post(ncclResult_t r);
+
 /* Calls of one op type that NCCL accepted, over every communicator (summary). */
 uint64_t ncclguard_op_total(int type);
 
