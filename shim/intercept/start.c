@@ -159,7 +159,8 @@ static void start_all(void)
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,
         .observer = {.settle = ncclguard_watchdog_settle,
-                     .async_error = ncclguard_watchdog_async_error},
+                     .async_error = ncclguard_watchdog_async_error,
+                     .wake = ncclguard_watchdog_wake},
     };
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();

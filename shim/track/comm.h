@@ -74,6 +74,7 @@ struct ng_comm {
      * reaching NCCL, which freed it. */
     ng_atomic(int) fenced;
     char fence_reason[200];  /* written before `fenced` is set */
+    ng_atomic(int) announced; /* its comm_created event was written */
 };
 
 /* Split and shrink children learn their size only later: they reserve the

@@ -18,11 +18,21 @@
 
 static ng_atomic(uint64_t) init_all_calls; /* CommInitAll ids: this process only */
 
+/* An event about a communicator. "rank" of every event line is the process's
+ * global rank; the rank in the communicator is "comm_rank". */
 static void comm_event(const char *what, struct ng_comm *c)
 {
-    ncclguard_event(what, "\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"parent\":\"%016llx\"",
+    ncclguard_event(what,
+                    "\"comm\":\"%016llx\",\"comm_rank\":%d,\"comm_nranks\":%d,"
+                    "\"parent\":\"%016llx\"",
                     (unsigned long long)c->id, ng_comm_rank(c), ng_comm_nranks(c),
                     (unsigned long long)c->parent_id);
+}
+
+void ncclguard_comm_announce(struct ng_comm *c)
+{
+    if (ng_comm_nranks(c) <= 0 || ng_atomic_load_relaxed(&c->announced)) return;
+    if (!ng_atomic_exchange_relaxed(&c->announced, 1)) comm_event("comm_created", c);
 }
 
 static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t id, int rank,
@@ -103,7 +113,8 @@ struct ng_comm *ncclguard_comm_adopt(ncclComm_t handle)
     struct ng_comm *c = pending[0];
     memmove(pending, pending + 1, (size_t)--npending * sizeof pending[0]);
     ncclguard_comm_attach(c, handle);
-    comm_event("comm_created", c);
+    ncclguard_comm_announce(c);
+    ncclguard_track_wake(); /* the watchdog learns its rank and size */
     return c;
 }
 
@@ -121,7 +132,8 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
     }
     ncclguard_comm_attach(c, *t->out);
     if (r == ncclSuccess) ncclguard_comm_set_state(c, NG_COMM_READY);
-    comm_event("comm_created", c);
+    if (ng_comm_nranks(c) > 0) ncclguard_comm_announce(c);
+    else ncclguard_track_wake(); /* a split child: the watchdog learns its size now */
 }
 
 void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r)

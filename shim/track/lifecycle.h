@@ -48,6 +48,11 @@ void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);
 
 void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclResult_t r);
 
+/* Writes the comm_created event of c once its rank and size are known: at
+ * creation for a root communicator; for a split or shrink child, whose size only
+ * NCCL knows, when the watchdog has asked (any thread). */
+void ncclguard_comm_announce(struct ng_comm *c);
+
 /* A handle the registry does not know: if this thread has a nonblocking
  * split/shrink child still waiting for its handle, that child is this one. */
 struct ng_comm *ncclguard_comm_adopt(ncclComm_t handle);

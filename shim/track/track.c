@@ -66,6 +66,11 @@ void ncclguard_track_async_error(struct ng_comm *c, int err)
     if (observer.async_error) observer.async_error(c, err);
 }
 
+void ncclguard_track_wake(void)
+{
+    if (observer.wake) observer.wake();
+}
+
 void ncclguard_track_atfork_child(void)
 {
     ncclguard_flight_atfork_child();

@@ -27,11 +27,14 @@ struct ng_comm;
  *   settle:      before a communicator ends (its CUDA context may go next),
  *                advance op states from the markers on the calling thread;
  *   async_error: report an async error that the application's own
- *                ncclCommGetAsyncError saw, once.
+ *                ncclCommGetAsyncError saw, once;
+ *   wake:        poll now, not at the next period: a split child was created,
+ *                whose rank and size only NCCL knows.
  */
 struct ng_track_observer {
     void (*settle)(void);
     void (*async_error)(struct ng_comm *c, int err);
+    void (*wake)(void);
 };
 
 struct ng_track_params {
@@ -60,6 +63,7 @@ int ncclguard_track_start(const struct ng_track_params *p);
 /* The observer's hooks (no-ops before start). */
 void ncclguard_track_settle(void);
 void ncclguard_track_async_error(struct ng_comm *c, int err);
+void ncclguard_track_wake(void);
 
 /* fork(): the child starts with an empty ring, no group markers, no deferred
  * end markers (the registry forgets its records in track/comm.c). */

@@ -28,6 +28,7 @@
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/groups.h"
+#include "track/lifecycle.h"
 #include "track/markers.h"
 #include "track/track.h"
 #include "watch/escalation.h"
@@ -48,6 +49,10 @@ static const char *const dump_reason_name[] = {
 
 static pthread_t thread;
 static ng_atomic(int) running;
+/* The watchdog sleeps on this between polls; ncclguard_watchdog_wake cuts it short. */
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cond;
+static int woken; /* under sleep_lock */
 static ng_atomic(int) dump_requested; /* enum dump_reason; set from signal handlers too */
 static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t tail;                 /* under poll_lock */
@@ -396,9 +401,10 @@ static void check_comms(int64_t now_real)
         pthread_mutex_unlock(&c->poll_lock);
         if (r != ncclSuccess) continue;
         if (nranks > 0) { /* read by application threads: atomic stores */
-            ng_atomic_store_relaxed(&c->nranks, nranks);
             ng_atomic_store_relaxed(&c->rank, rank);
+            ng_atomic_store_relaxed(&c->nranks, nranks);
             ng_atomic_store_relaxed(&c->device, dev);
+            ncclguard_comm_announce(c); /* a split child's comm_created */
         }
         if (err == ncclSuccess && state == NG_COMM_INITIALIZING)
             ncclguard_comm_set_state(c, NG_COMM_READY);
@@ -450,6 +456,33 @@ void ncclguard_watchdog_settle(void)
     poll(0);
 }
 
+/* Sleeps one period, or less when woken. */
+static void sleep_until_next_poll(long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&sleep_lock);
+    while (!woken && pthread_cond_timedwait(&sleep_cond, &sleep_lock, &until) == 0) {
+    }
+    woken = 0;
+    pthread_mutex_unlock(&sleep_lock);
+}
+
+void ncclguard_watchdog_wake(void)
+{
+    if (!ng_atomic_load_acquire(&running)) return;
+    pthread_mutex_lock(&sleep_lock);
+    woken = 1;
+    pthread_cond_signal(&sleep_cond);
+    pthread_mutex_unlock(&sleep_lock);
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
@@ -465,9 +498,8 @@ static void *watchdog_main(void *arg)
         ncclguard_identity_set_nccl_version(version);
     ncclguard_envaudit_at_first_comm(); /* once per process; local rank 0 by default */
     long ms = ncclguard_settings()->poll_ms;
-    struct timespec period = {ms / 1000, (ms % 1000) * 1000000};
     while (ng_atomic_load_acquire(&running)) {
-        nanosleep(&period, NULL);
+        sleep_until_next_poll(ms);
         poll(1);
     }
     return NULL;
@@ -500,6 +532,11 @@ static void install_dump_signal(int signo)
 void ncclguard_watchdog_start(void)
 {
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sleep_cond, &ca);
+    pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
     /* The thread takes no signals meant for the application. */
     sigset_t all, old;
@@ -532,6 +569,8 @@ void ncclguard_watchdog_atfork_child(void)
 {
     pthread_mutex_init(&poll_lock, NULL);
     ng_atomic_store_relaxed(&running, 0);
+    pthread_mutex_init(&sleep_lock, NULL);
+    woken = 0;
     ng_atomic_store_relaxed(&dump_requested, DUMP_NONE);
     ng_atomic_store_relaxed(&async_errors, 0);
     tail = 0;

@@ -41,6 +41,9 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err);
 /* One full poll, for tests and the benchmark. */
 void ncclguard_watchdog_poll_once(void);
 
+/* Any thread but a signal handler: poll now instead of at the end of the period. */
+void ncclguard_watchdog_wake(void);
+
 /* Application thread, before it ends a communicator (the context may go away
  * next): advances op states from the CUDA markers, and makes no NCCL call. */
 void ncclguard_watchdog_settle(void);

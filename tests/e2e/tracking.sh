@@ -42,11 +42,40 @@ done
 if [ $counted = 1 ]; then pass "exit summary counts every op of every rank"
 else fail "exit summary counts every op"; fi
 
-NCCLGUARD_DUMP_AT_EXIT=1 job atexit -n 4 --timeout 300 -- --steps 50 --quiet
+NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_EVENTS=$TMP/atexit.events \
+    job atexit -n 4 --timeout 300 -- --steps 50 --quiet
 if [ $rc -eq 0 ] && $CHECK completed "$TMP/atexit/dumps" 4 >"$TMP/atexit/check"; then
     pass "exit dumps: every op completed, seq = last_completed_seq on every rank"
 else
     fail "exit dumps" "rc=$rc $(cat "$TMP/atexit/check")"
+fi
+
+# Split children: their rank and size in the communicator are known in every op of
+# the dump and in their comm_created event (one per communicator and rank, no key
+# twice), although only NCCL knows them when the split returns.
+if python3 - "$TMP/atexit.events" "$TMP/atexit/dumps" >"$TMP/atexit/split" 2>&1 <<'PY'
+import glob, json, sys
+def no_dup_keys(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), keys
+    return dict(pairs)
+created = [json.loads(l, object_pairs_hook=no_dup_keys) for l in open(sys.argv[1])]
+created = [e for e in created if e["event"] == "comm_created"]
+assert len(created) == 8, len(created)  # 4 ranks x (world + half)
+for e in created:
+    want = 4 if e["parent"] == "0" * 16 else 2
+    assert e["comm_nranks"] == want and 0 <= e["comm_rank"] < want, e
+for path in glob.glob(sys.argv[2] + "/*.json"):
+    d = json.load(open(path))
+    size = {c["id"]: c["nranks"] for c in d["comms"]}
+    bad = [o["seq"] for o in d["ops"] if o["comm_nranks"] != size[o["comm"]] or o["comm_rank"] < 0]
+    assert not bad, (path, bad[:5])
+print("8 comm_created events, every op with its communicator's rank and size")
+PY
+then
+    pass "split children: $(cat "$TMP/atexit/split")"
+else
+    fail "split children's rank and size" "$(tail -n 3 "$TMP/atexit/split")"
 fi
 
 # --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
@@ -242,6 +271,30 @@ then
     pass "non-UTF-8 bytes in job id, paths and policy values: $(cat "$raw/check")"
 else
     fail "non-UTF-8 strings in the dump" "rc=$rc $(tail -n 3 "$raw/check")"; tail -n 5 "$raw/out"
+fi
+
+# --- ncclGroupSimulateEnd ends the group --------------------------------------------------
+# On a blocking communicator it runs nothing; the five AllReduce after it are
+# plain ops, each with its own marker, followed to completion.
+mkdir -p "$TMP/gsim"
+(cd "$TMP/gsim" && NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_DUMP_DIR=$TMP/gsim/dumps \
+    under_shim "$E2E/group_sim" 5 >"$TMP/gsim/out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$TMP"/gsim/dumps/*.json >"$TMP/gsim/check" 2>&1 <<'PY'
+import json, sys
+ops = sorted(json.load(open(sys.argv[1]))["ops"], key=lambda o: o["seq"])
+assert len(ops) == 6, len(ops)
+sim, plain = ops[0], ops[1:]
+assert sim["group"] and sim["state"] == "failed", sim
+bad = [(o["seq"], o["state"], o["group"]) for o in plain
+       if o["group"] or o["state"] != "completed" or o["marker"] is None]
+assert not bad, bad
+print("the simulated op ended, the 5 after it completed with their own markers")
+PY
+then
+    pass "ncclGroupSimulateEnd: $(cat "$TMP/gsim/check")"
+else
+    fail "ncclGroupSimulateEnd ends the group" "rc=$rc $(tail -n 2 "$TMP/gsim/check")"
 fi
 
 finish
