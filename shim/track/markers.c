@@ -194,22 +194,26 @@ static struct pool *pool_of(CUcontext ctx, int *id)
     return NULL;
 }
 
-int ncclguard_stream_capturing(void *stream)
+enum ng_capture ncclguard_stream_capturing(void *stream)
 {
-    if (ng_atomic_load_acquire(&driver_state) != 1) return 0;
+    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_CAPTURE_NONE;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS ||
-        status == CU_STREAM_CAPTURE_STATUS_NONE)
-        return 0;
+    if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS)
+        return NG_CAPTURE_UNKNOWN;
+    if (status == CU_STREAM_CAPTURE_STATUS_NONE) return NG_CAPTURE_NONE;
     ng_atomic_add_relaxed(&captured, 1);
-    return 1;
+    return NG_CAPTURE_ACTIVE;
 }
 
 enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker)
 {
     if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
     CUstream s = stream;
-    if (ncclguard_stream_capturing(stream)) return NG_MARKER_CAPTURED;
+    switch (ncclguard_stream_capturing(stream)) {
+    case NG_CAPTURE_NONE: break;
+    case NG_CAPTURE_ACTIVE: return NG_MARKER_CAPTURED;
+    case NG_CAPTURE_UNKNOWN: ng_atomic_add_relaxed(&no_marker, 1); return NG_MARKER_NONE;
+    }
     CUcontext ctx = NULL;
     int id = 0;
     struct pool *p = NULL;

@@ -36,8 +36,16 @@ enum ng_marker_begin {
 /* Takes a marker for `stream` and, when `start` is set, records its start event. */
 enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker);
 
-/* True when `stream` is capturing into a CUDA graph (safe during capture). */
-int ncclguard_stream_capturing(void *stream);
+/* Whether `stream` may get a marker now (the query is safe during a capture). */
+enum ng_capture {
+    NG_CAPTURE_NONE,    /* not capturing: a marker may be recorded */
+    NG_CAPTURE_ACTIVE,  /* capturing into a CUDA graph: the op only records work */
+    NG_CAPTURE_UNKNOWN, /* the driver would not say (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+                         * the legacy stream while a blocking stream of its context
+                         * captures): recording an event there would invalidate that
+                         * capture, so no marker */
+};
+enum ng_capture ncclguard_stream_capturing(void *stream);
 
 /* Records the end event of `marker` on `stream`. -1 on a CUDA error. */
 int ncclguard_marker_end(int marker, void *stream);

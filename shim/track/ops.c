@@ -92,8 +92,9 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     if (group_depth > 0) {
         r->group_id = group_id;
         group_nonblocking |= !c->blocking;
-        if (ncclguard_stream_capturing(stream)) {
-            t->captured = 1;
+        enum ng_capture cap = ncclguard_stream_capturing(stream);
+        if (cap != NG_CAPTURE_NONE) { /* no marker on this stream */
+            t->captured = cap == NG_CAPTURE_ACTIVE;
             return;
         }
         int i = 0;

@@ -297,4 +297,15 @@ else
     fail "ncclGroupSimulateEnd ends the group" "rc=$rc $(tail -n 2 "$TMP/gsim/check")"
 fi
 
+# --- the legacy stream while a blocking stream captures -----------------------------------
+# cuStreamIsCapturing(NULL) answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT then; an event
+# recorded on the legacy stream would invalidate the capture, so the op gets no marker.
+FAKENCCL_NOOP=1 under_shim "$E2E/capture_implicit" >"$TMP/implicit.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '1 without GPU marker' "$TMP/implicit.out"; then
+    pass "an op on the legacy stream during another stream's capture leaves the capture valid"
+else
+    fail "capture on a blocking stream, op on the legacy stream" "rc=$rc"; tail -n 3 "$TMP/implicit.out"
+fi
+
 finish
