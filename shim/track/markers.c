@@ -297,6 +297,21 @@ void ncclguard_markers_watchdog_setup(void)
                 "could invalidate CUDA graph captures");
 }
 
+int ncclguard_markers_relaxed_begin(void)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (ng_atomic_load_acquire(&driver_state) != 1 ||
+        cu.exchange_capture_mode(&mode) != CUDA_SUCCESS)
+        return -1;
+    return (int)mode;
+}
+
+void ncclguard_markers_relaxed_end(int saved)
+{
+    CUstreamCaptureMode mode = (CUstreamCaptureMode)saved;
+    if (saved >= 0) cu.exchange_capture_mode(&mode);
+}
+
 /* Records the pool's anchor event on its private stream and notes the host
  * time, so that event times can be put on the host clock. */
 static void refresh_anchor(struct pool *p)

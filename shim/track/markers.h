@@ -64,6 +64,13 @@ enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *s
 /* Watchdog thread set-up: relaxed capture mode for this thread. */
 void ncclguard_markers_watchdog_setup(void);
 
+/* An application thread that queries markers (the settle before a communicator
+ * ends) switches to relaxed capture mode for the time of the queries, so that
+ * another thread's global-mode capture stays valid: _begin returns the mode to
+ * restore (-1: unchanged), _end restores it. */
+int ncclguard_markers_relaxed_begin(void);
+void ncclguard_markers_relaxed_end(int saved);
+
 /* Watchdog: creates pools that application threads asked for, refreshes the
  * host-clock anchors. Cheap when there is nothing to do. */
 void ncclguard_markers_maintain(void);

@@ -453,7 +453,9 @@ void ncclguard_watchdog_poll_once(void)
 
 void ncclguard_watchdog_settle(void)
 {
+    int saved = ncclguard_markers_relaxed_begin();
     poll(0);
+    ncclguard_markers_relaxed_end(saved);
 }
 
 /* Sleeps one period, or less when woken. */
@@ -559,7 +561,7 @@ void ncclguard_watchdog_request_dump(void)
 
 void ncclguard_watchdog_at_exit(void)
 {
-    poll(0);
+    ncclguard_watchdog_settle();
     pthread_mutex_lock(&poll_lock);
     if (ncclguard_settings()->dump_at_exit) write_dump("exit");
     pthread_mutex_unlock(&poll_lock);

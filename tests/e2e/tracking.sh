@@ -308,4 +308,15 @@ else
     fail "capture on a blocking stream, op on the legacy stream" "rc=$rc"; tail -n 3 "$TMP/implicit.out"
 fi
 
+# --- a communicator destroyed while another thread captures ------------------------------
+# The settle before the destroy queries markers on the application's thread: in
+# relaxed capture mode, so that the other thread's global-mode capture stays valid.
+NCCLGUARD_POLL_MS=60000 under_shim "$E2E/capture_destroy" >"$TMP/cdestroy.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+    pass "ncclCommDestroy during another thread's global-mode capture leaves the capture valid"
+else
+    fail "destroy during a capture" "rc=$rc"; tail -n 3 "$TMP/cdestroy.out"
+fi
+
 finish
