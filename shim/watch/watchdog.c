@@ -169,16 +169,24 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
 
 /* Streams found busy in this scan: a stream runs its work in order, so once
  * one of its ops is not finished, the later ones have not started; their
- * markers need no query (this keeps a poll cheap with many ops queued). */
+ * markers need no query (this keeps a poll cheap with many ops queued). The
+ * exception is the rest of the same group: the ops of a group on one stream
+ * share its marker and run together, so they take the state it was found in. */
 #define BUSY_STREAMS 64
-static uint64_t busy[BUSY_STREAMS];
+struct busy_stream {
+    uint64_t stream;
+    uint64_t group_id; /* the group whose marker was found unfinished, 0 for an op */
+    enum ng_marker_state m;
+    int64_t start_ns;
+};
+static struct busy_stream busy[BUSY_STREAMS];
 static int nbusy;
 
-static int stream_busy(uint64_t stream)
+static const struct busy_stream *busy_entry(uint64_t stream)
 {
     for (int i = 0; i < nbusy; i++)
-        if (busy[i] == stream) return 1;
-    return 0;
+        if (busy[i].stream == stream) return &busy[i];
+    return NULL;
 }
 
 /* Where the GPU is with record `index`; moves its state on and returns it. */
@@ -204,10 +212,19 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, int
         }
         return end;
     }
-    if (marker < 0 || (r->flags & NG_REC_DEFERRED) || stream_busy(r->stream)) return state;
+    if (marker < 0 || (r->flags & NG_REC_DEFERRED)) return state;
     int64_t gs = 0, ge = 0;
-    enum ng_marker_state m = ncclguard_marker_poll(marker, has_start, &gs, &ge);
-    if (m != NG_MARKER_DONE && nbusy < BUSY_STREAMS) busy[nbusy++] = r->stream;
+    enum ng_marker_state m;
+    const struct busy_stream *b = busy_entry(r->stream);
+    if (b) {
+        if (!shared || b->group_id != r->group_id) return state;
+        m = b->m;
+        gs = b->start_ns;
+    } else {
+        m = ncclguard_marker_poll(marker, has_start, &gs, &ge);
+        if (m != NG_MARKER_DONE && nbusy < BUSY_STREAMS)
+            busy[nbusy++] = (struct busy_stream){r->stream, shared ? r->group_id : 0, m, gs};
+    }
     int to = m == NG_MARKER_DONE ? NG_OP_COMPLETED
              : m == NG_MARKER_STARTED ? NG_OP_STARTED
              : m == NG_MARKER_ERROR ? NG_OP_FAILED : state;

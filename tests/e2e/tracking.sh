@@ -319,4 +319,25 @@ else
     fail "destroy during a capture" "rc=$rc"; tail -n 3 "$TMP/cdestroy.out"
 fi
 
+# --- a pipeline's broken link: a Send/Recv group that starts and never ends ---------------
+# The ops of a group on one stream share its marker, and so its state: both the Send
+# and the Recv are started, not only the first one.
+mkdir -p "$TMP/ghang"
+(cd "$TMP/ghang" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_POLL_MS=20 \
+    NCCLGUARD_DUMP_DIR=$TMP/ghang/dumps under_shim "$E2E/group_hang" 3 >"$TMP/ghang/out" 2>&1)
+if python3 - "$TMP"/ghang/dumps/*.json >"$TMP/ghang/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+assert sorted(o["op"] for o in ops) == ["Recv", "Send"], ops
+assert len({o["group"] for o in ops}) == 1 and ops[0]["group"], ops
+bad = [(o["op"], o["state"]) for o in ops if o["state"] != "started"]
+assert not bad, bad
+print("Send and Recv of the group both started")
+PY
+then
+    pass "a hung Send/Recv group: $(cat "$TMP/ghang/check")"
+else
+    fail "Send/Recv group state" "$(tail -n 2 "$TMP/ghang/check")"; tail -n 3 "$TMP/ghang/out"
+fi
+
 finish
