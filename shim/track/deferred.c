@@ -28,7 +28,7 @@ static void end_deferred(const struct ng_deferred *d)
     }
     struct ng_op_record r;
     if (ncclguard_flight_copy(d->index, &r) == 0 && !ng_op_state_final(ng_record_state(&r)))
-        NG_FLIGHT_SET(d->index, flags, r.flags & ~(uint64_t)NG_REC_DEFERRED);
+        ncclguard_flight_end_deferred(d->index);
     else
         ncclguard_marker_release(d->marker);
 }

@@ -21,7 +21,17 @@ struct slot {
     ng_atomic(uint64_t) w[WORDS];
 };
 
+/* Beside each slot: what the watchdog learnt (written by the watchdog only) and
+ * the end of a deferral (written by the application thread that ends it), each
+ * tagged with index + 1 of the record it belongs to (0: none). */
+struct side {
+    ng_atomic(uint64_t) tag;
+    ng_atomic(uint64_t) field[NG_WATCH_NFIELDS];
+    ng_atomic(uint64_t) deferred_ended; /* index + 1 */
+};
+
 static ng_atomic(struct slot *) ring;
+static struct side *sides; /* capacity entries, published with `ring` */
 static uint64_t capacity; /* a power of two; written before `ring` is published */
 static uint64_t mask;     /* capacity - 1 */
 static ng_atomic(uint64_t) head;
@@ -39,9 +49,10 @@ int ncclguard_flight_init(uint64_t cap)
     if (cap < 16) cap = 16;
     /* A power of two, so that the hot path masks instead of dividing. */
     while (cap & (cap - 1)) cap += cap & -cap;
-    /* mmap, not malloc: pages are touched only as records arrive. */
-    void *p = mmap(NULL, cap * sizeof(struct slot), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* mmap, not malloc: pages are touched only as records arrive (and zero
+     * pages are a cleared side table). */
+    void *p = mmap(NULL, cap * (sizeof(struct slot) + sizeof(struct side)),
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
     /* Slot i starts out as a finished record of index i - capacity. */
     struct slot *slots = p;
@@ -51,8 +62,10 @@ int ncclguard_flight_init(uint64_t cap)
     }
     capacity = cap;
     mask = cap - 1;
+    sides = (struct side *)(slots + cap);
     struct slot *expected = NULL;
-    if (!ng_atomic_cas_acq_rel(&ring, &expected, slots)) munmap(p, cap * sizeof(struct slot));
+    if (!ng_atomic_cas_acq_rel(&ring, &expected, slots))
+        munmap(p, cap * (sizeof(struct slot) + sizeof(struct side)));
     return 0;
 }
 
@@ -66,6 +79,26 @@ static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, 
     for (size_t w = 0; w < nwords; w++) dst[w] = ng_atomic_load_relaxed(&s->w[w]);
     ng_atomic_fence_acquire();
     return ng_atomic_load_relaxed(&s->w[WORD(version)]) == v1 ? 0 : -1;
+}
+
+/* Merges into out (record `index`, copied from its slot) what lies beside it. */
+static void merge_side(uint64_t index, struct ng_op_record *out)
+{
+    struct side *d = &sides[index & mask];
+    if (ng_atomic_load_relaxed(&d->deferred_ended) == index + 1)
+        out->flags &= ~(uint64_t)NG_REC_DEFERRED;
+    if (ng_atomic_load_acquire(&d->tag) != index + 1) return;
+    out->gpu_start_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_GPU_START]);
+    out->gpu_end_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_GPU_END]);
+    out->seen_start_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_SEEN_START]);
+    out->seen_end_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_SEEN_END]);
+    out->flags |= ng_atomic_load_relaxed(&d->field[NG_WATCH_FLAGS]) & NG_REC_WATCH_FLAGS;
+    /* the tag again: had the watchdog moved on to a newer record meanwhile, the
+     * fields may be its */
+    if (ng_atomic_load_acquire(&d->tag) != index + 1) {
+        out->gpu_start_ns = out->gpu_end_ns = out->seen_start_ns = out->seen_end_ns = 0;
+        out->flags &= ~(uint64_t)NG_REC_WATCH_FLAGS;
+    }
 }
 
 /* True when the record in slot s has CUDA events to return: a marker, or a
@@ -92,7 +125,10 @@ static __attribute__((noinline, cold)) int take(struct slot *s, uint64_t old, ui
      * behind the others: then what it held is lost */
     struct ng_op_record gone;
     ng_flight_drop_fn fn = ng_atomic_load_acquire(&on_drop);
-    if (fn && copy_words(s, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) fn(&gone);
+    if (fn && copy_words(s, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) {
+        merge_side(old >> STATE_BITS, &gone);
+        fn(&gone);
+    }
     return 1;
 }
 
@@ -143,7 +179,9 @@ int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)
 {
     struct slot *s = slot(index);
     if (!s || copy_words(s, index, out, WORDS) != 0) return -1;
-    return (out->state_word >> STATE_BITS) == index ? 0 : -1;
+    if ((out->state_word >> STATE_BITS) != index) return -1;
+    merge_side(index, out);
+    return 0;
 }
 
 int ncclguard_flight_state(uint64_t index)
@@ -162,12 +200,22 @@ int ncclguard_flight_advance(uint64_t index, int from, int to)
     return ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &expected, pack(index, to)) ? 0 : -1;
 }
 
-void ncclguard_flight_set(uint64_t index, size_t offset, uint64_t value)
+void ncclguard_flight_watch(uint64_t index, enum ng_watch_field field, uint64_t value)
 {
-    struct slot *s = slot(index);
-    if (!s || offset >= offsetof(struct ng_op_record, state_word)) return;
-    if (ng_atomic_load_acquire(&s->w[WORD(version)]) != 2 * index + 2) return;
-    ng_atomic_store_relaxed(&s->w[offset / sizeof(uint64_t)], value);
+    if (!slot(index) || field >= NG_WATCH_NFIELDS) return;
+    struct side *d = &sides[index & mask];
+    if (ng_atomic_load_relaxed(&d->tag) != index + 1) { /* a newer record: start over */
+        ng_atomic_store_relaxed(&d->tag, 0);
+        for (int f = 0; f < NG_WATCH_NFIELDS; f++) ng_atomic_store_relaxed(&d->field[f], 0);
+        ng_atomic_store_release(&d->tag, index + 1);
+    }
+    if (field == NG_WATCH_FLAGS) value &= NG_REC_WATCH_FLAGS;
+    ng_atomic_store_release(&d->field[field], value);
+}
+
+void ncclguard_flight_end_deferred(uint64_t index)
+{
+    if (slot(index)) ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
 }
 
 uint64_t ncclguard_flight_head(void)
@@ -192,6 +240,7 @@ void ncclguard_flight_atfork_child(void)
         ng_atomic_store_relaxed(&base[i].w[WORD(state_word)], pack(i - capacity, NG_OP_COMPLETED));
         ng_atomic_store_relaxed(&base[i].w[WORD(version)], 0);
     }
+    memset(sides, 0, capacity * sizeof *sides);
     ng_atomic_store_relaxed(&head, 0);
     ng_atomic_store_relaxed(&dropped_inflight, 0);
 }

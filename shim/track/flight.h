@@ -14,6 +14,13 @@
  *  - `state_word` packs (index, state): the watchdog moves a record from one
  *    state to the next with a compare-and-swap, which fails harmlessly when
  *    the slot has meanwhile been reused for a newer record;
+ *  - what the watchdog learns of a record (GPU and discovery times, the slow,
+ *    timeout and dumped flags) lives beside the ring, one entry per slot that
+ *    only the watchdog writes, tagged with the index of the record it is about;
+ *    a copy of the record merges it in only when the tag matches, so a value
+ *    meant for an overwritten record never shows in its successor. The end of a
+ *    nonblocking record's deferral is tagged the same way, by the application
+ *    thread that records its end marker;
  *  - claiming a slot whose previous record is not finished drops that record
  *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.
  *    A dropped record that holds CUDA events (a marker, or a share of its
@@ -58,10 +65,10 @@ struct ng_op_record {
     int64_t comm_slot;       /* index of the communicator in the registry, -1 if none */
     int64_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
     int64_t result;          /* ncclResult_t the enqueue returned */
-    /* advanced by the watchdog */
+    /* learnt by the watchdog: 0 in what the writer appends, merged into copies */
     int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale; 0 unknown */
     int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */
-    uint64_t flags;                     /* NG_REC_* */
+    uint64_t flags;                     /* NG_REC_*: the writer's, and the watchdog's */
     /* concurrency */
     uint64_t state_word; /* (index << 8) | enum ng_op_state (base/ops.h) */
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
@@ -73,11 +80,12 @@ static inline int ng_record_state(const struct ng_op_record *r)
     return (int)(r->state_word & 0xff);
 }
 
-#define NG_REC_SLOW 0x1u      /* reported as slow */
-#define NG_REC_TIMEOUT 0x2u   /* reported as timed out */
+#define NG_REC_SLOW 0x1u      /* reported as slow (watchdog) */
+#define NG_REC_TIMEOUT 0x2u   /* reported as timed out (watchdog) */
 #define NG_REC_DEFERRED 0x4u  /* nonblocking: end marker not yet recorded */
 #define NG_REC_FIRST 0x8u     /* first op on its communicator */
-#define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump */
+#define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
+#define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
 
 struct ng_flight_stats {
     uint64_t recorded;         /* records ever appended */
@@ -113,12 +121,17 @@ int ncclguard_flight_state(uint64_t index);
  * record changed meanwhile (overwritten, or advanced by someone else). */
 int ncclguard_flight_advance(uint64_t index, int from, int to);
 
-/* Stores one field (a member of struct ng_op_record given by its offset) of
- * record `index` if the record is still there. For the watchdog and the hooks
- * that patch a record after it was appended. */
-void ncclguard_flight_set(uint64_t index, size_t offset, uint64_t value);
-#define NG_FLIGHT_SET(index, field, value) \
-    ncclguard_flight_set(index, offsetof(struct ng_op_record, field), (uint64_t)(value))
+/* What the watchdog learnt of record `index`: one of gpu_start_ns, gpu_end_ns,
+ * seen_start_ns, seen_end_ns, or flags (its NG_REC_WATCH_FLAGS bits). Watchdog
+ * only. Kept beside the ring, tagged with `index`, so that it never lands in a
+ * newer record of the same slot. */
+enum ng_watch_field { NG_WATCH_GPU_START, NG_WATCH_GPU_END, NG_WATCH_SEEN_START,
+                      NG_WATCH_SEEN_END, NG_WATCH_FLAGS, NG_WATCH_NFIELDS };
+void ncclguard_flight_watch(uint64_t index, enum ng_watch_field field, uint64_t value);
+
+/* The application thread recorded the deferred end marker of record `index`:
+ * copies of it no longer carry NG_REC_DEFERRED. */
+void ncclguard_flight_end_deferred(uint64_t index);
 
 /* Index one past the newest record. */
 uint64_t ncclguard_flight_head(void);

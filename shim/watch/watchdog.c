@@ -162,7 +162,7 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
                (s->slow_factor > 0 && median > 0 && dur >= SLOW_FACTOR_FLOOR_NS &&
                 (double)dur > s->slow_factor * median);
     if (slow) {
-        NG_FLIGHT_SET(index, flags, r->flags | NG_REC_SLOW);
+        ncclguard_flight_watch(index, NG_WATCH_FLAGS, r->flags | NG_REC_SLOW);
         report_slow(r, dur, median, now_mono);
     }
 }
@@ -230,12 +230,12 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, int
              : m == NG_MARKER_ERROR ? NG_OP_FAILED : state;
     if (to == state || (to == NG_OP_STARTED && state != NG_OP_SCHEDULED)) return state;
     if (to != NG_OP_FAILED) {
-        if (!r->seen_start_ns && has_start) NG_FLIGHT_SET(index, seen_start_ns, now_real);
-        if (gs && !r->gpu_start_ns) NG_FLIGHT_SET(index, gpu_start_ns, gs);
+        if (!r->seen_start_ns && has_start) ncclguard_flight_watch(index, NG_WATCH_SEEN_START, (uint64_t)now_real);
+        if (gs && !r->gpu_start_ns) ncclguard_flight_watch(index, NG_WATCH_GPU_START, (uint64_t)gs);
     }
     if (to == NG_OP_COMPLETED) {
-        NG_FLIGHT_SET(index, seen_end_ns, now_real);
-        NG_FLIGHT_SET(index, gpu_end_ns, ge);
+        ncclguard_flight_watch(index, NG_WATCH_SEEN_END, (uint64_t)now_real);
+        ncclguard_flight_watch(index, NG_WATCH_GPU_END, (uint64_t)ge);
     }
     if (ncclguard_flight_advance(index, state, to) != 0) return state;
     if (ng_op_state_final(to)) {
@@ -292,10 +292,14 @@ static void report_timeouts(void)
     nnew_timeouts = 0;
 }
 
+/* Only an op whose progress the GPU tells can time out: one with a marker of its
+ * own or of its group. An op without (the driver refused an event, the pool was
+ * empty, the legacy stream during a capture) would otherwise look stuck
+ * forever; the ops around it on its stream still are followed. */
 static void check_timeout(uint64_t index, const struct ng_op_record *r, int state,
                           int64_t now_mono)
 {
-    if (state == NG_OP_CAPTURED) return;
+    if (state == NG_OP_CAPTURED || (r->marker == NG_NO_MARKER && !r->group_id)) return;
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
@@ -306,7 +310,7 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
     uint64_t flags = r->flags;
     if (warn_at > 0 && age >= warn_at && !(flags & NG_REC_TIMEOUT)) {
         flags |= NG_REC_TIMEOUT;
-        NG_FLIGHT_SET(index, flags, flags);
+        ncclguard_flight_watch(index, NG_WATCH_FLAGS, flags);
         st.timeouts++;
         note_timeout(r, state, age);
         ncclguard_event("timeout",
@@ -317,7 +321,7 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
                         ng_op_state_name(state), age);
     }
     if (dump_at > 0 && age >= dump_at && !(flags & NG_REC_DUMPED)) {
-        NG_FLIGHT_SET(index, flags, flags | NG_REC_DUMPED);
+        ncclguard_flight_watch(index, NG_WATCH_FLAGS, flags | NG_REC_DUMPED);
         ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
     }
     double abort_at = ncclguard_action_after_s(s, NG_ACTION_ABORT, limit);

@@ -96,16 +96,100 @@ START_TEST(advance_is_compare_and_swap)
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_STARTED, NG_OP_COMPLETED), -1);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_STARTED), 0);
     ck_assert_int_eq(ncclguard_flight_state(i), NG_OP_STARTED);
-    NG_FLIGHT_SET(i, gpu_start_ns, 1234);
+    ncclguard_flight_watch(i, NG_WATCH_GPU_START, 1234);
+    ncclguard_flight_watch(i, NG_WATCH_FLAGS, NG_REC_SLOW | NG_REC_FIRST);
     struct ng_op_record out;
     ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
     ck_assert_int_eq(out.gpu_start_ns, 1234);
+    ck_assert_uint_eq(out.flags, NG_REC_SLOW); /* the watchdog sets its own flags only */
     /* overwrite the slot: updates for the old index must not land */
     for (int k = 0; k < 16; k++) ncclguard_flight_append(&r, NG_OP_COMPLETED);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_STARTED, NG_OP_COMPLETED), -1);
-    NG_FLIGHT_SET(i, gpu_start_ns, 99);
+    ncclguard_flight_watch(i, NG_WATCH_GPU_START, 99);
     ck_assert_int_eq(ncclguard_flight_copy(i + 16, &out), 0);
     ck_assert_int_eq(out.gpu_start_ns, 0);
+    ck_assert_uint_eq(out.flags, 0);
+}
+END_TEST
+
+/* The end of a deferral is tagged with its record: it clears NG_REC_DEFERRED in
+ * copies of that record, and never in the next record of the slot. */
+START_TEST(deferral_end_belongs_to_its_record)
+{
+    ck_assert_int_eq(ncclguard_flight_init(16), 0);
+    struct ng_op_record r = make(1);
+    r.flags = NG_REC_DEFERRED;
+    uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    struct ng_op_record out;
+    ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+    ck_assert_uint_eq(out.flags, NG_REC_DEFERRED);
+    ncclguard_flight_end_deferred(i);
+    ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+    ck_assert_uint_eq(out.flags, 0);
+    for (int k = 0; k < 16; k++) ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    ck_assert_int_eq(ncclguard_flight_copy(i + 16, &out), 0);
+    ck_assert_uint_eq(out.flags, NG_REC_DEFERRED);
+}
+END_TEST
+
+/* The watchdog's race: it copies a record, then stores what it learnt while
+ * writers lap the ring. A value meant for record j must only ever show in
+ * record j (seen_end_ns = 7 j + 1 here), never in a later record of its slot. */
+#define LAPPERS 3
+#define LAPS_PER_WRITER 1000000
+static ng_atomic(int) race_stop;
+static ng_atomic(uint64_t) race_wrong, race_checked;
+
+static void *lapper(void *arg)
+{
+    (void)arg;
+    struct ng_op_record r = make(1);
+    for (int k = 0; k < LAPS_PER_WRITER; k++) ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    return NULL;
+}
+
+static void *racing_watchdog(void *arg)
+{
+    (void)arg;
+    while (!ng_atomic_load_acquire(&race_stop)) {
+        uint64_t h = ncclguard_flight_head();
+        for (uint64_t j = h > 8 ? h - 8 : 0; j < h; j++) {
+            struct ng_op_record out;
+            if (ncclguard_flight_copy(j, &out) == 0)
+                ncclguard_flight_watch(j, NG_WATCH_SEEN_END, 7 * j + 1);
+        }
+    }
+    return NULL;
+}
+
+static void *race_checker(void *arg)
+{
+    (void)arg;
+    while (!ng_atomic_load_acquire(&race_stop)) {
+        uint64_t h = ncclguard_flight_head();
+        for (uint64_t j = h > 16 ? h - 16 : 0; j < h; j++) {
+            struct ng_op_record out;
+            if (ncclguard_flight_copy(j, &out) != 0 || !out.seen_end_ns) continue;
+            ng_atomic_add_relaxed(&race_checked, 1);
+            if ((uint64_t)out.seen_end_ns != 7 * j + 1) ng_atomic_add_relaxed(&race_wrong, 1);
+        }
+    }
+    return NULL;
+}
+
+START_TEST(watchdog_values_never_reach_a_newer_record)
+{
+    ck_assert_int_eq(ncclguard_flight_init(16), 0);
+    pthread_t w[LAPPERS], wd, ck;
+    pthread_create(&wd, NULL, racing_watchdog, NULL);
+    pthread_create(&ck, NULL, race_checker, NULL);
+    for (int k = 0; k < LAPPERS; k++) pthread_create(&w[k], NULL, lapper, NULL);
+    for (int k = 0; k < LAPPERS; k++) pthread_join(w[k], NULL);
+    ng_atomic_store_release(&race_stop, 1);
+    pthread_join(wd, NULL);
+    pthread_join(ck, NULL);
+    ck_assert_uint_gt(race_checked, 0);
+    ck_assert_uint_eq(race_wrong, 0);
 }
 END_TEST
 
@@ -191,6 +275,8 @@ int main(void)
     tcase_add_test(tc, append_copy_and_wrap);
     tcase_add_test(tc, drop_without_events);
     tcase_add_test(tc, advance_is_compare_and_swap);
+    tcase_add_test(tc, deferral_end_belongs_to_its_record);
+    tcase_add_test(tc, watchdog_values_never_reach_a_newer_record);
     tcase_add_test(tc, concurrent_writers_and_reader);
     suite_add_tcase(s, tc);
     return ng_check_run(s);
