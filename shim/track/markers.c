@@ -58,6 +58,7 @@ static int pool_size = 4096;
 static ng_atomic(int) driver_state;   /* 0 unknown, 1 open, -1 unusable */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
 static ng_atomic(uint64_t) no_marker, captured;
+static ng_atomic(int) retired; /* pools whose context went away */
 
 static int resolve(void *lib)
 {
@@ -139,6 +140,26 @@ static int free_pop(struct pool *p)
     return (int)(uint32_t)old - 1;
 }
 
+/* The driver's answers for an event, stream or context whose context is gone
+ * (released and perhaps retained again under the same handle). */
+static int context_gone(CUresult r)
+{
+    return r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ||
+           r == CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* The pool's context is gone: its events are unusable. The pool is left out of
+ * every lookup from now on (its slot is not reused: records may still name its
+ * markers), and the next creation on that handle, or the watchdog, makes a new
+ * one. Any thread; idempotent. */
+static void retire(struct pool *p)
+{
+    CUcontext ctx = ng_atomic_exchange_acq_rel(&p->ctx, NULL);
+    if (!ctx) return;
+    ng_atomic_add_relaxed(&retired, 1);
+    ng_atomic_store_relaxed(&wanted, ctx);
+}
+
 /* Creates the pool of `ctx` (current on this thread). Not on the hot path. */
 static void create_pool(CUcontext ctx)
 {
@@ -176,13 +197,6 @@ out:
     pthread_mutex_unlock(&pool_lock);
 }
 
-void ncclguard_markers_prepare_current(void)
-{
-    CUcontext ctx = NULL;
-    if (ncclguard_markers_open() || cu.ctx_get_current(&ctx) || !ctx) return;
-    create_pool(ctx);
-}
-
 static struct pool *pool_of(CUcontext ctx, int *id)
 {
     int n = ng_atomic_load_acquire(&npools);
@@ -192,6 +206,18 @@ static struct pool *pool_of(CUcontext ctx, int *id)
             return &pools[i];
         }
     return NULL;
+}
+
+/* A context released and retained again can come back under the same handle,
+ * with the events of its old pool dead: ask one of them before trusting it. */
+void ncclguard_markers_prepare_current(void)
+{
+    CUcontext ctx = NULL;
+    if (ncclguard_markers_open() || cu.ctx_get_current(&ctx) || !ctx) return;
+    int id;
+    struct pool *p = pool_of(ctx, &id);
+    if (p && context_gone(cu.event_query(p->anchor))) retire(p);
+    create_pool(ctx);
 }
 
 enum ng_capture ncclguard_stream_capturing(void *stream)
@@ -227,8 +253,10 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker
         ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
-    if (start && cu.event_record(p->start[i], s) != CUDA_SUCCESS) {
+    CUresult r = start ? cu.event_record(p->start[i], s) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
         free_push(p, (uint32_t)i);
+        if (context_gone(r)) retire(p);
         ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
@@ -317,8 +345,13 @@ void ncclguard_markers_relaxed_end(int saved)
 static void refresh_anchor(struct pool *p)
 {
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
-    if (p->anchor_ns && now - p->anchor_taken_mono_ns < ANCHOR_REFRESH_NS) return;
-    if (cu.ctx_push(ng_atomic_load_relaxed(&p->ctx))) return;
+    CUcontext ctx = ng_atomic_load_acquire(&p->ctx);
+    if (!ctx || (p->anchor_ns && now - p->anchor_taken_mono_ns < ANCHOR_REFRESH_NS)) return;
+    CUresult r = cu.ctx_push(ctx);
+    if (r != CUDA_SUCCESS) {
+        if (context_gone(r)) retire(p);
+        return;
+    }
     int64_t t0 = ng_clock_ns(CLOCK_REALTIME);
     if (cu.event_record(p->anchor, p->anchor_stream) == CUDA_SUCCESS &&
         cu.event_synchronize(p->anchor) == CUDA_SUCCESS) {
@@ -348,5 +381,5 @@ void ncclguard_markers_stats(struct ng_marker_stats *out)
 {
     out->no_marker = ng_atomic_load_relaxed(&no_marker);
     out->captured = ng_atomic_load_relaxed(&captured);
-    out->pools = ng_atomic_load_acquire(&npools);
+    out->pools = ng_atomic_load_acquire(&npools) - ng_atomic_load_relaxed(&retired);
 }

@@ -340,4 +340,17 @@ else
     fail "Send/Recv group state" "$(tail -n 2 "$TMP/ghang/check")"; tail -n 3 "$TMP/ghang/out"
 fi
 
+# --- the primary context released and retained again, three times ------------------------
+# The event pool of the old context is dead (its events answer with an error): a new
+# one is made, every op gets a marker, nothing times out, and kill_at kills nobody.
+NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_KILL_AT=2 NCCLGUARD_POLL_MS=20 \
+    NCCLGUARD_DUMP_DIR=$TMP/ctxcycle under_shim "$E2E/ctx_cycle" 3 >"$TMP/ctxcycle.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q 'in flight\|ending the process\|without GPU marker' "$TMP/ctxcycle.out" &&
+    grep -q 'summary: 3 communicators, 30 ops' "$TMP/ctxcycle.out"; then
+    pass "context released and retained 3 times: every op followed, no timeout, no kill"
+else
+    fail "context re-retain" "rc=$rc"; grep ncclguard "$TMP/ctxcycle.out" | tail -n 3
+fi
+
 finish
