@@ -21,12 +21,16 @@ struct slot {
     ng_atomic(uint64_t) w[WORDS];
 };
 
-/* Beside each slot: what the watchdog learnt (written by the watchdog only) and
- * the end of a deferral (written by the application thread that ends it), each
- * tagged with index + 1 of the record it belongs to (0: none). */
-struct side {
+/* Beside each slot: what each watchdog thread learnt (each part written by its
+ * thread only) and the end of a deferral (written by the application thread
+ * that ends it), each tagged with index + 1 of the record it belongs to (0:
+ * none). */
+struct part {
     ng_atomic(uint64_t) tag;
     ng_atomic(uint64_t) field[NG_WATCH_NFIELDS];
+};
+struct side {
+    struct part part[NG_WATCHERS];
     ng_atomic(uint64_t) deferred_ended; /* index + 1 */
 };
 
@@ -81,24 +85,33 @@ static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, 
     return ng_atomic_load_relaxed(&s->w[WORD(version)]) == v1 ? 0 : -1;
 }
 
+/* The fields of part p for record `index` into f; 0 when the part is another
+ * record's (the tag is read again after the fields: had its thread moved on to a
+ * newer record meanwhile, they may be that one's). */
+static int read_part(struct part *p, uint64_t index, uint64_t f[NG_WATCH_NFIELDS])
+{
+    if (ng_atomic_load_acquire(&p->tag) != index + 1) return 0;
+    for (int k = 0; k < NG_WATCH_NFIELDS; k++) f[k] = ng_atomic_load_relaxed(&p->field[k]);
+    ng_atomic_fence_acquire();
+    return ng_atomic_load_relaxed(&p->tag) == index + 1;
+}
+
 /* Merges into out (record `index`, copied from its slot) what lies beside it. */
 static void merge_side(uint64_t index, struct ng_op_record *out)
 {
     struct side *d = &sides[index & mask];
     if (ng_atomic_load_relaxed(&d->deferred_ended) == index + 1)
         out->flags &= ~(uint64_t)NG_REC_DEFERRED;
-    if (ng_atomic_load_acquire(&d->tag) != index + 1) return;
-    out->gpu_start_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_GPU_START]);
-    out->gpu_end_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_GPU_END]);
-    out->seen_start_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_SEEN_START]);
-    out->seen_end_ns = (int64_t)ng_atomic_load_relaxed(&d->field[NG_WATCH_SEEN_END]);
-    out->flags |= ng_atomic_load_relaxed(&d->field[NG_WATCH_FLAGS]) & NG_REC_WATCH_FLAGS;
-    /* the tag again: had the watchdog moved on to a newer record meanwhile, the
-     * fields may be its */
-    if (ng_atomic_load_acquire(&d->tag) != index + 1) {
-        out->gpu_start_ns = out->gpu_end_ns = out->seen_start_ns = out->seen_end_ns = 0;
-        out->flags &= ~(uint64_t)NG_REC_WATCH_FLAGS;
+    uint64_t f[NG_WATCH_NFIELDS];
+    if (read_part(&d->part[NG_WATCHER_OBSERVER], index, f)) {
+        out->gpu_start_ns = (int64_t)f[NG_WATCH_GPU_START];
+        out->gpu_end_ns = (int64_t)f[NG_WATCH_GPU_END];
+        out->seen_start_ns = (int64_t)f[NG_WATCH_SEEN_START];
+        out->seen_end_ns = (int64_t)f[NG_WATCH_SEEN_END];
+        out->flags |= f[NG_WATCH_FLAGS] & NG_REC_WATCH_FLAGS;
     }
+    if (read_part(&d->part[NG_WATCHER_ENFORCER], index, f))
+        out->flags |= f[NG_WATCH_FLAGS] & NG_REC_WATCH_FLAGS;
 }
 
 /* True when the record in slot s has CUDA events to return: a marker, or a
@@ -200,22 +213,47 @@ int ncclguard_flight_advance(uint64_t index, int from, int to)
     return ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &expected, pack(index, to)) ? 0 : -1;
 }
 
-void ncclguard_flight_watch(uint64_t index, enum ng_watch_field field, uint64_t value)
+void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
+                            uint64_t value)
 {
-    if (!slot(index) || field >= NG_WATCH_NFIELDS) return;
-    struct side *d = &sides[index & mask];
-    if (ng_atomic_load_relaxed(&d->tag) != index + 1) { /* a newer record: start over */
-        ng_atomic_store_relaxed(&d->tag, 0);
-        for (int f = 0; f < NG_WATCH_NFIELDS; f++) ng_atomic_store_relaxed(&d->field[f], 0);
-        ng_atomic_store_release(&d->tag, index + 1);
+    if (!slot(index) || who >= NG_WATCHERS || field >= NG_WATCH_NFIELDS) return;
+    struct part *p = &sides[index & mask].part[who];
+    if (ng_atomic_load_relaxed(&p->tag) != index + 1) { /* a newer record: start over */
+        ng_atomic_store_relaxed(&p->tag, 0);
+        ng_atomic_fence_release();
+        for (int f = 0; f < NG_WATCH_NFIELDS; f++) ng_atomic_store_relaxed(&p->field[f], 0);
+        ng_atomic_store_release(&p->tag, index + 1);
     }
     if (field == NG_WATCH_FLAGS) value &= NG_REC_WATCH_FLAGS;
-    ng_atomic_store_release(&d->field[field], value);
+    ng_atomic_store_release(&p->field[field], value);
 }
 
 void ncclguard_flight_end_deferred(uint64_t index)
 {
     if (slot(index)) ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
+}
+
+void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx)
+{
+    uint64_t head = ncclguard_flight_head();
+    if (head - *tail > capacity) *tail = head - capacity;
+    int at_tail = 1;
+    for (uint64_t i = *tail; i < head; i++) {
+        struct ng_op_record r;
+        int state = ncclguard_flight_state(i);
+        if (ncclguard_flight_copy(i, &r) != 0) {
+            if (state >= 0) at_tail = 0; /* still being written */
+            else if (at_tail) *tail = i + 1;
+            continue;
+        }
+        state = ng_record_state(&r);
+        if (!ng_op_state_final(state)) state = fn(i, &r, state, ctx);
+        if (ng_op_state_final(state)) {
+            if (at_tail) *tail = i + 1;
+            continue;
+        }
+        at_tail = 0;
+    }
 }
 
 uint64_t ncclguard_flight_head(void)

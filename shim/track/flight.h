@@ -14,13 +14,14 @@
  *  - `state_word` packs (index, state): the watchdog moves a record from one
  *    state to the next with a compare-and-swap, which fails harmlessly when
  *    the slot has meanwhile been reused for a newer record;
- *  - what the watchdog learns of a record (GPU and discovery times, the slow,
- *    timeout and dumped flags) lives beside the ring, one entry per slot that
- *    only the watchdog writes, tagged with the index of the record it is about;
- *    a copy of the record merges it in only when the tag matches, so a value
- *    meant for an overwritten record never shows in its successor. The end of a
- *    nonblocking record's deferral is tagged the same way, by the application
- *    thread that records its end marker;
+ *  - what the watchdog learns of a record lives beside the ring, one entry per
+ *    slot with a part for each of its two threads (the observer: GPU and
+ *    discovery times, the slow flag; the enforcer: the timeout and dumped
+ *    flags), each part written by its thread only and tagged with the index of
+ *    the record it is about; a copy of the record merges a part in only when its
+ *    tag matches, so a value meant for an overwritten record never shows in its
+ *    successor. The end of a nonblocking record's deferral is tagged the same
+ *    way, by the application thread that records its end marker;
  *  - claiming a slot whose previous record is not finished drops that record
  *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.
  *    A dropped record that holds CUDA events (a marker, or a share of its
@@ -121,17 +122,32 @@ int ncclguard_flight_state(uint64_t index);
  * record changed meanwhile (overwritten, or advanced by someone else). */
 int ncclguard_flight_advance(uint64_t index, int from, int to);
 
-/* What the watchdog learnt of record `index`: one of gpu_start_ns, gpu_end_ns,
- * seen_start_ns, seen_end_ns, or flags (its NG_REC_WATCH_FLAGS bits). Watchdog
- * only. Kept beside the ring, tagged with `index`, so that it never lands in a
- * newer record of the same slot. */
+/* What a watchdog thread learnt of record `index`: one of gpu_start_ns,
+ * gpu_end_ns, seen_start_ns, seen_end_ns, or flags (its NG_REC_WATCH_FLAGS
+ * bits). Each `watcher` writes its own part only, from one thread. Kept beside
+ * the ring, tagged with `index`, so that it never lands in a newer record of the
+ * same slot. */
+enum ng_watcher { NG_WATCHER_OBSERVER, NG_WATCHER_ENFORCER, NG_WATCHERS };
 enum ng_watch_field { NG_WATCH_GPU_START, NG_WATCH_GPU_END, NG_WATCH_SEEN_START,
                       NG_WATCH_SEEN_END, NG_WATCH_FLAGS, NG_WATCH_NFIELDS };
-void ncclguard_flight_watch(uint64_t index, enum ng_watch_field field, uint64_t value);
+void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
+                            uint64_t value);
 
 /* The application thread recorded the deferred end marker of record `index`:
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
+
+/*
+ * Calls fn for every record from *tail to the head that is not in a final
+ * state, with a consistent copy and its state; fn returns the record's state
+ * after it looked (it may have moved it on). *tail moves past every record of
+ * the oldest run that is final or gone, so that a later walk starts after them;
+ * records still being written stop it. For the watchdog's threads, each with
+ * its own tail.
+ */
+typedef int (*ng_flight_walk_fn)(uint64_t index, const struct ng_op_record *r, int state,
+                                 void *ctx);
+void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx);
 
 /* Index one past the newest record. */
 uint64_t ncclguard_flight_head(void);

@@ -23,7 +23,7 @@
 
 #define MAX_POOLS 16
 #define MAX_MARKERS 65536 /* per pool: a marker is pool * MAX_MARKERS + index */
-#define ANCHOR_REFRESH_NS (60LL * 1000000000)
+static int64_t anchor_refresh_ns = 60LL * 1000000000;
 
 static struct {
     CUresult (*ctx_get_current)(CUcontext *);
@@ -111,6 +111,11 @@ int ncclguard_markers_open(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, open_once);
     return ng_atomic_load_acquire(&driver_state) == 1 ? 0 : -1;
+}
+
+void ncclguard_markers_set_anchor_period(int64_t ns)
+{
+    if (ns > 0) anchor_refresh_ns = ns;
 }
 
 void ncclguard_markers_set_pool_size(uint64_t markers)
@@ -346,7 +351,7 @@ static void refresh_anchor(struct pool *p)
 {
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     CUcontext ctx = ng_atomic_load_acquire(&p->ctx);
-    if (!ctx || (p->anchor_ns && now - p->anchor_taken_mono_ns < ANCHOR_REFRESH_NS)) return;
+    if (!ctx || (p->anchor_ns && now - p->anchor_taken_mono_ns < anchor_refresh_ns)) return;
     CUresult r = cu.ctx_push(ctx);
     if (r != CUDA_SUCCESS) {
         if (context_gone(r)) retire(p);

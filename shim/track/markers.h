@@ -86,4 +86,8 @@ void ncclguard_markers_stats(struct ng_marker_stats *out);
  * 65536. */
 void ncclguard_markers_set_pool_size(uint64_t markers);
 
+/* How often the watchdog re-anchors GPU times on the host clock (60 s; the
+ * tests shorten it, to reach the blocking record and synchronize sooner). */
+void ncclguard_markers_set_anchor_period(int64_t ns);
+
 #endif

@@ -51,6 +51,7 @@ int ncclguard_track_start(const struct ng_track_params *p)
         struct ng_flight_stats fs;
         ncclguard_flight_stats(&fs);
         ncclguard_markers_set_pool_size(fs.capacity + 64);
+        ncclguard_markers_set_anchor_period(p->anchor_period_ns);
         ncclguard_markers_open();
     }
     return 0;

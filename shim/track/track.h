@@ -39,7 +39,8 @@ struct ng_track_observer {
 
 struct ng_track_params {
     enum ng_track_mode mode;
-    uint64_t ring; /* flight recorder records */
+    uint64_t ring;            /* flight recorder records */
+    int64_t anchor_period_ns; /* 0: the default (markers.h) */
     struct ng_track_observer observer;
 };
 

@@ -1,15 +1,18 @@
 /*
- * watchdog.c: see watchdog.h.
+ * watchdog.c: see watchdog.h. The enforcer.
  *
- * One poll walks the flight recorder from `tail` (the oldest record that may
- * still change) to the head, asks the GPU markers of unfinished records how far
- * the GPU is, and moves records along scheduled -> started -> completed. It
- * then looks at what is still in flight for timeouts, at communicators still
- * being created, and at each communicator's async error.
+ * Every NCCLGUARD_POLL_MS the enforcer walks the flight recorder from its own
+ * tail and checks every op still in flight against its timeout and the
+ * thresholds of the ladder (warn, dump, abort, kill), looks at communicators
+ * still being created, writes the dumps asked for, and carries out the aborts
+ * and the kill decided in that pass, in that order: the dump shows the state
+ * that mattered, before the abort changes it. It reads what the observer and
+ * the application threads wrote and never calls CUDA or NCCL, so a CUDA or NCCL
+ * call that hangs (on the observer) cannot stop it: it then goes on from the
+ * last state the observer saw, and says once that the observer is stuck.
  */
 #include "watch/watchdog.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,28 +22,21 @@
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "base/events.h"
-#include "base/identity.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "evidence/dump.h"
 #include "policy/config.h"
-#include "policy/envaudit.h"
 #include "track/comm.h"
 #include "track/flight.h"
-#include "track/groups.h"
-#include "track/lifecycle.h"
 #include "track/markers.h"
-#include "track/track.h"
+#include "watch/describe.h"
 #include "watch/escalation.h"
-#include "watch/nccl_calls.h"
-#include "watch/stats.h"
+#include "watch/observer.h"
 #include "watch/timeouts.h"
 
-#define SLOW_LINES_PER_WINDOW 10
-/* The factor rule ignores ops shorter than this: a 20 us op that took 300 us
- * is launch and scheduling noise, not a slow collective. */
-#define SLOW_FACTOR_FLOOR_NS (1000LL * 1000)
-#define SLOW_WINDOW_NS (10LL * 1000000000)
+/* The observer counts as stuck after this long inside one pass (a pass takes
+ * microseconds to milliseconds). */
+#define OBSERVER_STUCK_NS (5LL * 1000000000)
 
 /* Why a dump is due: the reason of the most recent request wins. */
 enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT };
@@ -49,31 +45,19 @@ static const char *const dump_reason_name[] = {
 
 static pthread_t thread;
 static ng_atomic(int) running;
-/* The watchdog sleeps on this between polls; ncclguard_watchdog_wake cuts it short. */
-static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t sleep_cond;
-static int woken; /* under sleep_lock */
 static ng_atomic(int) dump_requested; /* enum dump_reason; set from signal handlers too */
-static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t tail;                 /* under poll_lock */
-static struct ng_watchdog_stats st;   /* under poll_lock */
-static ng_atomic(uint64_t) async_errors; /* reported from any thread */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+/* under pass_lock: */
+static uint64_t tail;
+static uint64_t ntimeouts, ninit_timeouts, ndumps, npasses;
 static unsigned char init_reported[NG_MAX_COMMS];
-static int64_t slow_window_start;
-static int slow_lines;
-static uint64_t slow_suppressed;
-
-static const char *short_id(uint64_t id, char buf[8])
-{
-    snprintf(buf, 8, "%04llx", (unsigned long long)(id >> 48));
-    return buf;
-}
+static int said_stuck;
 
 static void write_dump(const char *reason)
 {
     char path[1024];
     if (ncclguard_dump_write(reason, path, sizeof path) == 0) {
-        st.dumps++;
+        ndumps++;
         NG_WARN("dump written (%s): %s", reason, path);
         char quoted[2048];
         ncclguard_event("dump", "\"reason\":\"%s\",\"path\":%s", reason,
@@ -81,178 +65,9 @@ static void write_dump(const char *reason)
     }
 }
 
-/* The size of the record's communicator; a split child learns it only after
- * its first ops were recorded, so the registry may know better. */
-static long long comm_size(const struct ng_op_record *r)
-{
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    int n = c ? ng_comm_nranks(c) : -1;
-    return r->comm_nranks > 0 ? r->comm_nranks : n;
-}
-
-/* "AllReduce #1042", "Send #5 to peer 3", "Recv #5 from peer 1". */
-static const char *describe(const struct ng_op_record *r, char *buf, size_t len)
-{
-    const char *name = ng_op_name((int)r->op);
-    if (r->op == NG_OP_SEND || r->op == NG_OP_RECV)
-        snprintf(buf, len, "%s #%llu %s peer %lld", name, (unsigned long long)r->p2p_seq,
-                 r->op == NG_OP_SEND ? "to" : "from", (long long)r->peer);
-    else
-        snprintf(buf, len, "%s #%llu", name, (unsigned long long)r->seq);
-    return buf;
-}
-
-/* Logs a slow op, at most SLOW_LINES_PER_WINDOW lines per window; the next
- * line printed says how many were left out. */
-static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t median_ns,
-                        int64_t now)
-{
-    char idb[8];
-    st.slow++;
-    ncclguard_event("slow_op",
-                    "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"bytes\":%llu,"
-                    "\"duration_ns\":%lld,\"median_ns\":%lld",
-                    (unsigned long long)r->comm_id, ng_op_name((int)r->op),
-                    (unsigned long long)r->seq, (unsigned long long)r->bytes,
-                    (long long)dur_ns, (long long)median_ns);
-    if (now - slow_window_start > SLOW_WINDOW_NS) {
-        slow_window_start = now;
-        slow_lines = 0;
-    }
-    if (slow_lines >= SLOW_LINES_PER_WINDOW) {
-        slow_suppressed++;
-        return;
-    }
-    slow_lines++;
-    char more[64] = "";
-    if (slow_suppressed)
-        snprintf(more, sizeof more, " (%llu more slow ops not shown)",
-                 (unsigned long long)slow_suppressed);
-    slow_suppressed = 0;
-    char ref[64] = "", what[96];
-    if (median_ns)
-        snprintf(ref, sizeof ref, ", %.1fx the median %.3f ms", (double)dur_ns / (double)median_ns,
-                 median_ns / 1e6);
-    NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s",
-            describe(r, what, sizeof what), short_id(r->comm_id, idb),
-            comm_size(r), (unsigned long long)r->bytes, dur_ns / 1e6, ref, more);
-}
-
-static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_start,
-                      int64_t gpu_end, int64_t now_real, int64_t now_mono)
-{
-    st.completed++;
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    /* The newest op seen completed: a collective's seq, or a peer's p2p_seq.
-     * Only this thread writes them. */
-    ng_atomic(uint64_t) *done = NULL;
-    uint64_t seq = r->seq;
-    if (c && r->seq) {
-        done = &c->completed_seq;
-    } else if (c && r->peer >= 0 && r->peer < c->npeers) {
-        done = &ng_atomic_load_acquire(&c->peers)[r->peer].done;
-        seq = r->p2p_seq;
-    }
-    if (done && seq > ng_atomic_load_relaxed(done))
-        ng_atomic_store_relaxed(done, seq);
-    int64_t dur = gpu_start && gpu_end ? gpu_end - gpu_start : now_real - r->enqueue_ns;
-    const struct ng_settings *s = ncclguard_settings();
-    int64_t median = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur);
-    int slow = (s->slow_ms > 0 && dur > s->slow_ms * 1000000LL) ||
-               (s->slow_factor > 0 && median > 0 && dur >= SLOW_FACTOR_FLOOR_NS &&
-                (double)dur > s->slow_factor * median);
-    if (slow) {
-        ncclguard_flight_watch(index, NG_WATCH_FLAGS, r->flags | NG_REC_SLOW);
-        report_slow(r, dur, median, now_mono);
-    }
-}
-
-/* Streams found busy in this scan: a stream runs its work in order, so once
- * one of its ops is not finished, the later ones have not started; their
- * markers need no query (this keeps a poll cheap with many ops queued). The
- * exception is the rest of the same group: the ops of a group on one stream
- * share its marker and run together, so they take the state it was found in. */
-#define BUSY_STREAMS 64
-struct busy_stream {
-    uint64_t stream;
-    uint64_t group_id; /* the group whose marker was found unfinished, 0 for an op */
-    enum ng_marker_state m;
-    int64_t start_ns;
-};
-static struct busy_stream busy[BUSY_STREAMS];
-static int nbusy;
-
-static const struct busy_stream *busy_entry(uint64_t stream)
-{
-    for (int i = 0; i < nbusy; i++)
-        if (busy[i].stream == stream) return &busy[i];
-    return NULL;
-}
-
-/* Where the GPU is with record `index`; moves its state on and returns it. */
-static int progress(uint64_t index, const struct ng_op_record *r, int state, int has_start,
-                    int64_t now_real, int64_t now_mono)
-{
-    int marker = (int)r->marker, shared = 0;
-    if (marker == NG_NO_MARKER && r->group_id) {
-        marker = ncclguard_group_find(r->group_id, r->stream);
-        shared = 1;
-    }
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    int cs = c ? ng_atomic_load_acquire(&c->state) : NG_COMM_READY;
-    int end = marker == NG_GROUP_FAILED                       ? NG_OP_FAILED
-              : cs == NG_COMM_ABORTED || cs == NG_COMM_REVOKED ? NG_OP_ABORTED
-                                                               : -1;
-    if (end >= 0) {
-        if (ncclguard_flight_advance(index, state, end) != 0) return state;
-        /* A deferred marker is still held by track/deferred.c, which returns it. */
-        if (marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
-            if (shared) ncclguard_group_put(r->group_id, r->stream);
-            else ncclguard_marker_release(marker);
-        }
-        return end;
-    }
-    if (marker < 0 || (r->flags & NG_REC_DEFERRED)) return state;
-    int64_t gs = 0, ge = 0;
-    enum ng_marker_state m;
-    const struct busy_stream *b = busy_entry(r->stream);
-    if (b) {
-        if (!shared || b->group_id != r->group_id) return state;
-        m = b->m;
-        gs = b->start_ns;
-    } else {
-        m = ncclguard_marker_poll(marker, has_start, &gs, &ge);
-        if (m != NG_MARKER_DONE && nbusy < BUSY_STREAMS)
-            busy[nbusy++] = (struct busy_stream){r->stream, shared ? r->group_id : 0, m, gs};
-    }
-    int to = m == NG_MARKER_DONE ? NG_OP_COMPLETED
-             : m == NG_MARKER_STARTED ? NG_OP_STARTED
-             : m == NG_MARKER_ERROR ? NG_OP_FAILED : state;
-    if (to == state || (to == NG_OP_STARTED && state != NG_OP_SCHEDULED)) return state;
-    if (to != NG_OP_FAILED) {
-        if (!r->seen_start_ns && has_start) ncclguard_flight_watch(index, NG_WATCH_SEEN_START, (uint64_t)now_real);
-        if (gs && !r->gpu_start_ns) ncclguard_flight_watch(index, NG_WATCH_GPU_START, (uint64_t)gs);
-    }
-    if (to == NG_OP_COMPLETED) {
-        ncclguard_flight_watch(index, NG_WATCH_SEEN_END, (uint64_t)now_real);
-        ncclguard_flight_watch(index, NG_WATCH_GPU_END, (uint64_t)ge);
-    }
-    if (ncclguard_flight_advance(index, state, to) != 0) return state;
-    if (ng_op_state_final(to)) {
-        if (shared) ncclguard_group_put(r->group_id, r->stream);
-        else ncclguard_marker_release(marker);
-    }
-    if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, now_real, now_mono);
-    return to;
-}
-
-/* Escalations decided in one poll (see escalate), per communicator slot. */
-static struct ng_comm *pending_abort[NG_MAX_COMMS];
-static char pending_why[NG_MAX_COMMS][128];
-static char kill_why[160];
-
-/* Timeouts found in one poll, per communicator: the oldest op gets the log
- * line, the ops queued behind it are counted in it. */
+/* What one pass decided: the timeouts to report (per communicator, the oldest op
+ * gets the log line, the ops queued behind it are counted in it), the aborts and
+ * the kill to carry out after the pass's dump. */
 struct timed_out {
     int slot;
     int more;
@@ -260,59 +75,68 @@ struct timed_out {
     double age;
     struct ng_op_record rec;
 };
-static struct timed_out new_timeouts[64];
-static int nnew_timeouts;
+struct pass {
+    int64_t now_mono;
+    struct timed_out timeouts[64];
+    int ntimeouts;
+    char kill_why[160];
+};
+static struct ng_comm *pending_abort[NG_MAX_COMMS]; /* under pass_lock */
+static char pending_why[NG_MAX_COMMS][128];
 
-static void note_timeout(const struct ng_op_record *r, int state, double age)
+static void note_timeout(struct pass *p, const struct ng_op_record *r, int state, double age)
 {
-    for (int i = 0; i < nnew_timeouts; i++)
-        if (new_timeouts[i].slot == (int)r->comm_slot) {
-            new_timeouts[i].more++;
+    for (int i = 0; i < p->ntimeouts; i++)
+        if (p->timeouts[i].slot == (int)r->comm_slot) {
+            p->timeouts[i].more++;
             return;
         }
-    if (nnew_timeouts == (int)(sizeof new_timeouts / sizeof new_timeouts[0])) return;
-    new_timeouts[nnew_timeouts++] = (struct timed_out){(int)r->comm_slot, 0, state, age, *r};
+    if (p->ntimeouts == (int)(sizeof p->timeouts / sizeof p->timeouts[0])) return;
+    p->timeouts[p->ntimeouts++] = (struct timed_out){(int)r->comm_slot, 0, state, age, *r};
 }
 
-static void report_timeouts(void)
+static void report_timeouts(const struct pass *p)
 {
-    for (int i = 0; i < nnew_timeouts; i++) {
-        const struct timed_out *t = &new_timeouts[i];
+    for (int i = 0; i < p->ntimeouts; i++) {
+        const struct timed_out *t = &p->timeouts[i];
         const struct ng_op_record *r = &t->rec;
         char idb[8], what[96], more[64] = "";
         const char *where = t->state == NG_OP_STARTED ? "started on GPU, not finished"
-                            : r->marker == NG_NO_MARKER && !r->group_id
-                                ? "GPU progress unknown (no marker)"
-                                : "not started on GPU";
+                                                      : "not started on GPU";
         if (t->more) snprintf(more, sizeof more, " (%d more ops queued behind it)", t->more);
         NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s",
-                describe(r, what, sizeof what),
-                short_id(r->comm_id, idb), comm_size(r), t->age, where, more);
+                ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
+                ncclguard_record_comm_size(r), t->age, where, more);
     }
-    nnew_timeouts = 0;
 }
 
-/* Only an op whose progress the GPU tells can time out: one with a marker of its
- * own or of its group. An op without (the driver refused an event, the pool was
- * empty, the legacy stream during a capture) would otherwise look stuck
- * forever; the ops around it on its stream still are followed. */
-static void check_timeout(uint64_t index, const struct ng_op_record *r, int state,
-                          int64_t now_mono)
+static void enforce_flags(uint64_t index, uint64_t flags)
 {
-    if (state == NG_OP_CAPTURED || (r->marker == NG_NO_MARKER && !r->group_id)) return;
+    ncclguard_flight_watch(index, NG_WATCHER_ENFORCER, NG_WATCH_FLAGS, flags);
+}
+
+/* One op still in flight against its timeout and the ladder. Only an op whose
+ * progress the GPU tells can time out: one with a marker of its own or of its
+ * group. An op without (the driver refused an event, the pool was empty, the
+ * legacy stream during a capture) would otherwise look stuck forever; the ops
+ * around it on its stream still are followed. */
+static int check_timeout(uint64_t index, const struct ng_op_record *r, int state, void *ctx)
+{
+    struct pass *p = ctx;
+    if (state == NG_OP_CAPTURED || (r->marker == NG_NO_MARKER && !r->group_id)) return state;
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
                                        (int)r->op, r->bytes);
     double warn_at = ncclguard_action_after_s(s, NG_ACTION_WARN, limit);
     double dump_at = ncclguard_action_after_s(s, NG_ACTION_DUMP, limit);
-    double age = (double)(now_mono - r->enqueue_mono_ns) / 1e9;
-    uint64_t flags = r->flags;
+    double age = (double)(p->now_mono - r->enqueue_mono_ns) / 1e9;
+    uint64_t flags = r->flags & (NG_REC_TIMEOUT | NG_REC_DUMPED);
     if (warn_at > 0 && age >= warn_at && !(flags & NG_REC_TIMEOUT)) {
         flags |= NG_REC_TIMEOUT;
-        ncclguard_flight_watch(index, NG_WATCH_FLAGS, flags);
-        st.timeouts++;
-        note_timeout(r, state, age);
+        enforce_flags(index, flags);
+        ntimeouts++;
+        note_timeout(p, r, state, age);
         ncclguard_event("timeout",
                         "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"p2p_seq\":%llu,"
                         "\"state\":\"%s\",\"in_flight_s\":%.1f",
@@ -321,209 +145,126 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
                         ng_op_state_name(state), age);
     }
     if (dump_at > 0 && age >= dump_at && !(flags & NG_REC_DUMPED)) {
-        ncclguard_flight_watch(index, NG_WATCH_FLAGS, flags | NG_REC_DUMPED);
+        flags |= NG_REC_DUMPED;
+        enforce_flags(index, flags);
         ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
     }
     double abort_at = ncclguard_action_after_s(s, NG_ACTION_ABORT, limit);
     double kill_at = ncclguard_action_after_s(s, NG_ACTION_KILL, limit);
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
+    int slot = (int)(r->comm_slot % NG_MAX_COMMS);
     char what[96];
     if (abort_at > 0 && age >= abort_at && c && !ng_atomic_load_acquire(&c->fenced) &&
-        !pending_abort[r->comm_slot % NG_MAX_COMMS]) {
-        pending_abort[r->comm_slot % NG_MAX_COMMS] = c;
-        snprintf(pending_why[r->comm_slot % NG_MAX_COMMS], sizeof pending_why[0],
-                 "%s was in flight %.1f s, past abort_at", describe(r, what, sizeof what), age);
+        !pending_abort[slot]) {
+        pending_abort[slot] = c;
+        snprintf(pending_why[slot], sizeof pending_why[0], "%s was in flight %.1f s, past abort_at",
+                 ncclguard_describe_op(r, what, sizeof what), age);
         if (!(flags & NG_REC_DUMPED)) /* evidence first */
             ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
     }
-    if (kill_at > 0 && age >= kill_at && !kill_why[0]) {
-        snprintf(kill_why, sizeof kill_why, "%s in flight %.1f s, past kill_at",
-                 describe(r, what, sizeof what), age);
-    }
+    if (kill_at > 0 && age >= kill_at && !p->kill_why[0])
+        snprintf(p->kill_why, sizeof p->kill_why, "%s in flight %.1f s, past kill_at",
+                 ncclguard_describe_op(r, what, sizeof what), age);
+    return state;
 }
 
-/* The abort and kill steps decided during a scan, carried out after its dump. */
-static void escalate(int64_t now_mono)
+/* The abort and kill steps decided during a pass, carried out after its dump. */
+static void escalate(const struct pass *p)
 {
     for (int i = 0; i < NG_MAX_COMMS; i++) {
         if (!pending_abort[i]) continue;
         ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
-    ncclguard_escalation_check(now_mono);
-    if (kill_why[0]) ncclguard_escalation_kill(kill_why);
+    ncclguard_escalation_check(p->now_mono);
+    if (p->kill_why[0]) ncclguard_escalation_kill(p->kill_why);
 }
 
-static void scan_ops(int64_t now_real, int64_t now_mono)
+/* Communicators still being created past init_timeout. */
+static void check_creations(int64_t now_real)
 {
-    uint64_t head = ncclguard_flight_head();
-    struct ng_flight_stats fs;
-    ncclguard_flight_stats(&fs);
-    if (head - tail > fs.capacity) tail = head - fs.capacity;
-    enum ng_track_mode track = ncclguard_track_mode;
-    if (track == NG_TRACK_OFF) { /* GPU progress is not followed */
-        tail = head;
-        return;
-    }
-    nbusy = 0;
-    int at_tail = 1;
-    for (uint64_t i = tail; i < head; i++) {
-        struct ng_op_record r;
-        int state = ncclguard_flight_state(i);
-        if (ncclguard_flight_copy(i, &r) != 0) {
-            if (state >= 0) at_tail = 0; /* still being written */
-            else if (at_tail) tail = i + 1;
-            continue;
-        }
-        state = ng_record_state(&r);
-        if (!ng_op_state_final(state))
-            state = progress(i, &r, state, track == NG_TRACK_FULL, now_real, now_mono);
-        if (ng_op_state_final(state)) {
-            if (at_tail) tail = i + 1;
-            continue;
-        }
-        at_tail = 0;
-        check_timeout(i, &r, state, now_mono);
-    }
-}
-
-static void check_comms(int64_t now_real)
-{
-    const struct ng_settings *s = ncclguard_settings();
-    double init_limit = ncclguard_timeout_s(s, NG_TIMEOUT_INIT, -1, 0);
-    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
+    double limit = ncclguard_timeout_s(ncclguard_settings(), NG_TIMEOUT_INIT, -1, 0);
+    if (limit <= 0) return;
     for (int i = 0; i < ncclguard_comm_count(); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
-        int state = ng_atomic_load_acquire(&c->state);
-        if (state == NG_COMM_INITIALIZING && init_limit > 0 && !init_reported[i] && (double)(now_real - c->created_ns) / 1e9 >= init_limit) {
-            init_reported[i] = 1;
-            st.init_timeouts++;
-            char idb[8];
-            NG_WARN("communicator %s… (rank %d of %d) still being created after %.1f s",
-                    short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c),
-                    (double)(now_real - c->created_ns) / 1e9);
-            ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
-            ng_atomic_store_relaxed(&dump_requested, DUMP_INIT_TIMEOUT);
-        }
-        if (state != NG_COMM_READY && state != NG_COMM_INITIALIZING) continue;
-        ncclResult_t err = ncclSuccess;
-        int rank = -1, nranks = -1, dev = -1;
-        pthread_mutex_lock(&c->poll_lock);
-        ncclComm_t h = ncclguard_comm_handle(c);
-        int usable = !c->ending && h && nccl->comm_get_async_error;
-        ncclResult_t r = usable ? nccl->comm_get_async_error(h, &err) : ncclInvalidUsage;
-        if (usable && r == ncclSuccess && err == ncclSuccess &&
-            ng_atomic_load_relaxed(&c->device) < 0 &&
-            nccl->comm_count && nccl->comm_user_rank && nccl->comm_cu_device) {
-            nccl->comm_count(h, &nranks);
-            nccl->comm_user_rank(h, &rank);
-            nccl->comm_cu_device(h, &dev);
-        }
-        pthread_mutex_unlock(&c->poll_lock);
-        if (r != ncclSuccess) continue;
-        if (nranks > 0) { /* read by application threads: atomic stores */
-            ng_atomic_store_relaxed(&c->rank, rank);
-            ng_atomic_store_relaxed(&c->nranks, nranks);
-            ng_atomic_store_relaxed(&c->device, dev);
-            ncclguard_comm_announce(c); /* a split child's comm_created */
-        }
-        if (err == ncclSuccess && state == NG_COMM_INITIALIZING)
-            ncclguard_comm_set_state(c, NG_COMM_READY);
-        ncclguard_watchdog_async_error(c, err);
+        double age = (double)(now_real - c->created_ns) / 1e9;
+        if (ng_comm_state(c) != NG_COMM_INITIALIZING || init_reported[i] || age < limit)
+            continue;
+        init_reported[i] = 1;
+        ninit_timeouts++;
+        char idb[8];
+        NG_WARN("communicator %s… (rank %d of %d) still being created after %.1f s",
+                ncclguard_short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c), age);
+        ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
+        ng_atomic_store_relaxed(&dump_requested, DUMP_INIT_TIMEOUT);
     }
 }
 
-void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
+/* The observer's heartbeat: said once per stuck episode. */
+static void check_observer(int64_t now_mono)
 {
-    int last = ng_atomic_exchange_relaxed(&c->last_async_error, err);
-    if (err == ncclSuccess || err == ncclInProgress || err == last) return;
-    ng_atomic_add_relaxed(&async_errors, 1);
-    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
-    char idb[8];
-    NG_WARN("async error on comm %s… (rank %d of %d): %s", short_id(c->id, idb),
-            ng_comm_rank(c), ng_comm_nranks(c), nccl->get_error_string ? nccl->get_error_string((ncclResult_t)err) : "?");
-    ncclguard_event("async_error", "\"comm\":\"%016llx\",\"error\":%d",
-                    (unsigned long long)c->id, err);
+    int64_t busy = ncclguard_observer_busy_ns(now_mono);
+    if (busy < OBSERVER_STUCK_NS) {
+        said_stuck = 0;
+        return;
+    }
+    if (said_stuck) return;
+    said_stuck = 1;
+    NG_WARN("the watchdog's observer has been inside a CUDA or NCCL call for %.1f s: op states "
+            "may be stale; timeouts, dumps and the escalation ladder go on from the last state "
+            "seen", (double)busy / 1e9);
+    ncclguard_event("observer_stuck", "\"for_s\":%.1f", (double)busy / 1e9);
 }
 
-/* One poll. `full` is 0 when an application thread settles the GPU progress
- * (before it ends a communicator): then only CUDA markers are queried, and the
- * NCCL calls, dumps and escalations stay on the watchdog thread. */
-static void poll(int full)
+static void enforcer_pass(void)
 {
-    pthread_mutex_lock(&poll_lock);
-    int64_t now_real = ng_clock_ns(CLOCK_REALTIME), now_mono = ng_clock_ns(CLOCK_MONOTONIC);
-    scan_ops(now_real, now_mono);
-    report_timeouts();
-    if (full) {
-        ncclguard_track_refresh_clock();
-        ncclguard_markers_maintain();
-        check_comms(now_real);
-        st.polls++;
-        int why = ng_atomic_exchange_relaxed(&dump_requested, 0);
-        if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
-        escalate(now_mono);
-    }
-    pthread_mutex_unlock(&poll_lock);
+    pthread_mutex_lock(&pass_lock);
+    static struct pass p; /* under pass_lock: too large for a thread's stack to matter */
+    memset(&p, 0, sizeof p);
+    p.now_mono = ng_clock_ns(CLOCK_MONOTONIC);
+    ncclguard_flight_walk(&tail, check_timeout, &p);
+    report_timeouts(&p);
+    check_creations(ng_clock_ns(CLOCK_REALTIME));
+    check_observer(p.now_mono);
+    npasses++;
+    int why = ng_atomic_exchange_relaxed(&dump_requested, DUMP_NONE);
+    if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
+    escalate(&p);
+    pthread_mutex_unlock(&pass_lock);
 }
 
 void ncclguard_watchdog_poll_once(void)
 {
-    poll(1);
+    ncclguard_observer_pass(1);
+    enforcer_pass();
 }
 
 void ncclguard_watchdog_settle(void)
 {
     int saved = ncclguard_markers_relaxed_begin();
-    poll(0);
+    ncclguard_observer_pass(0);
     ncclguard_markers_relaxed_end(saved);
-}
-
-/* Sleeps one period, or less when woken. */
-static void sleep_until_next_poll(long ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&sleep_lock);
-    while (!woken && pthread_cond_timedwait(&sleep_cond, &sleep_lock, &until) == 0) {
-    }
-    woken = 0;
-    pthread_mutex_unlock(&sleep_lock);
 }
 
 void ncclguard_watchdog_wake(void)
 {
-    if (!ng_atomic_load_acquire(&running)) return;
-    pthread_mutex_lock(&sleep_lock);
-    woken = 1;
-    pthread_cond_signal(&sleep_cond);
-    pthread_mutex_unlock(&sleep_lock);
+    ncclguard_observer_wake();
 }
 
-static void *watchdog_main(void *arg)
+void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
+{
+    ncclguard_observer_async_error(c, err);
+}
+
+static void *enforcer_main(void *arg)
 {
     (void)arg;
-    /* Named before anything else: the fake NCCL's call log tells the shim's own
-     * calls from the application's by this name. */
-    pthread_setname_np(pthread_self(), "ncclguard-wd");
-    ncclguard_markers_watchdog_setup();
-    /* NCCL calls of the shim's own are made on this thread only, so that the
-     * application's threads see exactly their own calls. */
-    const struct ng_nccl_calls *nccl = ncclguard_nccl_calls();
-    int version = 0;
-    if (nccl->get_version && nccl->get_version(&version) == ncclSuccess)
-        ncclguard_identity_set_nccl_version(version);
-    ncclguard_envaudit_at_first_comm(); /* once per process; local rank 0 by default */
+    pthread_setname_np(pthread_self(), "ncclguard-enf");
     long ms = ncclguard_settings()->poll_ms;
+    struct timespec period = {ms / 1000, (ms % 1000) * 1000000};
     while (ng_atomic_load_acquire(&running)) {
-        sleep_until_next_poll(ms);
-        poll(1);
+        nanosleep(&period, NULL);
+        enforcer_pass();
     }
     return NULL;
 }
@@ -555,23 +296,18 @@ static void install_dump_signal(int signo)
 void ncclguard_watchdog_start(void)
 {
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&sleep_cond, &ca);
-    pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
+    ncclguard_observer_start();
     /* The thread takes no signals meant for the application. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, NULL, watchdog_main, NULL);
+    int rc = pthread_create(&thread, NULL, enforcer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         ng_atomic_store_release(&running, 0);
-        NG_WARN("cannot start the watchdog thread (%s): ops are recorded but not followed",
-                strerror(rc));
-        return;
+        NG_WARN("cannot start the watchdog's enforcer thread (%s): no timeouts, no dumps on "
+                "timeout", strerror(rc));
     }
 }
 
@@ -583,29 +319,32 @@ void ncclguard_watchdog_request_dump(void)
 void ncclguard_watchdog_at_exit(void)
 {
     ncclguard_watchdog_settle();
-    pthread_mutex_lock(&poll_lock);
+    pthread_mutex_lock(&pass_lock);
     if (ncclguard_settings()->dump_at_exit) write_dump("exit");
-    pthread_mutex_unlock(&poll_lock);
+    pthread_mutex_unlock(&pass_lock);
 }
 
 void ncclguard_watchdog_atfork_child(void)
 {
-    pthread_mutex_init(&poll_lock, NULL);
+    ncclguard_observer_atfork_child();
+    pthread_mutex_init(&pass_lock, NULL);
     ng_atomic_store_relaxed(&running, 0);
-    pthread_mutex_init(&sleep_lock, NULL);
-    woken = 0;
     ng_atomic_store_relaxed(&dump_requested, DUMP_NONE);
-    ng_atomic_store_relaxed(&async_errors, 0);
     tail = 0;
-    memset(&st, 0, sizeof st);
+    ntimeouts = ninit_timeouts = ndumps = npasses = 0;
+    said_stuck = 0;
     memset(init_reported, 0, sizeof init_reported);
-    ncclguard_stats_reset();
+    memset(pending_abort, 0, sizeof pending_abort);
 }
 
 void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
 {
-    pthread_mutex_lock(&poll_lock);
-    *out = st;
-    pthread_mutex_unlock(&poll_lock);
-    out->async_errors = ng_atomic_load_relaxed(&async_errors);
+    struct ng_observer_stats o;
+    ncclguard_observer_stats(&o);
+    pthread_mutex_lock(&pass_lock);
+    *out = (struct ng_watchdog_stats){.completed = o.completed, .slow = o.slow,
+                                      .timeouts = ntimeouts, .init_timeouts = ninit_timeouts,
+                                      .async_errors = o.async_errors, .dumps = ndumps,
+                                      .polls = o.passes};
+    pthread_mutex_unlock(&pass_lock);
 }

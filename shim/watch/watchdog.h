@@ -1,11 +1,12 @@
 /*
- * watchdog.h: the thread that follows every op on the GPU.
+ * watchdog.h: the watchdog, two threads started at the first communicator.
  *
- * Owns: the watchdog thread (started at the first communicator creation),
- * which every NCCLGUARD_POLL_MS advances op states from their CUDA markers,
- * keeps duration statistics, reports slow ops, timeouts, stuck communicator
- * creations and async errors, and writes dumps (on timeout, on request by
- * signal, at exit when asked).
+ * The observer (observer.h) follows every op on the GPU and polls NCCL; it may
+ * block inside CUDA or NCCL. The enforcer (watchdog.c) decides: every
+ * NCCLGUARD_POLL_MS it reports timeouts and stuck communicator creations,
+ * writes dumps (on timeout, on request by signal, at exit when asked) and runs
+ * the escalation ladder, and it never calls CUDA or NCCL, so a hung call cannot
+ * stop it. This header is what the rest of the shim sees of both.
  *
  * Threads: ncclguard_watchdog_start on the application thread that creates the
  * first communicator; ncclguard_watchdog_request_dump from anywhere, including

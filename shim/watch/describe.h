@@ -1,0 +1,25 @@
+/*
+ * describe.h: how the watch threads name ops and communicators in their log
+ * lines ("AllReduce #1042 on comm 5f3a…(8 ranks)").
+ *
+ * Threads: any (pure, apart from reading the registry).
+ */
+#ifndef NCCLGUARD_DESCRIBE_H
+#define NCCLGUARD_DESCRIBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "track/flight.h"
+
+/* The first 4 hex digits of a communicator id, into buf. */
+const char *ncclguard_short_id(uint64_t id, char buf[8]);
+
+/* The size of the record's communicator; a split child learns it only after its
+ * first ops were recorded, so the registry may know better. */
+long long ncclguard_record_comm_size(const struct ng_op_record *r);
+
+/* "AllReduce #1042", "Send #5 to peer 3", "Recv #5 from peer 1". */
+const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len);
+
+#endif
