@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "intercept/real.h"
 #include "intercept/start.h"
+#include "track/comm.h"
 #include "track/lifecycle.h"
 #include "track/ops.h"
 #include "track/track.h"
@@ -30,13 +31,16 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 
 #define NG_PRE_PLAIN()
 #define NG_POST_PLAIN()
-#define NG_PRE_COMM(comm) \
-    if (ncclguard_fenced(comm)) return ncclguard_fenced_result();
-#define NG_POST_COMM(comm)
+/* Calls on a communicator enter it (nonblocking ones: track/comm.h). */
+#define NG_PRE_COMM(comm)                                          \
+    if (ncclguard_fenced(comm)) return ncclguard_fenced_result(); \
+    struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
+#define NG_POST_COMM(comm) ncclguard_comm_leave(ng_in);
 #define NG_PRE_LAST_ERROR(comm)                                  \
     const char *ng_fence = ncclguard_fenced_last_error(comm);   \
-    if (ng_fence) return ng_fence;
-#define NG_POST_LAST_ERROR(comm)
+    if (ng_fence) return ng_fence;                               \
+    struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
+#define NG_POST_LAST_ERROR(comm) ncclguard_comm_leave(ng_in);
 #define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                   \
     struct ng_op_ticket ng_t;                                                      \
     ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root); \
@@ -61,23 +65,32 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 #define NG_PRE_SPLIT(parent, color, out, config)                   \
     if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
     ncclguard_start();                                             \
+    struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(parent)); \
     struct ng_init_ticket ng_t;                                    \
     ncclguard_split_pre(&ng_t, parent, color, out, config);
-#define NG_POST_SPLIT(...) ncclguard_init_post(&ng_t, ng_r);
+#define NG_POST_SPLIT(...)            \
+    ncclguard_comm_leave(ng_in);      \
+    ncclguard_init_post(&ng_t, ng_r);
 #define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)    \
     if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
     ncclguard_start();                                             \
+    struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(parent)); \
     struct ng_init_ticket ng_t;                                    \
     ncclguard_shrink_pre(&ng_t, parent, excluded, nexcluded, out, config);
-#define NG_POST_SHRINK(...) ncclguard_init_post(&ng_t, ng_r);
+#define NG_POST_SHRINK(...)           \
+    ncclguard_comm_leave(ng_in);      \
+    ncclguard_init_post(&ng_t, ng_r);
 #define NG_PRE_COMM_END(comm, kind)   \
     struct ng_end_ticket ng_t;        \
     ncclguard_end_pre(&ng_t, comm, kind); \
     if (ng_t.fenced) return ncclguard_end_fenced(&ng_t);
 #define NG_POST_COMM_END(...) ncclguard_end_post(&ng_t, ng_r);
-#define NG_PRE_ASYNC_ERR(comm, err) \
-    if (ncclguard_fenced(comm)) return ncclguard_async_error_fenced(err);
-#define NG_POST_ASYNC_ERR(comm, err) ncclguard_async_error_post(comm, err, ng_r);
+#define NG_PRE_ASYNC_ERR(comm, err)                                         \
+    if (ncclguard_fenced(comm)) return ncclguard_async_error_fenced(err); \
+    struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
+#define NG_POST_ASYNC_ERR(comm, err) \
+    ncclguard_comm_leave(ng_in);     \
+    ncclguard_async_error_post(comm, err, ng_r);
 
 #define NCCL_API(ret, fail, name, params, args, hook)                    \
     NG_EXPORT ret nccl##name params                                      \

@@ -11,6 +11,7 @@
 #include "track/comm.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,6 +123,28 @@ struct ng_comm *ncclguard_comm_find(ncclComm_t handle)
         if (k == 0) return NULL;
     }
     return NULL;
+}
+
+struct ng_comm *ncclguard_comm_enter(struct ng_comm *c)
+{
+    if (!c || c->blocking) return NULL;
+    ng_atomic_add_seq_cst(&c->app_inside, 1);
+    while (ng_atomic_load_seq_cst(&c->observer_inside)) sched_yield();
+    return c;
+}
+
+int ncclguard_comm_observe_begin(struct ng_comm *c)
+{
+    if (c->blocking) return 1;
+    ng_atomic_store_seq_cst(&c->observer_inside, 1);
+    if (!ng_atomic_load_seq_cst(&c->app_inside)) return 1;
+    ng_atomic_store_seq_cst(&c->observer_inside, 0);
+    return 0;
+}
+
+void ncclguard_comm_observe_end(struct ng_comm *c)
+{
+    if (!c->blocking) ng_atomic_store_seq_cst(&c->observer_inside, 0);
 }
 
 void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)

@@ -75,6 +75,10 @@ struct ng_comm {
     ng_atomic(int) fenced;
     char fence_reason[200];  /* written before `fenced` is set */
     ng_atomic(int) announced; /* its comm_created event was written */
+    /* Nonblocking communicators: application calls inside it, and whether the
+     * observer is (see ncclguard_comm_enter). */
+    ng_atomic(int) app_inside;
+    ng_atomic(int) observer_inside;
 };
 
 /* Split and shrink children learn their size only later: they reserve the
@@ -115,6 +119,29 @@ static inline int ng_comm_state(struct ng_comm *c)
 
 /* The handle, once creation returned it (NULL before). Any thread. */
 ncclComm_t ncclguard_comm_handle(struct ng_comm *c);
+
+/*
+ * NCCL lets one thread at a time operate a communicator; on a nonblocking one,
+ * ncclCommGetAsyncError completes and frees the pending group job without
+ * atomics, so the observer must never ask it while an application call is
+ * inside. A Dekker handshake on two counters, sequentially consistent: each side
+ * raises its own, then looks at the other's. The application never waits for
+ * long: at most for the observer's one ncclCommGetAsyncError, which on a
+ * nonblocking communicator does not block.
+ *
+ * ncclguard_comm_enter: an application thread is about to call NCCL on c (NULL,
+ * or a blocking communicator: nothing to do); returns c when it entered it,
+ * else NULL, to hand to ncclguard_comm_leave after the call.
+ * ncclguard_comm_observe_begin: the observer may call NCCL on c now (1; then
+ * ncclguard_comm_observe_end), or an application call is inside (0).
+ */
+struct ng_comm *ncclguard_comm_enter(struct ng_comm *c);
+static inline void ncclguard_comm_leave(struct ng_comm *c)
+{
+    if (c) ng_atomic_add_seq_cst(&c->app_inside, -1);
+}
+int ncclguard_comm_observe_begin(struct ng_comm *c);
+void ncclguard_comm_observe_end(struct ng_comm *c);
 
 /* Lock-free lookup; NULL for a handle this process never registered. */
 struct ng_comm *ncclguard_comm_find(ncclComm_t handle);

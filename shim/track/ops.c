@@ -30,6 +30,10 @@ struct group_stream {
 };
 static NG_TLS uint64_t group_id;
 static NG_TLS int group_nonblocking; /* a communicator of the group is nonblocking */
+/* The group's nonblocking communicators, which its ncclGroupEnd operates. */
+#define GROUP_COMMS 16
+static NG_TLS struct ng_comm *group_comms[GROUP_COMMS];
+static NG_TLS int group_ncomms;
 static NG_TLS int group_nstreams;
 static NG_TLS struct group_stream group_streams[GROUP_STREAMS];
 static NG_TLS uint64_t thread_id;
@@ -45,6 +49,15 @@ static uint64_t dtype_size(ncclDataType_t t)
     }
 }
 
+/* A nonblocking communicator that the group uses (the first GROUP_COMMS). */
+static void note_group_comm(struct ng_comm *c)
+{
+    group_nonblocking = 1;
+    for (int i = 0; i < group_ncomms; i++)
+        if (group_comms[i] == c) return;
+    if (group_ncomms < GROUP_COMMS) group_comms[group_ncomms++] = c;
+}
+
 void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
                       size_t count, ncclDataType_t dtype, int redop, int root)
 {
@@ -54,13 +67,17 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     t->captured = 0;
     t->group_slot = -1;
     t->fenced = 0;
+    t->entered = NULL;
     if (!c) return;
     if (ng_atomic_load_acquire(&c->fenced)) {
         t->fenced = 1;
         t->comm = NULL;
         return;
     }
-    if (!c->blocking) ncclguard_flush_deferred(ncclguard_comm_index(c));
+    if (!c->blocking) {
+        t->entered = ncclguard_comm_enter(c);
+        ncclguard_flush_deferred(ncclguard_comm_index(c));
+    }
     if (!thread_id) thread_id = (uint64_t)gettid();
     struct ng_op_record *r = &t->rec;
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
@@ -91,7 +108,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     if (mode == NG_TRACK_OFF) return;
     if (group_depth > 0) {
         r->group_id = group_id;
-        group_nonblocking |= !c->blocking;
+        if (!c->blocking) note_group_comm(c);
         enum ng_capture cap = ncclguard_stream_capturing(stream);
         if (cap != NG_CAPTURE_NONE) { /* no marker on this stream */
             t->captured = cap == NG_CAPTURE_ACTIVE;
@@ -120,6 +137,7 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
 {
     struct ng_comm *c = t->comm;
     if (!c) return;
+    ncclguard_comm_leave(t->entered);
     struct ng_op_record *r = &t->rec;
     r->result = res;
     if (!ng_accepted(res)) {
@@ -165,6 +183,7 @@ void ncclguard_group_start_post(ncclResult_t r)
         group_id = ng_atomic_add_relaxed(&group_counter, 1) + 1;
         group_nstreams = 0;
         group_nonblocking = 0;
+        group_ncomms = 0;
     }
 }
 
@@ -173,6 +192,7 @@ void ncclguard_group_start_post(ncclResult_t r)
 void ncclguard_group_end_pre(void)
 {
     if (group_depth != 1) return;
+    for (int i = 0; i < group_ncomms; i++) ncclguard_comm_enter(group_comms[i]);
     for (int i = 0; i < group_nstreams; i++) {
         struct group_stream *g = &group_streams[i];
         int marker;
@@ -187,6 +207,8 @@ void ncclguard_group_end_post(ncclResult_t res)
 {
     if (group_depth == 0) return;
     if (--group_depth > 0) return;
+    for (int i = 0; i < group_ncomms; i++) ncclguard_comm_leave(group_comms[i]);
+    group_ncomms = 0;
     for (int i = 0; i < group_nstreams; i++) {
         struct group_stream *g = &group_streams[i];
         if (g->refs <= 0) continue;

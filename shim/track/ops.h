@@ -28,6 +28,7 @@ struct ng_op_ticket {
     int fenced;           /* the communicator was aborted by ncclguard: refuse the call */
     int captured;         /* the stream was capturing */
     int group_slot;       /* index in the thread's group stream list, -1 if none */
+    struct ng_comm *entered; /* a nonblocking communicator this call is inside */
     struct ng_op_record rec;
 };
 

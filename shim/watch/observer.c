@@ -220,6 +220,7 @@ static void poll_comms(void)
         if (state != NG_COMM_READY && state != NG_COMM_INITIALIZING) continue;
         ncclResult_t err = ncclSuccess;
         int rank = -1, nranks = -1, dev = -1;
+        if (!ncclguard_comm_observe_begin(c)) continue; /* the application is inside */
         pthread_mutex_lock(&c->poll_lock);
         ncclComm_t h = ncclguard_comm_handle(c);
         int usable = !c->ending && h && nccl->comm_get_async_error;
@@ -232,6 +233,7 @@ static void poll_comms(void)
             nccl->comm_cu_device(h, &dev);
         }
         pthread_mutex_unlock(&c->poll_lock);
+        ncclguard_comm_observe_end(c);
         if (r != ncclSuccess) continue;
         if (nranks > 0) { /* read by application threads: atomic stores */
             ng_atomic_store_relaxed(&c->rank, rank);
