@@ -1,36 +1,61 @@
 /* stats.c: see stats.h. */
 #include "watch/stats.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-#define WINDOW 32
+#include "base/ops.h"
+
 #define WARMUP 8
+#define REMEDIAN_EVERY 8
+#define AGE_EVERY 64
 #define CLASSES 1024 /* open addressing; classes beyond it are not kept */
+#define OCTAVES 41   /* durations up to 2^41 ns (36 minutes); longer ones count as that */
+#define BUCKETS (4 * OCTAVES)
+
+_Static_assert(NG_OP_NTYPES < 256, "an op type fits in the key's 8 bits");
 
 struct class_stats {
-    uint64_t key; /* 0 = free */
-    uint32_t n;   /* samples seen, saturating */
-    uint32_t next;
-    int64_t window[WINDOW];
+    uint64_t key;   /* 0 = free */
+    uint32_t n;     /* samples seen, saturating */
+    uint32_t total; /* samples in the histogram (after ageing) */
+    int64_t median; /* as of the last recomputation */
+    uint16_t bucket[BUCKETS];
 };
 
 static struct class_stats table[CLASSES];
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int size_class(uint64_t bytes)
 {
-    int c = 0;
-    while (bytes > 1) {
-        bytes >>= 1;
-        c++;
+    return bytes > 1 ? 63 - __builtin_clzll(bytes) : 0;
+}
+
+/* Bucket 4 l + f holds durations in [2^l (1 + f/4), 2^l (1 + (f+1)/4)). */
+static int bucket_of(int64_t ns)
+{
+    if (ns < 4) return ns > 0 ? (int)ns - 1 : 0; /* 1, 2, 3 ns: exact enough */
+    uint64_t d = (uint64_t)ns;
+    int l = 63 - __builtin_clzll(d);
+    if (l >= OCTAVES) return BUCKETS - 1;
+    return 4 * l + (int)((d >> (l - 2)) & 3);
+}
+
+/* The middle of bucket b. */
+static int64_t bucket_mid(int b)
+{
+    int l = b / 4, f = b % 4;
+    if (l < 2) return b + 1;
+    double lo = (double)(1ULL << l) * (1 + f / 4.0), hi = (double)(1ULL << l) * (1 + (f + 1) / 4.0);
+    return (int64_t)((lo + hi) / 2);
+}
+
+static int64_t median_of(const struct class_stats *c)
+{
+    uint32_t half = (c->total + 1) / 2, seen = 0;
+    for (int b = 0; b < BUCKETS; b++) {
+        seen += c->bucket[b];
+        if (seen >= half) return bucket_mid(b);
     }
-    return c;
+    return 0;
 }
 
 static struct class_stats *find(uint64_t key)
@@ -51,17 +76,15 @@ int64_t ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_
     uint64_t key = comm_id ^ ((uint64_t)op << 56) ^ ((uint64_t)size_class(bytes) << 48);
     struct class_stats *c = find(key ? key : 1);
     if (!c) return 0;
-    int64_t median = 0;
-    if (c->n >= WARMUP) {
-        int64_t sorted[WINDOW];
-        uint32_t k = c->n < WINDOW ? c->n : WINDOW;
-        memcpy(sorted, c->window, k * sizeof *sorted);
-        qsort(sorted, k, sizeof *sorted, cmp_i64);
-        median = sorted[k / 2];
-    }
-    c->window[c->next] = dur_ns;
-    c->next = (c->next + 1) % WINDOW;
+    int64_t median = c->n >= WARMUP ? c->median : 0;
+    c->bucket[bucket_of(dur_ns)]++;
+    c->total++;
     if (c->n < UINT32_MAX) c->n++;
+    if (c->total >= AGE_EVERY) { /* ageing: old samples count half */
+        c->total = 0;
+        for (int b = 0; b < BUCKETS; b++) c->total += c->bucket[b] /= 2;
+    }
+    if (c->n % REMEDIAN_EVERY == 0 || c->n <= WARMUP) c->median = median_of(c);
     return median;
 }
 
