@@ -14,9 +14,11 @@ $(B)/bench/libempty.so: bench/noop.c
 BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead
 ALL += $(BENCH_PROGS)
 
-# The last line printed is overhead's `added_ns_per_call=...`.
+# The last lines printed are `added_instr_per_call=...` (bench/instructions, with
+# valgrind) and overhead's `added_ns_per_call=...`.
 bench: deps
 	@$(MAKE) --no-print-directory all
+	@bench/instructions $(B)
 	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
 	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
