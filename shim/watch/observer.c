@@ -107,14 +107,12 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     if (done && seq > ng_atomic_load_relaxed(done)) ng_atomic_store_relaxed(done, seq);
     int64_t dur = gpu_start && gpu_end ? gpu_end - gpu_start : now_real - r->enqueue_ns;
     const struct ng_settings *s = ncclguard_settings();
-    int64_t median = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur);
-    int slow = (s->slow_ms > 0 && dur > s->slow_ms * 1000000LL) ||
-               (s->slow_factor > 0 && median > 0 && dur >= SLOW_FACTOR_FLOOR_NS &&
-                (double)dur > s->slow_factor * median);
-    if (slow) {
+    struct ng_sample k = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur,
+                                                 s->slow_factor, SLOW_FACTOR_FLOOR_NS);
+    if ((s->slow_ms > 0 && dur > s->slow_ms * 1000000LL) || k.persistent) {
         ncclguard_flight_watch(index, NG_WATCHER_OBSERVER, NG_WATCH_FLAGS,
                                r->flags | NG_REC_SLOW);
-        report_slow(r, dur, median, now_mono);
+        report_slow(r, dur, k.median, now_mono);
     }
 }
 

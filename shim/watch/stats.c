@@ -5,7 +5,7 @@
 
 #include "base/ops.h"
 
-#define WARMUP 8
+#define WARMUP 32 /* a median of fewer samples of a waiting-dominated class misleads */
 #define REMEDIAN_EVERY 8
 #define AGE_EVERY 64
 #define CLASSES 1024 /* open addressing; classes beyond it are not kept */
@@ -19,6 +19,7 @@ struct class_stats {
     uint32_t n;     /* samples seen, saturating */
     uint32_t total; /* samples in the histogram (after ageing) */
     int64_t median; /* as of the last recomputation */
+    uint8_t over;   /* one bit per recent sample: over factor x median */
     uint16_t bucket[BUCKETS];
 };
 
@@ -71,12 +72,18 @@ static struct class_stats *find(uint64_t key)
     return NULL;
 }
 
-int64_t ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_t dur_ns)
+struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes,
+                                         int64_t dur_ns, double factor, int64_t floor_ns)
 {
     uint64_t key = comm_id ^ ((uint64_t)op << 56) ^ ((uint64_t)size_class(bytes) << 48);
     struct class_stats *c = find(key ? key : 1);
-    if (!c) return 0;
+    struct ng_sample out = {0, 0};
+    if (!c) return out;
     int64_t median = c->n >= WARMUP ? c->median : 0;
+    int over = factor > 0 && median > 0 && dur_ns >= floor_ns && (double)dur_ns > factor * median;
+    c->over = (uint8_t)(c->over << 1 | over);
+    out.median = median;
+    out.persistent = over && __builtin_popcount(c->over) >= NG_SLOW_PERSIST;
     c->bucket[bucket_of(dur_ns)]++;
     c->total++;
     if (c->n < UINT32_MAX) c->n++;
@@ -84,8 +91,8 @@ int64_t ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_
         c->total = 0;
         for (int b = 0; b < BUCKETS; b++) c->total += c->bucket[b] /= 2;
     }
-    if (c->n % REMEDIAN_EVERY == 0 || c->n <= WARMUP) c->median = median_of(c);
-    return median;
+    if (c->n % REMEDIAN_EVERY == 0 || c->n <= 2 * WARMUP) c->median = median_of(c);
+    return out;
 }
 
 void ncclguard_stats_reset(void)

@@ -8,9 +8,19 @@
  * to 2^40 ns), aged by halving every count after each 64 samples, so that it
  * follows a job whose op times drift. The reference is the histogram's median
  * (the middle of its bucket: within 10% of the true value), recomputed every 8
- * samples, and given once 8 samples have been seen (warm-up). Cost per sample: a
+ * samples, and given once 32 samples have been seen (warm-up: an op that waits
+ * for its peers varies with their lateness, and a median of a few samples
+ * misleads). Cost per sample: a
  * bucket index and an increment, plus a walk of the buckets every eighth sample;
  * no sort. The same histograms can serve metrics later.
+ *
+ * The relative part of the slow-op rule lives here too, because one rank alone
+ * cannot tell its own slowness from waiting for a late peer: a peer that pauses
+ * once makes every rank's op of that step long. So an op is slow by the factor
+ * rule only when its class has been over factor x median in at least
+ * NG_SLOW_PERSIST (6) of its last 8 samples, this one included: a lasting change,
+ * not an occasional wait. Telling the straggler is left to `ncclguard analyze`,
+ * which sees every rank.
  *
  * Threads: the observer only (no locking).
  */
@@ -19,9 +29,18 @@
 
 #include <stdint.h>
 
-/* Adds one duration. Returns the class's median before this sample (ns), or 0
- * during the warm-up (and for a class the table has no room for). */
-int64_t ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_t dur_ns);
+#define NG_SLOW_PERSIST 6
+
+struct ng_sample {
+    int64_t median;  /* the class's median before this sample (ns); 0 in the warm-up */
+    int persistent;  /* over `factor` x median in >= NG_SLOW_PERSIST of the last 8 */
+};
+
+/* Adds one duration. An op counts as over when factor > 0, it lasted at least
+ * floor_ns and longer than factor x the median. A class the table has no room
+ * for gives {0, 0}. */
+struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes,
+                                         int64_t dur_ns, double factor, int64_t floor_ns);
 
 /* Forgets everything (fork child, tests). */
 void ncclguard_stats_reset(void);

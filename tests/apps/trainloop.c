@@ -27,6 +27,8 @@ static const char usage_text[] =
     "  --nonblocking      nonblocking communicators (config.blocking = 0)\n"
     "  --graph            capture one AllReduce into a CUDA graph, launch it every step\n"
     "  --quiet            no informational lines\n"
+    "  --jitter-ms J      each rank waits 0..J ms on the host before each step (seeded)\n"
+    "  --pause-ms P       every tenth step, one rank (seeded) waits P ms more\n"
     "  --hang-rank R      rank R blocks forever in trainloop_host_stall() before step S\n"
     "  --skip-rank R      rank R skips AllReduce #0 in step S\n"
     "  --mismatch-rank R  rank R passes count-1 to AllReduce #0 in step S\n"
@@ -57,6 +59,7 @@ static int parse_int(const char *opt, const char *s, int min, int max)
 }
 
 enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_HELP,
+       O_JITTER, O_PAUSE,
        O_FAULT_BASE };
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
@@ -70,6 +73,8 @@ static const struct option long_opts[] = {
     { "nonblocking", no_argument, NULL, O_NONBLOCKING },
     { "graph", no_argument, NULL, O_GRAPH },
     { "quiet", no_argument, NULL, O_QUIET },
+    { "jitter-ms", required_argument, NULL, O_JITTER },
+    { "pause-ms", required_argument, NULL, O_PAUSE },
     { "help", no_argument, NULL, O_HELP },
     { "hang-rank", required_argument, NULL, O_FAULT_BASE + 0 },
     { "hang-step", required_argument, NULL, O_FAULT_BASE + 1 },
@@ -118,6 +123,12 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
             break;
         case O_QUIET:
             o->quiet = 1;
+            break;
+        case O_JITTER:
+            o->jitter_ms = parse_int("jitter-ms", optarg, 0, 60000);
+            break;
+        case O_PAUSE:
+            o->pause_ms = parse_int("pause-ms", optarg, 0, 600000);
             break;
         case O_HELP:
             fputs(usage_text, stdout);
@@ -214,6 +225,7 @@ static void *run_worker(void *arg)
             tl_note(": host stall before step %d (--hang-rank, in trainloop_host_stall)", step);
             trainloop_host_stall();
         }
+        tl_host_jitter(w->p, step);
         tl_step_issue(w, step);
         tl_stream_wait(w, w->comm_stream);
         tl_comms_poll_errors(w);

@@ -43,6 +43,7 @@ struct tl_opts {
     int nonblocking;
     int graph;
     int quiet;
+    int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
     struct tl_fault hang, skip, mismatch, stall_gpu, corrupt;
 };
 
@@ -148,6 +149,7 @@ void tl_graph_destroy(struct tl_worker *w);
 /* trainloop_fault.c */
 int tl_fault_now(const struct tl_proc *p, const struct tl_fault *f, int step);
 void trainloop_host_stall(void);
+void tl_host_jitter(const struct tl_proc *p, int step);
 void CUDA_CB trainloop_gpu_stall(void *arg);
 void tl_enqueue_gpu_stall(struct tl_worker *w, int step);
 void tl_release_gpu_stalls(void);

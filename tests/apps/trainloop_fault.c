@@ -20,6 +20,26 @@ int tl_fault_now(const struct tl_proc *p, const struct tl_fault *f, int step)
 }
 
 /*
+ * --jitter-ms, --pause-ms: a healthy job is irregular on the host (data loading,
+ * Python, the garbage collector): before each step a rank waits a pseudo-random
+ * 0..J ms, and every tenth step one pseudo-random rank waits P ms more. Seeded by
+ * rank and step, so every run is the same; the peers then wait for it in NCCL.
+ */
+void tl_host_jitter(const struct tl_proc *p, int step)
+{
+    uint32_t h = (uint32_t)step * 2654435761u ^ (uint32_t)(p->rank + 1) * 40503u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    int ms = p->opt.jitter_ms ? (int)(h % (uint32_t)(p->opt.jitter_ms + 1)) : 0;
+    uint32_t pick = (uint32_t)step * 2246822519u;
+    pick ^= pick >> 16;
+    if (p->opt.pause_ms && step % 10 == 0 && (int)(pick % (uint32_t)p->nranks) == p->rank)
+        ms += p->opt.pause_ms;
+    if (ms) usleep((useconds_t)ms * 1000);
+}
+
+/*
  * --hang-rank: the calling thread blocks here forever, outside NCCL, like a
  * rank stuck in its data loader. Not inlined, so the frame keeps its name.
  */

@@ -353,4 +353,16 @@ else
     fail "context re-retain" "rc=$rc"; grep ncclguard "$TMP/ctxcycle.out" | tail -n 3
 fi
 
+# --- a healthy job with host jitter: no slow-op line ---------------------------------------
+# 0-15 ms of host jitter per step and a 40 ms pause of one rank every tenth step make the
+# other ranks wait in NCCL; one rank cannot tell that from its own slowness, so the
+# factor rule needs a lasting change (6 of a class's last 8 samples), not a wait.
+job jitter -n 4 --timeout 300 -- --steps 100 --jitter-ms 15 --pause-ms 40 --quiet
+if [ $rc -eq 0 ] && ! grep -q 'ncclguard: .*slow ' "$TMP/jitter/out"; then
+    pass "healthy job with host jitter and pauses: no slow-op line (default slow rule)"
+else
+    fail "jittery healthy job" "rc=$rc $(grep -c 'slow ' "$TMP/jitter/out") slow lines"
+    grep 'slow ' "$TMP/jitter/out" | head -n 3
+fi
+
 finish

@@ -270,8 +270,8 @@ static void build_ring(void)
         ck_assert_uint_eq(ncclguard_flight_append(&r, state), (uint64_t)i);
     }
     ck_assert_int_eq(ncclguard_flight_advance(19, NG_OP_SCHEDULED, NG_OP_STARTED), 0);
-    ncclguard_flight_watch(19, NG_WATCH_GPU_START, T0 + 19 * 1000 + 1000);
-    ncclguard_flight_watch(19, NG_WATCH_SEEN_START, T0 + 19 * 1000 + 1500);
+    ncclguard_flight_watch(19, NG_WATCHER_OBSERVER, NG_WATCH_GPU_START, T0 + 19 * 1000 + 1000);
+    ncclguard_flight_watch(19, NG_WATCHER_OBSERVER, NG_WATCH_SEEN_START, T0 + 19 * 1000 + 1500);
 }
 
 static void opt_int(FILE *f, const char *key, int64_t v, int is_null)

@@ -96,16 +96,18 @@ START_TEST(advance_is_compare_and_swap)
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_STARTED, NG_OP_COMPLETED), -1);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_STARTED), 0);
     ck_assert_int_eq(ncclguard_flight_state(i), NG_OP_STARTED);
-    ncclguard_flight_watch(i, NG_WATCH_GPU_START, 1234);
-    ncclguard_flight_watch(i, NG_WATCH_FLAGS, NG_REC_SLOW | NG_REC_FIRST);
+    ncclguard_flight_watch(i, NG_WATCHER_OBSERVER, NG_WATCH_GPU_START, 1234);
+    ncclguard_flight_watch(i, NG_WATCHER_OBSERVER, NG_WATCH_FLAGS, NG_REC_SLOW | NG_REC_FIRST);
+    ncclguard_flight_watch(i, NG_WATCHER_ENFORCER, NG_WATCH_FLAGS, NG_REC_TIMEOUT);
     struct ng_op_record out;
     ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
     ck_assert_int_eq(out.gpu_start_ns, 1234);
-    ck_assert_uint_eq(out.flags, NG_REC_SLOW); /* the watchdog sets its own flags only */
+    ck_assert_uint_eq(out.flags, NG_REC_SLOW | NG_REC_TIMEOUT); /* its own flags only */
     /* overwrite the slot: updates for the old index must not land */
     for (int k = 0; k < 16; k++) ncclguard_flight_append(&r, NG_OP_COMPLETED);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_STARTED, NG_OP_COMPLETED), -1);
-    ncclguard_flight_watch(i, NG_WATCH_GPU_START, 99);
+    ncclguard_flight_watch(i, NG_WATCHER_OBSERVER, NG_WATCH_GPU_START, 99);
+    ncclguard_flight_watch(i, NG_WATCHER_ENFORCER, NG_WATCH_FLAGS, NG_REC_DUMPED);
     ck_assert_int_eq(ncclguard_flight_copy(i + 16, &out), 0);
     ck_assert_int_eq(out.gpu_start_ns, 0);
     ck_assert_uint_eq(out.flags, 0);
@@ -156,7 +158,7 @@ static void *racing_watchdog(void *arg)
         for (uint64_t j = h > 8 ? h - 8 : 0; j < h; j++) {
             struct ng_op_record out;
             if (ncclguard_flight_copy(j, &out) == 0)
-                ncclguard_flight_watch(j, NG_WATCH_SEEN_END, 7 * j + 1);
+                ncclguard_flight_watch(j, NG_WATCHER_OBSERVER, NG_WATCH_SEEN_END, 7 * j + 1);
         }
     }
     return NULL;

@@ -15,7 +15,12 @@
 
 static int64_t observe(int64_t ns)
 {
-    return ncclguard_stats_observe(0x1234, NG_OP_ALLREDUCE, 4096, ns);
+    return ncclguard_stats_observe(0x1234, NG_OP_ALLREDUCE, 4096, ns, 0, 0).median;
+}
+
+static int64_t observe_in(uint64_t comm, int op, uint64_t bytes, int64_t ns)
+{
+    return ncclguard_stats_observe(comm, op, bytes, ns, 0, 0).median;
 }
 
 static int near(int64_t got, int64_t want, double tolerance)
@@ -27,8 +32,8 @@ static int near(int64_t got, int64_t want, double tolerance)
 START_TEST(warm_up_then_the_median)
 {
     ncclguard_stats_reset();
-    for (int i = 0; i < 8; i++) ck_assert_int_eq(observe((1 + i % 3) * MS), 0);
-    int64_t m = observe(2 * MS); /* 1,2,3,1,2,3,1,2 ms: the median is 2 ms */
+    for (int i = 0; i < 32; i++) ck_assert_int_eq(observe((1 + i % 3) * MS), 0);
+    int64_t m = observe(2 * MS); /* 1,2,3,1,2,3,... ms: the median is 2 ms */
     ck_assert_msg(near(m, 2 * MS, 0.1), "median %lld", (long long)m);
 }
 END_TEST
@@ -46,17 +51,17 @@ START_TEST(classes_are_kept_apart)
 {
     ncclguard_stats_reset();
     for (int i = 0; i < 50; i++) {
-        ncclguard_stats_observe(1, NG_OP_ALLREDUCE, 4096, MS);
-        ncclguard_stats_observe(2, NG_OP_ALLREDUCE, 4096, 50 * MS);          /* other comm */
-        ncclguard_stats_observe(1, NG_OP_ALLGATHER, 4096, 20 * MS);          /* other op */
-        ncclguard_stats_observe(1, NG_OP_ALLREDUCE, 1 << 30, 300 * MS);      /* other size */
+        observe_in(1, NG_OP_ALLREDUCE, 4096, MS);
+        observe_in(2, NG_OP_ALLREDUCE, 4096, 50 * MS);     /* other comm */
+        observe_in(1, NG_OP_ALLGATHER, 4096, 20 * MS);     /* other op */
+        observe_in(1, NG_OP_ALLREDUCE, 1 << 30, 300 * MS); /* other size */
     }
-    ck_assert(near(ncclguard_stats_observe(1, NG_OP_ALLREDUCE, 4096, MS), MS, 0.1));
-    ck_assert(near(ncclguard_stats_observe(2, NG_OP_ALLREDUCE, 4096, MS), 50 * MS, 0.1));
-    ck_assert(near(ncclguard_stats_observe(1, NG_OP_ALLGATHER, 4096, MS), 20 * MS, 0.1));
-    ck_assert(near(ncclguard_stats_observe(1, NG_OP_ALLREDUCE, 1 << 30, MS), 300 * MS, 0.1));
+    ck_assert(near(observe_in(1, NG_OP_ALLREDUCE, 4096, MS), MS, 0.1));
+    ck_assert(near(observe_in(2, NG_OP_ALLREDUCE, 4096, MS), 50 * MS, 0.1));
+    ck_assert(near(observe_in(1, NG_OP_ALLGATHER, 4096, MS), 20 * MS, 0.1));
+    ck_assert(near(observe_in(1, NG_OP_ALLREDUCE, 1 << 30, MS), 300 * MS, 0.1));
     /* the same size class: 4096 and 5000 bytes are compared */
-    ck_assert(near(ncclguard_stats_observe(1, NG_OP_ALLREDUCE, 5000, MS), MS, 0.1));
+    ck_assert(near(observe_in(1, NG_OP_ALLREDUCE, 5000, MS), MS, 0.1));
 }
 END_TEST
 
@@ -73,9 +78,31 @@ END_TEST
 START_TEST(durations_out_of_range)
 {
     ncclguard_stats_reset();
-    for (int i = 0; i < 20; i++) observe(i % 2 ? 0 : INT64_MAX);
+    for (int i = 0; i < 40; i++) observe(i % 2 ? 0 : INT64_MAX);
     int64_t m = observe(1);
     ck_assert_int_gt(m, 0); /* clamped into the histogram, no crash */
+}
+END_TEST
+
+/* The relative rule: one long op among fast ones (a peer that paused once) is not
+ * slow; a class that stays over factor x median is, from its sixth sample over. */
+START_TEST(slow_only_when_persistent)
+{
+    ncclguard_stats_reset();
+    struct ng_sample k;
+    for (int i = 0; i < 40; i++) ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 2 * MS, 10, MS);
+    for (int round = 0; round < 5; round++) { /* a 40 ms wait every eighth sample */
+        k = ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 40 * MS, 10, MS);
+        ck_assert_int_eq(k.persistent, 0);
+        ck_assert(near(k.median, 2 * MS, 0.1));
+        for (int i = 0; i < 7; i++) ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 2 * MS, 10, MS);
+    }
+    int reported = 0;
+    for (int i = 0; i < 6; i++) /* now every op of the class takes 40 ms */
+        reported += ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 40 * MS, 10, MS).persistent;
+    ck_assert_int_ge(reported, 1); /* from the sixth over in a row */
+    k = ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 40 * MS, 0, MS); /* factor off */
+    ck_assert_int_eq(k.persistent, 0);
 }
 END_TEST
 
@@ -88,6 +115,7 @@ int main(void)
     tcase_add_test(t, classes_are_kept_apart);
     tcase_add_test(t, ageing_follows_a_drift);
     tcase_add_test(t, durations_out_of_range);
+    tcase_add_test(t, slow_only_when_persistent);
     suite_add_tcase(s, t);
     return ng_check_run(s);
 }
