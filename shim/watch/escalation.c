@@ -13,6 +13,7 @@
 #include "base/events.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "evidence/dump.h"
 #include "policy/config.h"
 #include "track/comm.h"
@@ -64,16 +65,7 @@ void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
     char quoted[512];
     ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":%s", (unsigned long long)c->id,
                     ncclguard_json_quote(why, quoted, sizeof quoted));
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&t, &attr, abort_main, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = ncclguard_thread_start(NULL, abort_main, j);
     if (rc) {
         NG_WARN("cannot start the abort thread (%s): comm %016llx stays fenced, not aborted",
                 strerror(rc), (unsigned long long)c->id);

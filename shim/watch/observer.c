@@ -10,7 +10,6 @@
 #include "watch/observer.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +19,7 @@
 #include "base/events.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "policy/config.h"
 #include "policy/envaudit.h"
 #include "track/comm.h"
@@ -343,12 +343,7 @@ int ncclguard_observer_start(void)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&sleep_cond, &ca);
     pthread_condattr_destroy(&ca);
-    /* The thread takes no signals meant for the application. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, NULL, observer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = ncclguard_thread_start(&thread, observer_main, NULL);
     if (rc) {
         ng_atomic_store_release(&running, 0);
         NG_WARN("cannot start the watchdog's observer thread (%s): ops are recorded but not "

@@ -24,6 +24,7 @@
 #include "base/events.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "evidence/dump.h"
 #include "policy/config.h"
 #include "track/comm.h"
@@ -298,12 +299,7 @@ void ncclguard_watchdog_start(void)
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
     install_dump_signal(ncclguard_settings()->dump_signal);
     ncclguard_observer_start();
-    /* The thread takes no signals meant for the application. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, NULL, enforcer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = ncclguard_thread_start(&thread, enforcer_main, NULL);
     if (rc) {
         ng_atomic_store_release(&running, 0);
         NG_WARN("cannot start the watchdog's enforcer thread (%s): no timeouts, no dumps on "

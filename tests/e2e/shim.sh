@@ -70,11 +70,19 @@ anon_kb() { awk '/^Anonymous:/ {print $2}' "/proc/$1/smaps_rollup"; }
 # No allocation of note: anonymous memory may grow by the pages of its own data that
 # the constructor touches (the policy's settings, about 40 KiB), nothing more.
 ANON_SLACK_KB=128
+# A command that sets up for a while (an interpreter) says when it is done by creating
+# the file $INERT_READY; the others are steady once their libraries are mapped.
 inert() { # NAME CMD...: compare the process with and without the shim
     local name=$1; shift
-    "$@" & local p1=$!
-    LD_PRELOAD=$SHIM "$@" & local p2=$!
+    rm -f "$TMP/ready.plain" "$TMP/ready.shim"
+    INERT_READY=$TMP/ready.plain "$@" & local p1=$!
+    INERT_READY=$TMP/ready.shim LD_PRELOAD=$SHIM "$@" & local p2=$!
     if wait_ready $p1 && wait_ready $p2; then
+        for _ in $(seq 200); do
+            case "$*" in *INERT_READY*) ;; *) break ;; esac
+            [ -e "$TMP/ready.plain" ] && [ -e "$TMP/ready.shim" ] && break
+            sleep 0.05
+        done
         sleep 0.5
         snapshot $p1 >"$TMP/inert.plain"
         snapshot $p2 >"$TMP/inert.shim"
@@ -97,7 +105,8 @@ if [ "${SANITIZE:-}" = 1 ]; then
     skip "inertness" "measured on the production build (ASan adds its own threads and maps)"
 else
     inert sleep sleep 30
-    PYTHONHASHSEED=0 inert python3 python3 -c 'import time; time.sleep(30)'
+    PYTHONHASHSEED=0 inert python3 python3 -c \
+        'import os, time; open(os.environ["INERT_READY"], "w").close(); time.sleep(30)'
     # a process that never uses NCCL writes nothing either
     out=$(LD_PRELOAD=$SHIM python3 -c 'print("ok")' 2>&1)
     if [ "$out" = ok ]; then pass "silent in a process without NCCL"
