@@ -75,6 +75,9 @@ struct fn_comm {
     int inflight;         /* host functions currently using seg */
     int pending;          /* launched (not captured) batches not yet finished */
     _Atomic int nb_jobs;  /* nonblocking launches and jobs not yet finished */
+    /* NCCL's internal stream (enqueue.cc): a launch waits for this comm's earlier ones */
+    _Atomic uint64_t order_launched; /* batches launched (not captured), ever */
+    uint64_t order_finished;         /* of those, batches finished, under mu */
     uint64_t ctrl_epoch;  /* control all-gathers joined on this comm */
     uint64_t child_ordinal; /* splits and shrinks made from this comm */
     struct fn_redop redops[FN_MAX_REDOPS];

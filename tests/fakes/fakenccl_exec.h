@@ -59,6 +59,8 @@ struct fn_batch {
     struct fn_op *ops;
     int ncomms;
     struct fn_comm **comms; /* distinct comms of ops, in first-use order */
+    /* per comm: its batches launched before this launch, which must finish first */
+    uint64_t *turns;
 };
 
 /* Progress of one op during one execution of its batch. */
@@ -86,7 +88,11 @@ ncclResult_t fn_exec_interrupted(struct fn_comm *c);
 const char *fn_op_name(enum fn_op_kind k);
 
 /* ---- exec.c ---- */
-/* The host function: runs a batch to completion on the stream worker. */
+/*
+ * The host function: runs a batch to completion on the stream worker. A
+ * batch that is not captured first waits for its comms' earlier batches
+ * (b->turns), as NCCL makes each launch wait for the comm's internal stream.
+ */
 void fn_batch_run(void *arg);
 
 /* ---- launch.c ---- */

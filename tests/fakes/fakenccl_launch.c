@@ -4,7 +4,8 @@
  * so that the work is ordered with the caller's other stream work and with
  * anyone's events, and is recorded into a graph while the stream captures.
  *
- * Nonblocking communicators: the launch is handed to one helper thread
+ * Every launch of a comm waits for its earlier ones, as on NCCL's internal
+ * stream (take_turns). Nonblocking communicators: the launch is handed to one helper thread
  * that issues jobs in call order; each comm counts its jobs not yet issued
  * (nb_jobs), and ncclCommGetAsyncError answers ncclInProgress until they
  * are. Two cases launch on the calling thread instead (and still answer
@@ -43,6 +44,7 @@ static void batch_free(struct fn_batch *b)
         return;
     free(b->ops);
     free(b->comms);
+    free(b->turns);
     free(b);
 }
 
@@ -69,8 +71,9 @@ static int build_batches(const struct fn_op *ops, int nops, struct fn_batch **ou
             if (b) {
                 b->ops = calloc((size_t)nops, sizeof *b->ops);
                 b->comms = calloc((size_t)nops, sizeof *b->comms);
+                b->turns = calloc((size_t)nops, sizeof *b->turns);
             }
-            if (!b || !b->ops || !b->comms) {
+            if (!b || !b->ops || !b->comms || !b->turns) {
                 batch_free(b);
                 goto oom;
             }
@@ -103,16 +106,18 @@ static void leave_ctx(CUcontext ctx, CUcontext prev)
         cuCtxSetCurrent(prev);
 }
 
-static bool batch_capturing(const struct fn_batch *b)
+/* Whether b's stream is capturing, asked in b's context. */
+static CUresult capture_state(struct fn_batch *b)
 {
     CUcontext prev;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (enter_ctx(b->ctx, &prev) != CUDA_SUCCESS)
-        return false;
-    if (cuStreamIsCapturing(b->stream, &cs) != CUDA_SUCCESS)
-        cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = enter_ctx(b->ctx, &prev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cuStreamIsCapturing(b->stream, &cs);
     leave_ctx(b->ctx, prev);
-    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    b->captured = r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    return r;
 }
 
 static void add_pending(struct fn_batch *b, int delta)
@@ -120,49 +125,110 @@ static void add_pending(struct fn_batch *b, int delta)
     for (int i = 0; i < b->ncomms; i++) {
         pthread_mutex_lock(&b->comms[i]->mu);
         b->comms[i]->pending += delta;
+        if (delta < 0) /* the batch never ran: its turn is over */
+            b->comms[i]->order_finished++;
         pthread_cond_broadcast(&b->comms[i]->cv);
         pthread_mutex_unlock(&b->comms[i]->mu);
     }
 }
 
 /*
- * Enqueues one batch on its stream. On success the batch belongs to the
- * stream worker (or, when captured, to the captured list) and must not be
- * touched; on failure the caller still owns it.
+ * Enqueues one batch (capture state known) on its stream. On success the
+ * batch belongs to the stream worker (or, when captured, to the captured
+ * list) and must not be touched; on failure the caller still owns it.
  */
 static ncclResult_t launch_batch(struct fn_batch *b)
 {
     CUcontext prev, ctx = b->ctx; /* b may be freed by the stream worker once launched */
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    const char *call = "cuCtxSetCurrent";
+    bool captured = b->captured;
     CUresult r = enter_ctx(ctx, &prev);
-    if (r != CUDA_SUCCESS)
-        return fn_cuda_error(r, call);
-    call = "cuStreamIsCapturing";
-    r = cuStreamIsCapturing(b->stream, &cs);
-    if (r == CUDA_SUCCESS) {
-        bool captured = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-        struct captured *keep = captured ? malloc(sizeof *keep) : NULL;
-        b->captured = captured;
+    if (r != CUDA_SUCCESS) {
         if (!captured)
-            add_pending(b, 1);
-        call = "cuLaunchHostFunc";
-        r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream,
-                                                                            fn_batch_run, b);
-        if (r != CUDA_SUCCESS && !captured)
             add_pending(b, -1);
-        if (r == CUDA_SUCCESS && keep) {
-            keep->batch = b;
-            pthread_mutex_lock(&cap_lock);
-            keep->next = cap_head;
-            cap_head = keep;
-            pthread_mutex_unlock(&cap_lock);
-        } else {
-            free(keep);
-        }
+        return fn_cuda_error(r, "cuCtxSetCurrent");
+    }
+    struct captured *keep = captured ? malloc(sizeof *keep) : NULL;
+    r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream, fn_batch_run,
+                                                                        b);
+    if (r != CUDA_SUCCESS && !captured)
+        add_pending(b, -1);
+    if (r == CUDA_SUCCESS && keep) {
+        keep->batch = b;
+        pthread_mutex_lock(&cap_lock);
+        keep->next = cap_head;
+        cap_head = keep;
+        pthread_mutex_unlock(&cap_lock);
+    } else {
+        free(keep);
     }
     leave_ctx(ctx, prev);
-    return r == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(r, call);
+    return r == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(r, "cuLaunchHostFunc");
+}
+
+/* Index of c among b's comms, or -1 (also when b is captured: it takes no turn). */
+static int turn_index(const struct fn_batch *b, const struct fn_comm *c)
+{
+    for (int ci = 0; !b->captured && ci < b->ncomms; ci++)
+        if (b->comms[ci] == c)
+            return ci;
+    return -1;
+}
+
+/*
+ * Each comm of one API call takes its turn, as NCCL orders a launch after
+ * the comm's internal stream (enqueue.cc: the user stream waits for
+ * deviceStream, which then advances to the end of the launch): the batches
+ * of this call that use the comm wait until every earlier batch of it has
+ * finished, whatever its stream, and run together (in NCCL they are one
+ * launch). Captured batches run at graph launch and take no turn.
+ */
+static void take_turns(struct fn_batch **batches, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        for (int ci = 0; !batches[k]->captured && ci < batches[k]->ncomms; ci++) {
+            struct fn_comm *c = batches[k]->comms[ci];
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++)
+                taken = turn_index(batches[j], c) >= 0;
+            if (taken)
+                continue;
+            uint64_t n = 0;
+            for (int j = k; j < nb; j++)
+                n += turn_index(batches[j], c) >= 0;
+            uint64_t turn = atomic_fetch_add(&c->order_launched, n);
+            for (int j = k; j < nb; j++) {
+                int cj = turn_index(batches[j], c);
+                if (cj >= 0)
+                    batches[j]->turns[cj] = turn;
+            }
+        }
+    }
+}
+
+/*
+ * Launches the batches of one API call: each launched one is set to NULL, a
+ * failed one stays in batches[] and the first error is returned.
+ */
+static ncclResult_t launch_all(struct fn_batch **batches, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        CUresult r = capture_state(batches[k]);
+        if (r != CUDA_SUCCESS)
+            return fn_cuda_error(r, "cuStreamIsCapturing");
+    }
+    take_turns(batches, nb);
+    for (int k = 0; k < nb; k++)
+        if (!batches[k]->captured)
+            add_pending(batches[k], 1);
+    ncclResult_t res = ncclSuccess;
+    for (int k = 0; k < nb; k++) {
+        ncclResult_t r = launch_batch(batches[k]);
+        if (r == ncclSuccess)
+            batches[k] = NULL;
+        else if (res == ncclSuccess)
+            res = r;
+    }
+    return res;
 }
 
 static void job_free(struct job *j)
@@ -187,15 +253,10 @@ static void *helper_main(void *arg)
         if (!hq_head)
             hq_tail = NULL;
         pthread_mutex_unlock(&hq_lock);
-        for (int i = 0; i < j->nbatches; i++) {
-            ncclResult_t r = launch_batch(j->batches[i]);
-            if (r == ncclSuccess) {
-                j->batches[i] = NULL;
-                continue;
-            }
-            for (int k = 0; k < j->batches[i]->ncomms; k++)
+        ncclResult_t r = launch_all(j->batches, j->nbatches);
+        for (int i = 0; r != ncclSuccess && i < j->nbatches; i++)
+            for (int k = 0; j->batches[i] && k < j->batches[i]->ncomms; k++)
                 fn_comm_set_async(j->batches[i]->comms[k], r);
-        }
         for (int i = 0; i < j->ncomms; i++) {
             struct fn_comm *c = j->comms[i];
             pthread_mutex_lock(&c->mu);
@@ -255,7 +316,7 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops)
         add_comm(comms, &nc, ops[i].comm);
     }
     for (int k = 0; async && !here && k < nb; k++)
-        here = batch_capturing(batches[k]);
+        here = capture_state(batches[k]) == CUDA_SUCCESS && batches[k]->captured;
     if (async && !here) {
         struct job *j = calloc(1, sizeof *j);
         if (j) {
@@ -265,15 +326,9 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops)
             free(j);
         }
     }
-    ncclResult_t res = ncclSuccess;
-    for (int k = 0; k < nb; k++) {
-        ncclResult_t r = launch_batch(batches[k]);
-        if (r != ncclSuccess) {
-            batch_free(batches[k]);
-            if (res == ncclSuccess)
-                res = r;
-        }
-    }
+    ncclResult_t res = launch_all(batches, nb);
+    for (int k = 0; k < nb; k++)
+        batch_free(batches[k]);
     free(batches);
     free(comms);
     return res == ncclSuccess && async ? ncclInProgress : res;
