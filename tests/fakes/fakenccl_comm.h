@@ -69,6 +69,7 @@ struct fn_comm {
     uint64_t *exec_recv_seq;  /* [nranks] receives started per peer, under mu */
     _Atomic long completed_ops;
     _Atomic bool quiesce; /* ncclCommShrink(NCCL_SHRINK_ABORT) ends this rank's running ops */
+    _Atomic bool connected; /* the first launch's connection setup is done (nonblocking) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* broadcast when inflight, pending or nb_jobs drop */

@@ -240,7 +240,34 @@ static void job_free(struct job *j)
     free(j);
 }
 
-/* The helper thread: issues nonblocking launches in call order. */
+/*
+ * Runs one nonblocking job: the connection setup of its comms' first launch,
+ * then the launch; a failure becomes the async error of the comms involved.
+ */
+static void run_job(struct job *j)
+{
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < j->ncomms && r == ncclSuccess; i++)
+        r = fn_nb_connect(j->comms[i]);
+    if (r == ncclSuccess)
+        r = launch_all(j->batches, j->nbatches);
+    else
+        for (int i = 0; i < j->ncomms; i++)
+            fn_comm_set_async(j->comms[i], r);
+    for (int i = 0; r != ncclSuccess && i < j->nbatches; i++)
+        for (int k = 0; j->batches[i] && k < j->batches[i]->ncomms; k++)
+            fn_comm_set_async(j->batches[i]->comms[k], r);
+    for (int i = 0; i < j->ncomms; i++) {
+        struct fn_comm *c = j->comms[i];
+        pthread_mutex_lock(&c->mu);
+        atomic_fetch_sub(&c->nb_jobs, 1);
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    job_free(j);
+}
+
+/* The helper thread: issues the launches of connected comms in call order. */
 static void *helper_main(void *arg)
 {
     (void)arg;
@@ -253,36 +280,50 @@ static void *helper_main(void *arg)
         if (!hq_head)
             hq_tail = NULL;
         pthread_mutex_unlock(&hq_lock);
-        ncclResult_t r = launch_all(j->batches, j->nbatches);
-        for (int i = 0; r != ncclSuccess && i < j->nbatches; i++)
-            for (int k = 0; j->batches[i] && k < j->batches[i]->ncomms; k++)
-                fn_comm_set_async(j->batches[i]->comms[k], r);
-        for (int i = 0; i < j->ncomms; i++) {
-            struct fn_comm *c = j->comms[i];
-            pthread_mutex_lock(&c->mu);
-            atomic_fetch_sub(&c->nb_jobs, 1);
-            pthread_cond_broadcast(&c->cv);
-            pthread_mutex_unlock(&c->mu);
-        }
-        job_free(j);
+        run_job(j);
     }
     return NULL;
 }
 
-/* Queues a job for the helper thread, starting it if needed; false if it cannot run. */
+/* A first launch waits for its peers on a thread of its own, like NCCL's group job. */
+static void *connect_main(void *arg)
+{
+    run_job(arg);
+    return NULL;
+}
+
+static bool start_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    bool ok = pthread_create(&t, &attr, fn, arg) == 0;
+    pthread_attr_destroy(&attr);
+    return ok;
+}
+
+/*
+ * Hands a job to a thread: its own while a comm still needs its connection
+ * setup, else the helper (started if needed). False if it cannot run.
+ */
 static bool queue_job(struct job *j)
 {
-    for (int i = 0; i < j->ncomms; i++)
+    bool connected = true;
+    for (int i = 0; i < j->ncomms; i++) {
         atomic_fetch_add(&j->comms[i]->nb_jobs, 1);
-    pthread_mutex_lock(&hq_lock);
-    if (!hq_running) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        hq_running = pthread_create(&t, &attr, helper_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
+        connected = connected && fn_nb_connected(j->comms[i]);
     }
+    if (!connected) {
+        if (start_thread(connect_main, j))
+            return true;
+        for (int i = 0; i < j->ncomms; i++)
+            atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
+        return false;
+    }
+    pthread_mutex_lock(&hq_lock);
+    if (!hq_running)
+        hq_running = start_thread(helper_main, NULL);
     if (hq_running) {
         if (hq_tail)
             hq_tail->next = j;
@@ -298,7 +339,7 @@ static bool queue_job(struct job *j)
     return hq_running;
 }
 
-ncclResult_t fn_launch(const struct fn_op *ops, int nops)
+ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
 {
     struct fn_batch **batches = calloc((size_t)nops, sizeof *batches);
     struct fn_comm **comms = calloc((size_t)nops, sizeof *comms);
@@ -317,6 +358,14 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops)
     }
     for (int k = 0; async && !here && k < nb; k++)
         here = capture_state(batches[k]) == CUDA_SUCCESS && batches[k]->captured;
+    for (int i = 0; async && here && i < nc; i++)
+        if (!comms[i]->blocking)
+            fn_nb_arrive(comms[i]); /* launched here: peers need not wait for more */
+    bool quick = async && !here && !group; /* may finish within the call (FAKENCCL_NB_SEED) */
+    for (int i = 0; quick && i < nc; i++)
+        quick = fn_nb_connected(comms[i]);
+    if (quick && fn_nb_done_in_call(comms[0]->rank))
+        async = false; /* launched here: the call answers ncclSuccess */
     if (async && !here) {
         struct job *j = calloc(1, sizeof *j);
         if (j) {

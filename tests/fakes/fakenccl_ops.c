@@ -102,7 +102,7 @@ static ncclResult_t submit(struct fn_op *op, const char *api, const char *fault_
     }
     if (fn_group_depth() > 0)
         return fn_group_add_op(op);
-    return fn_launch(op, 1);
+    return fn_launch(op, 1, false);
 }
 
 static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbuff,

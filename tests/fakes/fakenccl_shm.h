@@ -53,6 +53,7 @@ struct fn_seg_hdr {
 struct fn_rank_info {
     _Atomic int32_t present;
     int32_t pid, dev;
+    _Atomic int32_t connected; /* reached its first nonblocking launch */
 };
 
 /* One record of a control all-gather (split: color/key; shrink: exclusion hash). */

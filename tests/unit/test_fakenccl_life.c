@@ -34,18 +34,6 @@ static struct shared *new_shared(void)
     return sh;
 }
 
-/* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
-static ncclResult_t poll_async(ncclComm_t comm)
-{
-    ncclResult_t st = ncclInProgress;
-    for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
-        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
-        if (st == ncclInProgress)
-            fnt_sleep_ms(1);
-    }
-    return st;
-}
-
 static void arrive(struct shared *sh, int n)
 {
     __atomic_fetch_add(&sh->count, 1, __ATOMIC_ACQ_REL);
@@ -78,22 +66,22 @@ static void nonblocking_rank(int rank, int n, void *arg)
                   "last error: %s", ncclGetLastError(comm));
         fnt_set_flag(&sh->flag, 1);
     }
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "init did not succeed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "init did not succeed");
     FNT_NCCL(ncclCommCount(comm, &count));
     FNT_CHECK(count == n, "count %d", count);
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInProgress,
               "op did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "op launch did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "op launch did not complete");
     fnt_sync(s);
     FNT_CHECK(out == 3, "out = %d", out);
     FNT_NCCL(ncclGroupStart());
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclMax, comm, s));
     FNT_CHECK(ncclGroupEnd() == ncclInProgress, "group end did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "group launch did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "group launch did not complete");
     fnt_sync(s);
     FNT_CHECK(out == 2, "out = %d", out);
     FNT_CHECK(ncclCommFinalize(comm) == ncclInProgress, "finalize did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "finalize did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "finalize did not complete");
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
@@ -113,10 +101,10 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
     int v = 1, out = 0;
     setenv("NCCL_COMM_BLOCKING", "0", 1);
     FNT_CHECK(ncclCommInitRank(&comm, n, sh->id, rank) == ncclInProgress, "not in progress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "init failed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "init failed");
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, CU_STREAM_PER_THREAD) ==
                   ncclInProgress, "op not in progress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "op failed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "op failed");
     FNT_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     FNT_CHECK(out == n, "out = %d", out);
     (void)s;
