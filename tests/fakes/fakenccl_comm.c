@@ -335,7 +335,9 @@ static void log_comm_call(const char *name, ncclComm_t comm, ncclResult_t r)
 
 FN_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommFinalize");
     ncclResult_t r = comm_finalize((struct fn_comm *)comm);
+    fn_comm_leave(owner);
     log_comm_call("ncclCommFinalize", comm, r);
     return r;
 }
@@ -343,7 +345,9 @@ FN_WEAK_ALIAS(ncclCommFinalize);
 
 FN_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommDestroy");
     ncclResult_t r = comm_destroy((struct fn_comm *)comm);
+    fn_comm_leave(owner);
     log_comm_call("ncclCommDestroy", comm, r);
     return r;
 }
@@ -366,7 +370,9 @@ FN_WEAK_ALIAS(ncclCommAbort);
 
 FN_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommRevoke");
     ncclResult_t r = comm_revoke((struct fn_comm *)comm, revokeFlags);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommRevoke")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);
@@ -380,6 +386,7 @@ FN_WEAK_ALIAS(ncclCommRevoke);
 FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     struct fn_comm *c = (struct fn_comm *)comm;
+    struct fn_comm *owner = fn_comm_enter(comm, "CommGetAsyncError");
     ncclResult_t r = fn_comm_check_handle(c, "CommGetAsyncError");
     if (r == ncclSuccess && !asyncError) {
         fn_warn("CommGetAsyncError : asyncError argument is NULL");
@@ -387,6 +394,7 @@ FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asy
     }
     if (r == ncclSuccess)
         *asyncError = fn_comm_async(c);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommGetAsyncError")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);
@@ -404,7 +412,9 @@ FN_WEAK_ALIAS(ncclCommGetAsyncError);
 #define FN_ATTR_API(Name, arg, what)                                                     \
     FN_EXPORT ncclResult_t pnccl##Name(const ncclComm_t comm, int *arg)                  \
     {                                                                                    \
+        struct fn_comm *owner = fn_comm_enter(comm, #Name);                             \
         ncclResult_t r = comm_attr((struct fn_comm *)comm, arg, #Name, what);            \
+        fn_comm_leave(owner);                                                            \
         struct fn_logline l;                                                             \
         if (fn_log_begin(&l, "nccl" #Name)) {                                            \
             fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);                                   \

@@ -2,8 +2,9 @@
  * Fake NCCL: communicator life. Nonblocking init, ops and group ends
  * (ncclInProgress, then ncclCommGetAsyncError reaches ncclSuccess); split
  * and shrink membership and results; abort and revoke, local as in NCCL
- * (and seen by peers through FAKENCCL_ABORT_NOTIFY); finalize; destroy waiting for outstanding ops; use after
- * destroy or abort rejected loudly; fork.
+ * (and seen by peers through FAKENCCL_ABORT_NOTIFY); finalize; destroy
+ * waiting for outstanding ops; use after destroy or abort rejected loudly;
+ * fork.
  */
 #include "test_fakenccl_util.h"
 

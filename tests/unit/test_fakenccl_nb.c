@@ -2,13 +2,17 @@
  * Fake NCCL: nonblocking communicators as NCCL 2.28 runs them. The first
  * launch waits for every rank's connection setup; FAKENCCL_NB_SEED mixes
  * ncclSuccess and ncclInProgress from ops, the same way for the same seed;
- * a nonblocking ncclGroupSimulateEnd launches its ops.
+ * a nonblocking ncclGroupSimulateEnd launches its ops; two threads inside
+ * one nonblocking communicator at once are reported.
  */
 #include "test_fakenccl_util.h"
+
+#include "fakecuda.h"
 
 #include <check.h>
 
 #include "check_main.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +159,76 @@ START_TEST(nonblocking_simulate_end_launches)
 }
 END_TEST
 
+struct destroyer {
+    ncclComm_t comm;
+    ncclResult_t r;
+};
+
+static void *destroy_main(void *arg)
+{
+    struct destroyer *d = arg;
+    d->r = ncclCommDestroy(d->comm);
+    return NULL;
+}
+
+/* Whether this process's stderr (a file: fnt_stderr_begin) contains `what` yet. */
+static bool stderr_has(const char *what)
+{
+    char *text = fnt_read_file("/proc/self/fd/2");
+    bool found = text && strstr(text, what);
+    free(text);
+    return found;
+}
+
+/*
+ * One thread at a time per communicator: a thread's ncclCommDestroy waits for
+ * an op held behind a spinning kernel while this thread polls
+ * ncclCommGetAsyncError on the same nonblocking comm; the overlap is
+ * reported once. Calls made one after another are not.
+ */
+static void overlap_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    /* whichever of the two calls came second is the one reported */
+    const char *line = "on a nonblocking communicator (rank 0 of 1) while another thread is "
+                       "inside nccl";
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm = nb_init(sh, rank, n);
+    int v = 1, out = 0;
+    ncclResult_t st;
+    FNT_CU(fakecuda_test_spin(s, &sh->flag));
+    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInProgress,
+              "the first op did not return ncclInProgress");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "the launch did not complete");
+    FNT_CHECK(!stderr_has("another thread is inside"), "calls in turn reported as overlapping");
+    struct destroyer d = {comm, ncclInternalError};
+    pthread_t t;
+    FNT_CHECK(pthread_create(&t, NULL, destroy_main, &d) == 0, "no thread");
+    for (int i = 0; i < 30000 && !stderr_has(line); i++) { /* until the destroyer is inside */
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        fnt_sleep_ms(1);
+    }
+    FNT_CHECK(stderr_has(line), "the overlapping call was not reported");
+    fnt_set_flag(&sh->flag, 1);
+    FNT_CHECK(pthread_join(t, NULL) == 0, "join");
+    FNT_CHECK(d.r == ncclSuccess, "destroy returned %d", d.r);
+    FNT_CHECK(out == 1, "out = %d", out);
+}
+
+START_TEST(overlapping_calls_on_one_comm_are_reported)
+{
+    struct shared *sh = new_shared();
+    fnt_stderr_begin();
+    int failed = fnt_run(1, overlap_rank, sh);
+    char *err = fnt_stderr_end();
+    ck_assert_int_eq(failed, 0);
+    const char *first = strstr(err, "while another thread is inside");
+    ck_assert_ptr_nonnull(first);
+    ck_assert_ptr_null(strstr(first + 1, "while another thread is inside")); /* once */
+    free(err);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("fakenccl_nb");
@@ -164,6 +238,7 @@ static Suite *suite(void)
     tcase_add_test(tc, nb_seed_mixes_results_deterministically);
     tcase_add_test(tc, without_seed_ops_are_in_progress);
     tcase_add_test(tc, nonblocking_simulate_end_launches);
+    tcase_add_test(tc, overlapping_calls_on_one_comm_are_reported);
     suite_add_tcase(s, tc);
     return s;
 }
