@@ -30,26 +30,42 @@ void fn_nb_arrive(struct fn_comm *c)
     }
 }
 
+/* Every rank of c has reached its first launch. */
+static bool all_arrived(struct fn_comm *c)
+{
+    for (int r = 0; r < c->nranks; r++)
+        if (!atomic_load_explicit(&fn_seg_rank(&c->seg, r)->connected, memory_order_acquire))
+            return false;
+    return true;
+}
+
 ncclResult_t fn_nb_connect(struct fn_comm *c)
 {
     if (fn_nb_connected(c))
         return ncclSuccess;
+    pthread_mutex_lock(&c->mu); /* hold the mapping: an abort waits for inflight users */
+    ncclResult_t why = fn_exec_interrupted(c);
+    if (why == ncclSuccess)
+        c->inflight++;
+    pthread_mutex_unlock(&c->mu);
+    if (why != ncclSuccess)
+        return why;
     fn_nb_arrive(c);
     for (;;) {
         uint32_t bell = fn_seg_bell(&c->seg);
-        int r = 0;
-        while (r < c->nranks && atomic_load_explicit(&fn_seg_rank(&c->seg, r)->connected,
-                                                     memory_order_acquire))
-            r++;
-        if (r == c->nranks) {
+        if (all_arrived(c)) {
             atomic_store_explicit(&c->connected, true, memory_order_release);
-            return ncclSuccess;
+            break;
         }
-        ncclResult_t why = fn_exec_interrupted(c);
-        if (why != ncclSuccess)
-            return why;
+        if ((why = fn_exec_interrupted(c)) != ncclSuccess)
+            break;
         fn_seg_sleep(&c->seg, bell, 200);
     }
+    pthread_mutex_lock(&c->mu);
+    c->inflight--;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return why;
 }
 
 bool fn_nb_done_in_call(int rank)
