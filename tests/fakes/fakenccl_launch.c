@@ -5,13 +5,18 @@
  * anyone's events, and is recorded into a graph while the stream captures.
  *
  * Every launch of a comm waits for its earlier ones, as on NCCL's internal
- * stream (take_turns). Nonblocking communicators: the launch is handed to one helper thread
- * that issues jobs in call order; each comm counts its jobs not yet issued
- * (nb_jobs), and ncclCommGetAsyncError answers ncclInProgress until they
- * are. Two cases launch on the calling thread instead (and still answer
- * ncclInProgress): the per-thread default stream, which only the calling
- * thread can name, and a capturing stream, whose capture the caller may end
- * right after the call.
+ * stream (take_turns).
+ *
+ * Nonblocking communicators: the launch is handed to a thread and each comm
+ * counts its jobs not yet issued (nb_jobs), so ncclCommGetAsyncError answers
+ * ncclInProgress until they are. A comm's first launch waits for every
+ * rank's connection setup on a thread of its own; later ones go to one
+ * helper thread that issues them in call order. With FAKENCCL_NB_SEED an op
+ * outside a group may instead be launched within the call and answer
+ * ncclSuccess (fakenccl_nb.c). Two cases launch on the calling thread (and
+ * still answer ncclInProgress): the per-thread default stream, which only
+ * the calling thread can name, and a capturing stream, whose capture the
+ * caller may end right after the call.
  */
 #include "fakenccl_exec.h"
 
@@ -360,7 +365,7 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
         here = capture_state(batches[k]) == CUDA_SUCCESS && batches[k]->captured;
     for (int i = 0; async && here && i < nc; i++)
         if (!comms[i]->blocking)
-            fn_nb_arrive(comms[i]); /* launched here: peers need not wait for more */
+            fn_nb_arrive(comms[i]); /* issued without the wait: still counts as arrived */
     bool quick = async && !here && !group; /* may finish within the call (FAKENCCL_NB_SEED) */
     for (int i = 0; quick && i < nc; i++)
         quick = fn_nb_connected(comms[i]);
