@@ -31,13 +31,20 @@ for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; 
         --quiet >"$TMP/$name/out" 2>&1)
     rc=$?
     aborted=$(grep -c 'aborting comm' "$TMP/$name/out")
-    # The first rank to fail is either one whose own communicator was fenced or a
-    # peer that saw the abort as a remote error first; both are the ladder's doing.
-    if [ $rc -eq 2 ] && [ "$aborted" -ge 1 ] &&
-        grep -q 'trainloop: rank [0-9]: .* failed: .*\(ncclguard aborted this communicator\|remote process exited\)' \
+    # An abort is local (as in NCCL): no peer learns of it, so every rank that
+    # fails must have escalated on its own. Each failing rank's error names its
+    # own fenced communicator, and that rank printed its own "aborting comm".
+    own=1
+    while read -r r; do
+        grep -q "^ncclguard: \[rank $r .*aborting comm" "$TMP/$name/out" || own=0
+    done < <(sed -n 's/^trainloop: rank \([0-9]\): .* failed: .*/\1/p' "$TMP/$name/out")
+    if [ $rc -eq 2 ] && [ "$aborted" -ge 1 ] && [ $own -eq 1 ] &&
+        grep -q 'trainloop: rank [0-9]: .* failed: .*ncclguard aborted this communicator' \
             "$TMP/$name/out" &&
+        ! grep 'trainloop: rank [0-9]: .* failed: ' "$TMP/$name/out" |
+            grep -vq 'ncclguard aborted this communicator' &&
         [ "$(ls "$TMP/$name/dumps" | wc -l)" -ge 3 ]; then
-        pass "abort ($fault): $aborted communicators aborted, trainloop's next call fails, it exits 2, dumps written"
+        pass "abort ($fault): each failing rank escalated on its own ($aborted comms aborted)"
     else
         fail "abort ($fault)" "rc=$rc aborted=$aborted"; tail -n 20 "$TMP/$name/out"
     fi

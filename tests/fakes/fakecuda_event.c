@@ -121,6 +121,7 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (s->kind == FC_STREAM_LEGACY) FC_TRY(fc_capture_check_legacy(s, true, call));
+    fc_queue_wait_room(s); /* not under ev->lock: the worker passing ev's last record needs it */
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = atomic_load(&ev->rec_gen) + 1, ticket;
     if (fc_cfg.instant_events) { /* cheap: a coarse clock, no full barriers */
@@ -134,7 +135,7 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
         return CUDA_SUCCESS;
     }
     struct fc_work w = { .kind = FC_WORK_RECORD, .u.record = { ev, gen } };
-    CUresult r = fc_queue_push(s, &w, call, &ticket);
+    CUresult r = fc_queue_push_now(s, &w, call, &ticket);
     if (r == CUDA_SUCCESS) {
         ev->rec_stream = s;
         ev->rec_ticket = ticket;

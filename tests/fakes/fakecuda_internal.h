@@ -194,6 +194,7 @@ struct fc_stream {
     bool listed;                  /* on ctx->streams; under ctx->lock */
     struct fc_stream *ctx_next;   /* under ctx->lock */
     _Atomic uint64_t head_ticket; /* ticket of the oldest unfinished op, FC_TICKET_NONE */
+    _Atomic uint64_t wait_ticket; /* ticket of the oldest op not yet started, FC_TICKET_NONE */
     _Atomic uint64_t enq_count;   /* ops pushed so far */
     _Atomic uint64_t done_count;  /* ops completed so far */
     _Atomic(struct fc_capture *) capture; /* written under g_cap_lock */
@@ -211,8 +212,14 @@ static inline bool fc_stream_blocking(const struct fc_stream *s)
 struct fc_stream *fc_stream_alloc(struct fc_ctx *ctx, enum fc_stream_kind kind, unsigned flags,
                                   int priority);
 void fc_stream_retire(struct fc_stream *s);
+/* Appends w to the queue of s; first blocks while the queue s feeds is full (queue depth). */
 CUresult fc_queue_push(struct fc_stream *s, const struct fc_work *w, const char *call,
                        uint64_t *ticket);
+/* The two halves of fc_queue_push, for a caller that holds a lock a worker may need while
+ * it waits for room (cuEventRecord): wait first, then push without waiting. */
+void fc_queue_wait_room(struct fc_stream *s);
+CUresult fc_queue_push_now(struct fc_stream *s, const struct fc_work *w, const char *call,
+                           uint64_t *ticket);
 bool fc_stream_idle(struct fc_stream *s);
 CUresult fc_stream_wait_done(struct fc_stream *s, uint64_t target);
 void fc_stream_wait_ticket(struct fc_stream *s, uint64_t ticket);
@@ -314,6 +321,8 @@ struct fc_config {
     uint64_t op_delay_ns;      /* FAKECUDA_OP_DELAY_US */
     long long stall_after_ops; /* FAKECUDA_STALL_AFTER_OPS, -1 when off */
     bool instant_events;       /* FAKECUDA_INSTANT_EVENTS: benchmarks only */
+    long long queue_depth;     /* FAKECUDA_QUEUE_DEPTH: items a queue holds, 0 unbounded */
+    long long max_connections; /* FAKECUDA_MAX_CONNECTIONS: queues per context, 0 per stream */
 };
 extern struct fc_config fc_cfg;
 

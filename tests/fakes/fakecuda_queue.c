@@ -109,6 +109,7 @@ struct fc_stream *fc_stream_alloc(struct fc_ctx *ctx, enum fc_stream_kind kind, 
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     atomic_store(&s->head_ticket, FC_TICKET_NONE);
+    atomic_store(&s->wait_ticket, FC_TICKET_NONE);
     s->cap_last_node = s->cap_joined_upto = -1;
     pthread_mutex_lock(&ctx->lock);
     s->ctx_next = ctx->streams;
@@ -175,6 +176,75 @@ static void wait_barrier(struct fc_stream *s, const struct fc_op *op)
         p.ticket = op->ticket - 1;
         fc_progress_wait(pos_reached, &p);
     }
+}
+
+/* -------------------------- hardware queues (connections) -------------------------- */
+
+/*
+ * CUDA_DEVICE_MAX_CONNECTIONS: the streams of a context feed a few hardware queues, and a
+ * queue hands its items to the GPU in the order they were pushed. With
+ * FAKECUDA_MAX_CONNECTIONS=N the streams of a context share N queues (by stream id, as
+ * CUDA spreads streams over its connections); unset, each stream has its own. An item
+ * therefore starts only once every item pushed before it to its queue has started: an item
+ * that waits (behind a stalled kernel of its stream, or for an event) holds up everything
+ * pushed after it to the same queue, whatever the stream.
+ */
+static bool same_queue(const struct fc_stream *a, const struct fc_stream *b)
+{
+    long long n = fc_cfg.max_connections;
+    return a == b || (n > 0 && a->ctx == b->ctx && a->id % (unsigned long long)n ==
+                                                       b->id % (unsigned long long)n);
+}
+
+/* Every item pushed before ticket p->ticket to the queue of stream p->s has started. */
+static bool queue_turn(void *arg)
+{
+    struct fc_pos *p = arg;
+    struct fc_ctx *ctx = p->s->ctx;
+    bool ok = true;
+    pthread_mutex_lock(&ctx->lock);
+    for (struct fc_stream *x = ctx->streams; x && ok; x = x->ctx_next)
+        if (x != p->s && same_queue(x, p->s) && atomic_load(&x->wait_ticket) < p->ticket)
+            ok = false;
+    pthread_mutex_unlock(&ctx->lock);
+    return ok;
+}
+
+/* Items in the queue that s feeds: its own, or with shared queues those of its queue. */
+static uint64_t queue_items(struct fc_stream *s)
+{
+    if (fc_cfg.max_connections <= 0)
+        return atomic_load(&s->enq_count) - atomic_load(&s->done_count);
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->ctx->lock);
+    for (struct fc_stream *x = s->ctx->streams; x; x = x->ctx_next)
+        if (same_queue(x, s)) n += atomic_load(&x->enq_count) - atomic_load(&x->done_count);
+    pthread_mutex_unlock(&s->ctx->lock);
+    return n;
+}
+
+static bool queue_has_room(void *arg)
+{
+    return queue_items(arg) < (uint64_t)fc_cfg.queue_depth;
+}
+
+/*
+ * FAKECUDA_QUEUE_DEPTH: a push (launch, record, copy, wait) blocks the host while the
+ * queue holds that many items, as a real launch blocks behind a full hardware queue.
+ */
+void fc_queue_wait_room(struct fc_stream *s)
+{
+    if (fc_cfg.queue_depth > 0) fc_progress_wait(queue_has_room, s);
+}
+
+/* Marks op, the head of s, as started: the next item of its queue may start too. */
+static void mark_started(struct fc_stream *s, const struct fc_op *op)
+{
+    if (fc_cfg.max_connections <= 0) return;
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&s->wait_ticket, op->next ? op->next->ticket : FC_TICKET_NONE);
+    pthread_mutex_unlock(&s->lock);
+    fc_progress_notify();
 }
 
 /* ------------------------------------ worker ------------------------------------ */
@@ -245,7 +315,15 @@ static void *worker_main(void *arg)
         if (!op) break; /* destroyed and drained */
         pthread_mutex_unlock(&s->lock);
         wait_barrier(s, op);
-        run_op(op);
+        if (fc_cfg.max_connections > 0) {
+            struct fc_pos turn = { s, op->ticket };
+            fc_progress_wait(queue_turn, &turn);
+            if (op->w.kind == FC_WORK_WAIT) run_op(op); /* a wait holds its queue until met */
+            mark_started(s, op);
+            if (op->w.kind != FC_WORK_WAIT) run_op(op);
+        } else {
+            run_op(op);
+        }
         pthread_mutex_lock(&s->lock);
         s->head = op->next;
         if (!s->head) s->tail = NULL;
@@ -287,10 +365,18 @@ static CUresult start_worker(struct fc_stream *s, const char *call)
 
 /*
  * Appends w to the queue of s (no capture handling: see fc_submit) and returns its ticket.
- * Any thread; takes s->lock only. Fails when s was destroyed meanwhile.
+ * Any thread; takes s->lock only, after waiting for room (FAKECUDA_QUEUE_DEPTH) with no
+ * lock held. Fails when s was destroyed meanwhile.
  */
 CUresult fc_queue_push(struct fc_stream *s, const struct fc_work *w, const char *call,
                        uint64_t *ticket)
+{
+    fc_queue_wait_room(s);
+    return fc_queue_push_now(s, w, call, ticket);
+}
+
+CUresult fc_queue_push_now(struct fc_stream *s, const struct fc_work *w, const char *call,
+                           uint64_t *ticket)
 {
     pthread_mutex_lock(&s->lock);
     if (s->stopping) {
@@ -321,6 +407,7 @@ CUresult fc_queue_push(struct fc_stream *s, const struct fc_work *w, const char 
         s->head = op;
         atomic_store(&s->head_ticket, op->ticket);
     }
+    if (atomic_load(&s->wait_ticket) == FC_TICKET_NONE) atomic_store(&s->wait_ticket, op->ticket);
     s->tail = op;
     atomic_fetch_add(&s->enq_count, 1);
     pthread_cond_signal(&s->wake);

@@ -55,13 +55,8 @@ ncclResult_t fn_exec_interrupted(struct fn_comm *c)
     int st = atomic_load(&c->state);
     if ((st != FN_READY && st != FN_FINALIZING) || atomic_load(&c->quiesce))
         return ncclInvalidUsage;
-    struct fn_seg_hdr *h = c->seg.hdr;
-    int32_t by = atomic_load(&h->aborted_by);
-    if (by < 0)
-        by = atomic_load(&h->revoked_by);
-    if (by >= 0) {
-        if (by != c->rank)
-            fn_comm_set_async(c, ncclRemoteError);
+    if (fn_seg_peer_failed(&c->seg, c->rank, true) >= 0) {
+        fn_comm_set_async(c, ncclRemoteError);
         return ncclRemoteError;
     }
     ncclResult_t a = (ncclResult_t)atomic_load(&c->async_err);

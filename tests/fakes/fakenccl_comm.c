@@ -8,14 +8,15 @@
  *             thread, ncclInProgress meanwhile); Destroy is then local.
  *   Destroy   without Finalize waits the same way, then unmaps. A comm with
  *             an async error refuses it (NCCL's EnsureReady): use Abort.
- *   Abort     never waits for peers: it flags the segment (every waiter in
- *             every process wakes, and the peers' comms report
- *             ncclRemoteError), waits only for this process's running host
- *             functions to notice, and unmaps.
- *   Revoke    flags the segment too (running ops end with an error on every
- *             rank); the local handle stays valid for Destroy, Split and
- *             Shrink, later ops on it fail with ncclInvalidUsage, and its
- *             async error reads ncclSuccess once quiescent.
+ *   Abort     is local, as NCCL's setCommAbortFlags (init.cc): this rank's
+ *             running and queued ops end, it waits only for this process's
+ *             host functions to notice, and unmaps. Peers are not told:
+ *             their ops wait until they abort themselves, or, with
+ *             FAKENCCL_ABORT_NOTIFY=1, until a second later they see what a
+ *             network transport would report (ncclRemoteError).
+ *   Revoke    is local the same way; the handle stays valid for Destroy,
+ *             Split and Shrink, later ops on it fail with ncclInvalidUsage,
+ *             and its async error reads ncclSuccess once quiescent.
  * Handles are never freed, so stale ones are rejected loudly.
  */
 #include "fakenccl_calllog.h"
@@ -107,14 +108,10 @@ ncclResult_t fn_comm_async(struct fn_comm *c)
     ncclResult_t e = (ncclResult_t)atomic_load(&c->async_err);
     if (e != ncclSuccess)
         return e;
-    int32_t aborted = -1, revoked = -1;
     pthread_mutex_lock(&c->mu);
-    if (c->seg.hdr) {
-        aborted = atomic_load(&c->seg.hdr->aborted_by);
-        revoked = atomic_load(&c->seg.hdr->revoked_by);
-    }
+    bool peer_failed = fn_seg_peer_failed(&c->seg, c->rank, true) >= 0;
     pthread_mutex_unlock(&c->mu);
-    if ((aborted >= 0 && aborted != c->rank) || (revoked >= 0 && revoked != c->rank)) {
+    if (peer_failed) {
         fn_comm_set_async(c, ncclRemoteError);
         return (ncclResult_t)atomic_load(&c->async_err);
     }
@@ -264,11 +261,7 @@ static ncclResult_t comm_abort(struct fn_comm *c)
         return r;
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->state, FN_ABORTED);
-    if (c->seg.hdr) {
-        int32_t none = -1;
-        atomic_compare_exchange_strong(&c->seg.hdr->aborted_by, &none, c->rank);
-        fn_seg_ring(&c->seg);
-    }
+    fn_seg_mark_failed(&c->seg, c->rank, false);
     pthread_cond_broadcast(&c->cv);
     drop_segment(c);
     pthread_mutex_unlock(&c->mu);
@@ -297,9 +290,7 @@ static ncclResult_t comm_revoke(struct fn_comm *c, int flags)
         return r;
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->state, FN_REVOKED);
-    int32_t none = -1;
-    atomic_compare_exchange_strong(&c->seg.hdr->revoked_by, &none, c->rank);
-    fn_seg_ring(&c->seg);
+    fn_seg_mark_failed(&c->seg, c->rank, true);
     pthread_mutex_unlock(&c->mu);
     return quiesce(c, FN_REVOKED);
 }
@@ -344,7 +335,9 @@ static void log_comm_call(const char *name, ncclComm_t comm, ncclResult_t r)
 
 FN_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommFinalize");
     ncclResult_t r = comm_finalize((struct fn_comm *)comm);
+    fn_comm_leave(owner);
     log_comm_call("ncclCommFinalize", comm, r);
     return r;
 }
@@ -352,7 +345,9 @@ FN_WEAK_ALIAS(ncclCommFinalize);
 
 FN_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommDestroy");
     ncclResult_t r = comm_destroy((struct fn_comm *)comm);
+    fn_comm_leave(owner);
     log_comm_call("ncclCommDestroy", comm, r);
     return r;
 }
@@ -375,7 +370,9 @@ FN_WEAK_ALIAS(ncclCommAbort);
 
 FN_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
+    struct fn_comm *owner = fn_comm_enter(comm, "CommRevoke");
     ncclResult_t r = comm_revoke((struct fn_comm *)comm, revokeFlags);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommRevoke")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);
@@ -389,6 +386,7 @@ FN_WEAK_ALIAS(ncclCommRevoke);
 FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     struct fn_comm *c = (struct fn_comm *)comm;
+    struct fn_comm *owner = fn_comm_enter(comm, "CommGetAsyncError");
     ncclResult_t r = fn_comm_check_handle(c, "CommGetAsyncError");
     if (r == ncclSuccess && !asyncError) {
         fn_warn("CommGetAsyncError : asyncError argument is NULL");
@@ -396,6 +394,7 @@ FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asy
     }
     if (r == ncclSuccess)
         *asyncError = fn_comm_async(c);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommGetAsyncError")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);
@@ -413,7 +412,9 @@ FN_WEAK_ALIAS(ncclCommGetAsyncError);
 #define FN_ATTR_API(Name, arg, what)                                                     \
     FN_EXPORT ncclResult_t pnccl##Name(const ncclComm_t comm, int *arg)                  \
     {                                                                                    \
+        struct fn_comm *owner = fn_comm_enter(comm, #Name);                             \
         ncclResult_t r = comm_attr((struct fn_comm *)comm, arg, #Name, what);            \
+        fn_comm_leave(owner);                                                            \
         struct fn_logline l;                                                             \
         if (fn_log_begin(&l, "nccl" #Name)) {                                            \
             fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);                                   \

@@ -69,12 +69,19 @@ struct fn_comm {
     uint64_t *exec_recv_seq;  /* [nranks] receives started per peer, under mu */
     _Atomic long completed_ops;
     _Atomic bool quiesce; /* ncclCommShrink(NCCL_SHRINK_ABORT) ends this rank's running ops */
+    _Atomic bool connected; /* the first launch's connection setup is done (nonblocking) */
+    _Atomic int callers;            /* API calls inside this comm now (fakenccl_owner.c) */
+    _Atomic(const char *) caller_api; /* the API name of the latest of them */
+    _Atomic bool overlap_reported;  /* the misuse line for overlapping calls was printed */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* broadcast when inflight, pending or nb_jobs drop */
     int inflight;         /* host functions currently using seg */
     int pending;          /* launched (not captured) batches not yet finished */
     _Atomic int nb_jobs;  /* nonblocking launches and jobs not yet finished */
+    /* NCCL's internal stream (enqueue.cc): a launch waits for this comm's earlier ones */
+    _Atomic uint64_t order_launched; /* batches launched (not captured), ever */
+    uint64_t order_finished;         /* of those, batches finished, under mu */
     uint64_t ctrl_epoch;  /* control all-gathers joined on this comm */
     uint64_t child_ordinal; /* splits and shrinks made from this comm */
     struct fn_redop redops[FN_MAX_REDOPS];
@@ -105,6 +112,17 @@ void fn_comm_set_async(struct fn_comm *c, ncclResult_t err);
 
 /* Marks every handle of a fork child as unusable and drops the child's mappings. */
 void fn_comm_atfork_child(void);
+
+/* ---- one thread at a time (fakenccl_owner.c) ---- */
+
+/*
+ * Marks the calling thread as inside API `api` (NCCL's opName) on comm and
+ * returns the handle, or NULL when comm is not one of this library's; a
+ * second call inside a nonblocking comm at once prints one misuse line.
+ * Every fn_comm_enter is paired with fn_comm_leave (which accepts NULL).
+ */
+struct fn_comm *fn_comm_enter(ncclComm_t comm, const char *api);
+void fn_comm_leave(struct fn_comm *c);
 
 /* ---- creation (fakenccl_create.c) ---- */
 

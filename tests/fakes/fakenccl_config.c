@@ -114,6 +114,10 @@ static void load(void)
     c.fail_rank = (int)env_long("FAIL_RANK", FN_NO_RANK);
     c.async_after = env_long("ASYNC_ERROR_AFTER", 0);
     c.abort_hang_ms = (int)env_long("ABORT_HANG_MS", 0);
+    c.abort_notify = env_long("ABORT_NOTIFY", 0) != 0;
+    s = fake_env("NB_SEED", name, sizeof name);
+    c.nb_seeded = s && *s;
+    c.nb_seed = env_long("NB_SEED", 0);
     c.async_rank = (int)env_long("ASYNC_ERROR_RANK", FN_NO_RANK);
     c.async_result = env_result("ASYNC_ERROR_RESULT", ncclRemoteError);
     s = fake_env("CALL_LOG", name, sizeof name);

@@ -49,6 +49,9 @@ struct fn_config {
     ncclResult_t async_result;  /* FAKENCCL_ASYNC_ERROR_RESULT (default ncclRemoteError) */
     char call_log[512];         /* FAKENCCL_CALL_LOG with %r and %p expanded ("" : off) */
     int abort_hang_ms;          /* FAKENCCL_ABORT_HANG_MS: ncclCommAbort blocks this long */
+    bool abort_notify;          /* FAKENCCL_ABORT_NOTIFY: peers see an abort as a remote error */
+    bool nb_seeded;             /* FAKENCCL_NB_SEED is set */
+    long nb_seed;               /* FAKENCCL_NB_SEED: mixes ncclSuccess and ncclInProgress */
 };
 
 /* The configuration, loaded once per process (again in a fork child). */

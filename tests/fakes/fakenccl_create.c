@@ -170,8 +170,8 @@ static ncclResult_t ctrl_wait(struct fn_comm *p, const bool *part, bool posted, 
         }
         if (ok)
             return ncclSuccess;
-        int32_t by = atomic_load(&p->seg.hdr->aborted_by);
-        if (aborted(p) || (by >= 0 && by != p->rank && (!part || part[by]))) {
+        int32_t by = fn_seg_peer_failed(&p->seg, p->rank, false);
+        if (aborted(p) || (by >= 0 && (!part || part[by]))) {
             fn_warn("fakenccl: the parent communicator was aborted during a split or shrink");
             return aborted(p) ? ncclInvalidUsage : ncclRemoteError;
         }

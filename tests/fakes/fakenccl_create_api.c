@@ -399,7 +399,9 @@ FN_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclC
                                       ncclConfig_t *config)
 {
     bool grouped = fn_group_depth() > 0;
+    struct fn_comm *owner = fn_comm_enter(comm, "CommSplit");
     ncclResult_t r = split((struct fn_comm *)comm, color, key, newcomm, config);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommSplit")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);
@@ -417,8 +419,10 @@ FN_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList,
                                        ncclConfig_t *config, int shrinkFlags)
 {
     bool grouped = fn_group_depth() > 0;
+    struct fn_comm *owner = fn_comm_enter(comm, "CommShrink");
     ncclResult_t r = shrink((struct fn_comm *)comm, excludeRanksList, excludeRanksCount,
                             newcomm, config, shrinkFlags);
+    fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommShrink")) {
         fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);

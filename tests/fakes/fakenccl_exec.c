@@ -76,14 +76,40 @@ static bool acquire(struct fn_batch *b, int ci, struct fn_exec *ex, const int *c
     return ok;
 }
 
+/*
+ * Waits, as a kernel waits behind NCCL's internal stream, until every batch
+ * launched earlier on the batch's comms has finished; a comm that can no
+ * longer run ops stops waiting (its ops then fail).
+ */
+static void wait_turns(const struct fn_batch *b)
+{
+    for (int ci = 0; !b->captured && ci < b->ncomms; ci++) {
+        struct fn_comm *c = b->comms[ci];
+        pthread_mutex_lock(&c->mu);
+        while (c->order_finished < b->turns[ci] && fn_exec_interrupted(c) == ncclSuccess) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 50 * 1000000L; /* a revoke or a peer's failure does not signal cv */
+            if (t.tv_nsec >= 1000000000L) {
+                t.tv_sec++;
+                t.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&c->cv, &c->mu, &t);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
 static void release(struct fn_batch *b, int ci, bool held)
 {
     struct fn_comm *c = b->comms[ci];
     pthread_mutex_lock(&c->mu);
     if (held)
         c->inflight--;
-    if (!b->captured)
+    if (!b->captured) {
         c->pending--;
+        c->order_finished++; /* the next launch of c may start */
+    }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
@@ -154,6 +180,7 @@ void fn_batch_run(void *arg)
             if (b->comms[ci] == b->ops[i].comm)
                 comm_of[i] = ci;
     }
+    wait_turns(b);
     for (int ci = 0; ci < b->ncomms; ci++)
         held[ci] = acquire(b, ci, ex, comm_of);
     for (int i = 0; i < b->nops; i++)
@@ -177,6 +204,7 @@ out:
     if (!b->captured) {
         free(b->ops);
         free(b->comms);
+        free(b->turns);
         free(b);
     }
 }

@@ -59,6 +59,8 @@ struct fn_batch {
     struct fn_op *ops;
     int ncomms;
     struct fn_comm **comms; /* distinct comms of ops, in first-use order */
+    /* per comm: its batches launched before this launch, which must finish first */
+    uint64_t *turns;
 };
 
 /* Progress of one op during one execution of its batch. */
@@ -86,19 +88,40 @@ ncclResult_t fn_exec_interrupted(struct fn_comm *c);
 const char *fn_op_name(enum fn_op_kind k);
 
 /* ---- exec.c ---- */
-/* The host function: runs a batch to completion on the stream worker. */
+/*
+ * The host function: runs a batch to completion on the stream worker. A
+ * batch that is not captured first waits for its comms' earlier batches
+ * (b->turns), as NCCL makes each launch wait for the comm's internal stream.
+ */
 void fn_batch_run(void *arg);
 
 /* ---- launch.c ---- */
 /*
  * Launches ops (already checked) now: one batch per (stream, context), one
  * cuLaunchHostFunc each. When any comm is nonblocking (and no stream is
- * capturing or the per-thread default stream) the launch is queued to the
- * helper thread and ncclInProgress is returned. Copies `ops`.
+ * capturing or the per-thread default stream) the launch is handed to a
+ * thread and ncclInProgress is returned; an op outside a group (`group`
+ * false) may instead finish within the call and return ncclSuccess
+ * (fakenccl_nb.c). Copies `ops`.
  */
-ncclResult_t fn_launch(const struct fn_op *ops, int nops);
+ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group);
 /* Fork: a child forgets the parent's helper thread and queued launches. */
 void fn_helper_atfork(enum fn_fork_phase phase);
+
+/* ---- nb.c: nonblocking launches ---- */
+/* Whether c's first launch has connected it to every peer (always, for a blocking comm). */
+bool fn_nb_connected(struct fn_comm *c);
+/*
+ * The connection setup of c's first launch: marks this rank as arrived and
+ * waits until every rank has (the abort of c, or a failed peer, ends the
+ * wait with that error). Blocking; never on the caller's thread of a
+ * nonblocking op.
+ */
+ncclResult_t fn_nb_connect(struct fn_comm *c);
+/* Marks this rank as arrived without waiting (a launch the fake issues on the caller's thread). */
+void fn_nb_arrive(struct fn_comm *c);
+/* FAKENCCL_NB_SEED: whether this nonblocking op of `rank` finishes within its call. */
+bool fn_nb_done_in_call(int rank);
 
 /* ---- group.c ---- */
 int fn_group_depth(void);

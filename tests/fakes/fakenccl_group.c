@@ -10,7 +10,10 @@
  * then launches the ops: one fused host function per stream touched, so a
  * ring of Send/Recv between neighbours inside one group cannot deadlock.
  * The first error of a call inside the group is returned again by
- * ncclGroupEnd, which then launches nothing.
+ * ncclGroupEnd, which then launches nothing. ncclGroupSimulateEnd of a
+ * group with a nonblocking comm launches its ops like ncclGroupEnd and
+ * leaves simInfo alone: NCCL hands that group to its job thread, which
+ * calls groupLaunch without the simInfo (group.cc).
  */
 #include "fakenccl_calllog.h"
 #include "fakenccl_exec.h"
@@ -104,10 +107,14 @@ static ncclResult_t group_end(ncclSimInfo_t *sim)
     } else {
         if (s.njobs > 0)
             res = fn_create_group_end(s.jobs, s.njobs, &async);
-        if (sim)
+        bool nonblocking = false;
+        for (int i = 0; i < s.nops; i++)
+            nonblocking |= !s.ops[i].comm->blocking;
+        /* a nonblocking group ends on its job thread, which launches without simulating */
+        if (sim && !nonblocking)
             sim->estimatedTime = simulate(s.ops, s.nops);
         else if (res == ncclSuccess && s.nops > 0)
-            res = fn_launch(s.ops, s.nops);
+            res = fn_launch(s.ops, s.nops, true);
     }
     free(s.ops);
     free(s.jobs);

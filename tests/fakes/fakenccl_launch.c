@@ -4,13 +4,19 @@
  * so that the work is ordered with the caller's other stream work and with
  * anyone's events, and is recorded into a graph while the stream captures.
  *
- * Nonblocking communicators: the launch is handed to one helper thread
- * that issues jobs in call order; each comm counts its jobs not yet issued
- * (nb_jobs), and ncclCommGetAsyncError answers ncclInProgress until they
- * are. Two cases launch on the calling thread instead (and still answer
- * ncclInProgress): the per-thread default stream, which only the calling
- * thread can name, and a capturing stream, whose capture the caller may end
- * right after the call.
+ * Every launch of a comm waits for its earlier ones, as on NCCL's internal
+ * stream (take_turns).
+ *
+ * Nonblocking communicators: the launch is handed to a thread and each comm
+ * counts its jobs not yet issued (nb_jobs), so ncclCommGetAsyncError answers
+ * ncclInProgress until they are. A comm's first launch waits for every
+ * rank's connection setup on a thread of its own; later ones go to one
+ * helper thread that issues them in call order. With FAKENCCL_NB_SEED an op
+ * outside a group may instead be launched within the call and answer
+ * ncclSuccess (fakenccl_nb.c). Two cases launch on the calling thread (and
+ * still answer ncclInProgress): the per-thread default stream, which only
+ * the calling thread can name, and a capturing stream, whose capture the
+ * caller may end right after the call.
  */
 #include "fakenccl_exec.h"
 
@@ -43,6 +49,7 @@ static void batch_free(struct fn_batch *b)
         return;
     free(b->ops);
     free(b->comms);
+    free(b->turns);
     free(b);
 }
 
@@ -69,8 +76,9 @@ static int build_batches(const struct fn_op *ops, int nops, struct fn_batch **ou
             if (b) {
                 b->ops = calloc((size_t)nops, sizeof *b->ops);
                 b->comms = calloc((size_t)nops, sizeof *b->comms);
+                b->turns = calloc((size_t)nops, sizeof *b->turns);
             }
-            if (!b || !b->ops || !b->comms) {
+            if (!b || !b->ops || !b->comms || !b->turns) {
                 batch_free(b);
                 goto oom;
             }
@@ -103,16 +111,18 @@ static void leave_ctx(CUcontext ctx, CUcontext prev)
         cuCtxSetCurrent(prev);
 }
 
-static bool batch_capturing(const struct fn_batch *b)
+/* Whether b's stream is capturing, asked in b's context. */
+static CUresult capture_state(struct fn_batch *b)
 {
     CUcontext prev;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (enter_ctx(b->ctx, &prev) != CUDA_SUCCESS)
-        return false;
-    if (cuStreamIsCapturing(b->stream, &cs) != CUDA_SUCCESS)
-        cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = enter_ctx(b->ctx, &prev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cuStreamIsCapturing(b->stream, &cs);
     leave_ctx(b->ctx, prev);
-    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    b->captured = r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    return r;
 }
 
 static void add_pending(struct fn_batch *b, int delta)
@@ -120,49 +130,110 @@ static void add_pending(struct fn_batch *b, int delta)
     for (int i = 0; i < b->ncomms; i++) {
         pthread_mutex_lock(&b->comms[i]->mu);
         b->comms[i]->pending += delta;
+        if (delta < 0) /* the batch never ran: its turn is over */
+            b->comms[i]->order_finished++;
         pthread_cond_broadcast(&b->comms[i]->cv);
         pthread_mutex_unlock(&b->comms[i]->mu);
     }
 }
 
 /*
- * Enqueues one batch on its stream. On success the batch belongs to the
- * stream worker (or, when captured, to the captured list) and must not be
- * touched; on failure the caller still owns it.
+ * Enqueues one batch (capture state known) on its stream. On success the
+ * batch belongs to the stream worker (or, when captured, to the captured
+ * list) and must not be touched; on failure the caller still owns it.
  */
 static ncclResult_t launch_batch(struct fn_batch *b)
 {
     CUcontext prev, ctx = b->ctx; /* b may be freed by the stream worker once launched */
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    const char *call = "cuCtxSetCurrent";
+    bool captured = b->captured;
     CUresult r = enter_ctx(ctx, &prev);
-    if (r != CUDA_SUCCESS)
-        return fn_cuda_error(r, call);
-    call = "cuStreamIsCapturing";
-    r = cuStreamIsCapturing(b->stream, &cs);
-    if (r == CUDA_SUCCESS) {
-        bool captured = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-        struct captured *keep = captured ? malloc(sizeof *keep) : NULL;
-        b->captured = captured;
+    if (r != CUDA_SUCCESS) {
         if (!captured)
-            add_pending(b, 1);
-        call = "cuLaunchHostFunc";
-        r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream,
-                                                                            fn_batch_run, b);
-        if (r != CUDA_SUCCESS && !captured)
             add_pending(b, -1);
-        if (r == CUDA_SUCCESS && keep) {
-            keep->batch = b;
-            pthread_mutex_lock(&cap_lock);
-            keep->next = cap_head;
-            cap_head = keep;
-            pthread_mutex_unlock(&cap_lock);
-        } else {
-            free(keep);
-        }
+        return fn_cuda_error(r, "cuCtxSetCurrent");
+    }
+    struct captured *keep = captured ? malloc(sizeof *keep) : NULL;
+    r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream, fn_batch_run,
+                                                                        b);
+    if (r != CUDA_SUCCESS && !captured)
+        add_pending(b, -1);
+    if (r == CUDA_SUCCESS && keep) {
+        keep->batch = b;
+        pthread_mutex_lock(&cap_lock);
+        keep->next = cap_head;
+        cap_head = keep;
+        pthread_mutex_unlock(&cap_lock);
+    } else {
+        free(keep);
     }
     leave_ctx(ctx, prev);
-    return r == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(r, call);
+    return r == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(r, "cuLaunchHostFunc");
+}
+
+/* Index of c among b's comms, or -1 (also when b is captured: it takes no turn). */
+static int turn_index(const struct fn_batch *b, const struct fn_comm *c)
+{
+    for (int ci = 0; !b->captured && ci < b->ncomms; ci++)
+        if (b->comms[ci] == c)
+            return ci;
+    return -1;
+}
+
+/*
+ * Each comm of one API call takes its turn, as NCCL orders a launch after
+ * the comm's internal stream (enqueue.cc: the user stream waits for
+ * deviceStream, which then advances to the end of the launch): the batches
+ * of this call that use the comm wait until every earlier batch of it has
+ * finished, whatever its stream, and run together (in NCCL they are one
+ * launch). Captured batches run at graph launch and take no turn.
+ */
+static void take_turns(struct fn_batch **batches, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        for (int ci = 0; !batches[k]->captured && ci < batches[k]->ncomms; ci++) {
+            struct fn_comm *c = batches[k]->comms[ci];
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++)
+                taken = turn_index(batches[j], c) >= 0;
+            if (taken)
+                continue;
+            uint64_t n = 0;
+            for (int j = k; j < nb; j++)
+                n += turn_index(batches[j], c) >= 0;
+            uint64_t turn = atomic_fetch_add(&c->order_launched, n);
+            for (int j = k; j < nb; j++) {
+                int cj = turn_index(batches[j], c);
+                if (cj >= 0)
+                    batches[j]->turns[cj] = turn;
+            }
+        }
+    }
+}
+
+/*
+ * Launches the batches of one API call: each launched one is set to NULL, a
+ * failed one stays in batches[] and the first error is returned.
+ */
+static ncclResult_t launch_all(struct fn_batch **batches, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        CUresult r = capture_state(batches[k]);
+        if (r != CUDA_SUCCESS)
+            return fn_cuda_error(r, "cuStreamIsCapturing");
+    }
+    take_turns(batches, nb);
+    for (int k = 0; k < nb; k++)
+        if (!batches[k]->captured)
+            add_pending(batches[k], 1);
+    ncclResult_t res = ncclSuccess;
+    for (int k = 0; k < nb; k++) {
+        ncclResult_t r = launch_batch(batches[k]);
+        if (r == ncclSuccess)
+            batches[k] = NULL;
+        else if (res == ncclSuccess)
+            res = r;
+    }
+    return res;
 }
 
 static void job_free(struct job *j)
@@ -174,7 +245,34 @@ static void job_free(struct job *j)
     free(j);
 }
 
-/* The helper thread: issues nonblocking launches in call order. */
+/*
+ * Runs one nonblocking job: the connection setup of its comms' first launch,
+ * then the launch; a failure becomes the async error of the comms involved.
+ */
+static void run_job(struct job *j)
+{
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < j->ncomms && r == ncclSuccess; i++)
+        r = fn_nb_connect(j->comms[i]);
+    if (r == ncclSuccess)
+        r = launch_all(j->batches, j->nbatches);
+    else
+        for (int i = 0; i < j->ncomms; i++)
+            fn_comm_set_async(j->comms[i], r);
+    for (int i = 0; r != ncclSuccess && i < j->nbatches; i++)
+        for (int k = 0; j->batches[i] && k < j->batches[i]->ncomms; k++)
+            fn_comm_set_async(j->batches[i]->comms[k], r);
+    for (int i = 0; i < j->ncomms; i++) {
+        struct fn_comm *c = j->comms[i];
+        pthread_mutex_lock(&c->mu);
+        atomic_fetch_sub(&c->nb_jobs, 1);
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    job_free(j);
+}
+
+/* The helper thread: issues the launches of connected comms in call order. */
 static void *helper_main(void *arg)
 {
     (void)arg;
@@ -187,41 +285,50 @@ static void *helper_main(void *arg)
         if (!hq_head)
             hq_tail = NULL;
         pthread_mutex_unlock(&hq_lock);
-        for (int i = 0; i < j->nbatches; i++) {
-            ncclResult_t r = launch_batch(j->batches[i]);
-            if (r == ncclSuccess) {
-                j->batches[i] = NULL;
-                continue;
-            }
-            for (int k = 0; k < j->batches[i]->ncomms; k++)
-                fn_comm_set_async(j->batches[i]->comms[k], r);
-        }
-        for (int i = 0; i < j->ncomms; i++) {
-            struct fn_comm *c = j->comms[i];
-            pthread_mutex_lock(&c->mu);
-            atomic_fetch_sub(&c->nb_jobs, 1);
-            pthread_cond_broadcast(&c->cv);
-            pthread_mutex_unlock(&c->mu);
-        }
-        job_free(j);
+        run_job(j);
     }
     return NULL;
 }
 
-/* Queues a job for the helper thread, starting it if needed; false if it cannot run. */
+/* A first launch waits for its peers on a thread of its own, like NCCL's group job. */
+static void *connect_main(void *arg)
+{
+    run_job(arg);
+    return NULL;
+}
+
+static bool start_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    bool ok = pthread_create(&t, &attr, fn, arg) == 0;
+    pthread_attr_destroy(&attr);
+    return ok;
+}
+
+/*
+ * Hands a job to a thread: its own while a comm still needs its connection
+ * setup, else the helper (started if needed). False if it cannot run.
+ */
 static bool queue_job(struct job *j)
 {
-    for (int i = 0; i < j->ncomms; i++)
+    bool connected = true;
+    for (int i = 0; i < j->ncomms; i++) {
         atomic_fetch_add(&j->comms[i]->nb_jobs, 1);
-    pthread_mutex_lock(&hq_lock);
-    if (!hq_running) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        hq_running = pthread_create(&t, &attr, helper_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
+        connected = connected && fn_nb_connected(j->comms[i]);
     }
+    if (!connected) {
+        if (start_thread(connect_main, j))
+            return true;
+        for (int i = 0; i < j->ncomms; i++)
+            atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
+        return false;
+    }
+    pthread_mutex_lock(&hq_lock);
+    if (!hq_running)
+        hq_running = start_thread(helper_main, NULL);
     if (hq_running) {
         if (hq_tail)
             hq_tail->next = j;
@@ -237,7 +344,7 @@ static bool queue_job(struct job *j)
     return hq_running;
 }
 
-ncclResult_t fn_launch(const struct fn_op *ops, int nops)
+ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
 {
     struct fn_batch **batches = calloc((size_t)nops, sizeof *batches);
     struct fn_comm **comms = calloc((size_t)nops, sizeof *comms);
@@ -255,7 +362,15 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops)
         add_comm(comms, &nc, ops[i].comm);
     }
     for (int k = 0; async && !here && k < nb; k++)
-        here = batch_capturing(batches[k]);
+        here = capture_state(batches[k]) == CUDA_SUCCESS && batches[k]->captured;
+    for (int i = 0; async && here && i < nc; i++)
+        if (!comms[i]->blocking)
+            fn_nb_arrive(comms[i]); /* issued without the wait: still counts as arrived */
+    bool quick = async && !here && !group; /* may finish within the call (FAKENCCL_NB_SEED) */
+    for (int i = 0; quick && i < nc; i++)
+        quick = fn_nb_connected(comms[i]);
+    if (quick && fn_nb_done_in_call(comms[0]->rank))
+        async = false; /* launched here: the call answers ncclSuccess */
     if (async && !here) {
         struct job *j = calloc(1, sizeof *j);
         if (j) {
@@ -265,15 +380,9 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops)
             free(j);
         }
     }
-    ncclResult_t res = ncclSuccess;
-    for (int k = 0; k < nb; k++) {
-        ncclResult_t r = launch_batch(batches[k]);
-        if (r != ncclSuccess) {
-            batch_free(batches[k]);
-            if (res == ncclSuccess)
-                res = r;
-        }
-    }
+    ncclResult_t res = launch_all(batches, nb);
+    for (int k = 0; k < nb; k++)
+        batch_free(batches[k]);
     free(batches);
     free(comms);
     return res == ncclSuccess && async ? ncclInProgress : res;

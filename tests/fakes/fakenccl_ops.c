@@ -102,7 +102,7 @@ static ncclResult_t submit(struct fn_op *op, const char *api, const char *fault_
     }
     if (fn_group_depth() > 0)
         return fn_group_add_op(op);
-    return fn_launch(op, 1);
+    return fn_launch(op, 1, false);
 }
 
 static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbuff,
@@ -115,7 +115,10 @@ static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbu
     struct fn_op op = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff,
                        .count = count, .dtype = dtype, .redop = redop, .root = root,
                        .comm = (struct fn_comm *)comm, .stream = (CUstream)stream};
-    return submit(&op, api, fault_api);
+    struct fn_comm *owner = fn_comm_enter(comm, api);
+    ncclResult_t r = submit(&op, api, fault_api);
+    fn_comm_leave(owner);
+    return r;
 }
 
 /* Logs the arguments every op has after its buffers and count. */

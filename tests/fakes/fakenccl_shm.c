@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #define FN_SEG_MAGIC 0x666b6e63636c7631ULL /* "fkncclv1" */
-#define FN_SEG_VERSION 1
+#define FN_SEG_VERSION 2
 #define FN_SEG_OPEN_WAIT_S 60
 
 _Static_assert(sizeof(struct fn_coll_slot) <= 128, "coll slot header must fit 128 bytes");
@@ -299,4 +299,37 @@ void fn_seg_sleep(const struct fn_seg *seg, uint32_t seen, int timeout_ms)
     if (atomic_load(&h->bell) == seen)
         syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
     atomic_fetch_sub(&h->waiters, 1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* one clock for every process of the machine */
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fn_seg_mark_failed(const struct fn_seg *seg, int rank, bool revoke)
+{
+    struct fn_seg_hdr *h = seg->hdr;
+    if (!h)
+        return;
+    uint64_t none_ns = 0;
+    atomic_compare_exchange_strong(&h->failed_ns, &none_ns, now_ns());
+    int32_t none = -1;
+    atomic_compare_exchange_strong(revoke ? &h->revoked_by : &h->aborted_by, &none, rank);
+    fn_seg_ring(seg);
+}
+
+int32_t fn_seg_peer_failed(const struct fn_seg *seg, int self, bool revokes)
+{
+    struct fn_seg_hdr *h = seg->hdr;
+    if (!h || !fn_cfg()->abort_notify)
+        return -1;
+    uint64_t t = atomic_load(&h->failed_ns);
+    if (t == 0 || now_ns() - t < (uint64_t)FN_ABORT_NOTIFY_MS * 1000000u)
+        return -1;
+    int32_t by = atomic_load(&h->aborted_by);
+    if ((by < 0 || by == self) && revokes)
+        by = atomic_load(&h->revoked_by);
+    return by == self ? -1 : by;
 }

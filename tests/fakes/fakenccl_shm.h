@@ -45,13 +45,15 @@ struct fn_seg_hdr {
     _Atomic uint32_t joined;    /* ranks that joined, ever */
     _Atomic uint32_t attached;  /* ranks still mapped */
     _Atomic int32_t unlinked;   /* the name was removed */
-    _Atomic int32_t aborted_by; /* rank that called ncclCommAbort, or -1 */
-    _Atomic int32_t revoked_by; /* rank that revoked (or shrank with ABORT), or -1 */
+    _Atomic int32_t aborted_by; /* first rank that called ncclCommAbort, or -1 */
+    _Atomic int32_t revoked_by; /* first rank that called ncclCommRevoke, or -1 */
+    _Atomic uint64_t failed_ns; /* CLOCK_MONOTONIC time of the first abort or revoke */
 };
 
 struct fn_rank_info {
     _Atomic int32_t present;
     int32_t pid, dev;
+    _Atomic int32_t connected; /* reached its first nonblocking launch */
 };
 
 /* One record of a control all-gather (split: color/key; shrink: exclusion hash). */
@@ -112,6 +114,23 @@ ncclResult_t fn_seg_attach(struct fn_seg *seg, const uint8_t key[FN_KEY_BYTES], 
 void fn_seg_detach(struct fn_seg *seg);
 /* Forgets a mapping inherited across fork() without touching the shared counters. */
 void fn_seg_forget(struct fn_seg *seg);
+
+/*
+ * Abort and revoke are local in NCCL (init.cc sets this rank's abort flags
+ * only): fn_seg_mark_failed writes down that `rank` stopped taking part, as
+ * the state a network transport would see, and wakes this process's own
+ * waiters. Peers learn of it only through fn_seg_peer_failed.
+ */
+void fn_seg_mark_failed(const struct fn_seg *seg, int rank, bool revoke);
+/*
+ * The peer whose abort (or, with `revokes`, revoke) rank `self` sees as a
+ * failed connection now, or -1. Always -1 unless FAKENCCL_ABORT_NOTIFY=1,
+ * and then only once FN_ABORT_NOTIFY_MS have passed since the first abort
+ * or revoke. A revoked peer still answers the bootstrap exchanges of split
+ * and shrink, so those pass revokes = false.
+ */
+int32_t fn_seg_peer_failed(const struct fn_seg *seg, int self, bool revokes);
+#define FN_ABORT_NOTIFY_MS 1000
 
 /* Doorbell: read the bell before checking a condition, then sleep if nothing changed. */
 uint32_t fn_seg_bell(const struct fn_seg *seg);

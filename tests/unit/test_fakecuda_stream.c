@@ -477,6 +477,107 @@ START_TEST(test_instant_events_env)
 }
 END_TEST
 
+/* A driver call made on a helper thread, to watch whether it returns. */
+struct blocking_call {
+    CUcontext ctx;
+    CUstream s;
+    CUevent ev;
+    bool sync; /* cuEventSynchronize(ev), else cuEventRecord(ev, s) */
+    int returned;
+};
+
+static void *blocking_call_main(void *arg)
+{
+    struct blocking_call *c = arg;
+    CU_OK(cuCtxSetCurrent(c->ctx));
+    CU_OK(c->sync ? cuEventSynchronize(c->ev) : cuEventRecord(c->ev, c->s));
+    fct_store(&c->returned, 1);
+    return NULL;
+}
+
+/* Starts c on a thread and checks that it has not returned after FCT_QUIET_MS. */
+static void start_blocked(struct blocking_call *c, pthread_t *t)
+{
+    ck_assert_int_eq(pthread_create(t, NULL, blocking_call_main, c), 0);
+    fct_sleep_ms(FCT_QUIET_MS);
+    ck_assert_int_eq(fct_load(&c->returned), 0);
+}
+
+/* cuEventSynchronize on an event behind a kernel that never ends blocks the host with it. */
+START_TEST(test_event_synchronize_blocks_while_stalled)
+{
+    struct blocking_call c = { .ctx = fct_init_ctx(), .sync = true };
+    volatile int release = 0;
+    pthread_t t;
+    CU_OK(cuStreamCreate(&c.s, 0));
+    CU_OK(cuEventCreate(&c.ev, 0));
+    CU_OK(fakecuda_test_spin(c.s, &release));
+    CU_OK(cuEventRecord(c.ev, c.s));
+    start_blocked(&c, &t);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(fct_load(&c.returned), 1);
+}
+END_TEST
+
+/* FAKECUDA_QUEUE_DEPTH=2: a record on a stream holding two items blocks the host until one
+ * ends; another stream has its own queue and takes work meanwhile. */
+START_TEST(test_queue_depth_blocks_enqueue)
+{
+    setenv("FAKECUDA_QUEUE_DEPTH", "2", 1);
+    struct blocking_call c = { .ctx = fct_init_ctx() };
+    volatile int release = 0;
+    int ran = 0;
+    CUstream other;
+    pthread_t t;
+    CU_OK(cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuEventCreate(&c.ev, 0));
+    CU_OK(fakecuda_test_spin(c.s, &release));
+    CU_OK(cuLaunchHostFunc(c.s, fct_bump, &ran));
+    start_blocked(&c, &t);
+    CU_OK(cuLaunchHostFunc(other, fct_bump, &ran));
+    CU_OK(cuStreamSynchronize(other));
+    ck_assert_int_eq(fct_load(&ran), 1);
+    ck_assert_int_eq(fct_load(&c.returned), 0);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    CU_OK(cuEventSynchronize(c.ev));
+    ck_assert_int_eq(fct_load(&ran), 2);
+}
+END_TEST
+
+/* FAKECUDA_MAX_CONNECTIONS=1: the streams of a context share one queue, so a host function
+ * waiting behind s's stalled kernel holds up t's work pushed after it; with a queue per
+ * stream (unset) t runs at once. */
+START_TEST(test_max_connections_shares_one_queue)
+{
+    const int shared = _i;
+    if (shared) setenv("FAKECUDA_MAX_CONNECTIONS", "1", 1);
+    fct_init_ctx();
+    CUstream s, t;
+    volatile int release = 0;
+    int on_s = 0, on_t = 0;
+    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+    CU_OK(fakecuda_test_spin(s, &release));
+    CU_OK(cuLaunchHostFunc(s, fct_set, &on_s));
+    CU_OK(cuLaunchHostFunc(t, fct_set, &on_t));
+    if (shared) {
+        fct_sleep_ms(FCT_QUIET_MS);
+        ck_assert_int_eq(fct_load(&on_t), 0);
+        CU_IS(cuStreamQuery(t), CUDA_ERROR_NOT_READY);
+    } else {
+        ck_assert(fct_wait_int(&on_t, 1));
+    }
+    ck_assert_int_eq(fct_load(&on_s), 0);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    CU_OK(cuStreamSynchronize(t));
+    CU_OK(cuStreamSynchronize(s));
+    ck_assert_int_eq(fct_load(&on_s) + fct_load(&on_t), 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fakecuda_stream");
@@ -499,6 +600,9 @@ int main(void)
     tcase_add_test(tc, test_op_delay_env);
     tcase_add_test(tc, test_stall_env);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
+    tcase_add_test(tc, test_event_synchronize_blocks_while_stalled);
+    tcase_add_test(tc, test_queue_depth_blocks_enqueue);
+    tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);
     suite_add_tcase(s, tc);
     return ng_check_run(s);
 }

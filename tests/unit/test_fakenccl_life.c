@@ -1,9 +1,10 @@
 /*
  * Fake NCCL: communicator life. Nonblocking init, ops and group ends
  * (ncclInProgress, then ncclCommGetAsyncError reaches ncclSuccess); split
- * and shrink membership and results; abort waking every waiter in every
- * process; revoke; finalize; destroy waiting for outstanding ops; use after
- * destroy or abort rejected loudly; fork.
+ * and shrink membership and results; abort and revoke, local as in NCCL
+ * (and seen by peers through FAKENCCL_ABORT_NOTIFY); finalize; destroy
+ * waiting for outstanding ops; use after destroy or abort rejected loudly;
+ * fork.
  */
 #include "test_fakenccl_util.h"
 
@@ -15,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +25,7 @@
 struct shared {
     ncclUniqueId id;
     volatile int flag, count, done;
+    uint64_t t0;
 };
 
 static struct shared *new_shared(void)
@@ -30,18 +33,6 @@ static struct shared *new_shared(void)
     struct shared *sh = fnt_shared(sizeof *sh);
     sh->id = fnt_unique_id();
     return sh;
-}
-
-/* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
-static ncclResult_t poll_async(ncclComm_t comm)
-{
-    ncclResult_t st = ncclInProgress;
-    for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
-        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
-        if (st == ncclInProgress)
-            fnt_sleep_ms(1);
-    }
-    return st;
 }
 
 static void arrive(struct shared *sh, int n)
@@ -76,22 +67,22 @@ static void nonblocking_rank(int rank, int n, void *arg)
                   "last error: %s", ncclGetLastError(comm));
         fnt_set_flag(&sh->flag, 1);
     }
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "init did not succeed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "init did not succeed");
     FNT_NCCL(ncclCommCount(comm, &count));
     FNT_CHECK(count == n, "count %d", count);
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInProgress,
               "op did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "op launch did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "op launch did not complete");
     fnt_sync(s);
     FNT_CHECK(out == 3, "out = %d", out);
     FNT_NCCL(ncclGroupStart());
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclMax, comm, s));
     FNT_CHECK(ncclGroupEnd() == ncclInProgress, "group end did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "group launch did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "group launch did not complete");
     fnt_sync(s);
     FNT_CHECK(out == 2, "out = %d", out);
     FNT_CHECK(ncclCommFinalize(comm) == ncclInProgress, "finalize did not return ncclInProgress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "finalize did not complete");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "finalize did not complete");
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
@@ -111,10 +102,10 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
     int v = 1, out = 0;
     setenv("NCCL_COMM_BLOCKING", "0", 1);
     FNT_CHECK(ncclCommInitRank(&comm, n, sh->id, rank) == ncclInProgress, "not in progress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "init failed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "init failed");
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, CU_STREAM_PER_THREAD) ==
                   ncclInProgress, "op not in progress");
-    FNT_CHECK(poll_async(comm) == ncclSuccess, "op failed");
+    FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "op failed");
     FNT_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     FNT_CHECK(out == n, "out = %d", out);
     (void)s;
@@ -250,7 +241,7 @@ static void abort_rank(int rank, int n, void *arg)
     arrive(sh, n);
     if (rank == 0) {
         FNT_NCCL(ncclCommAbort(comm));
-        FNT_CU(cuEventSynchronize(ev));
+        FNT_CU(cuEventSynchronize(ev)); /* its own op ended */
         /* the handle is gone: every later call on it is refused */
         FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ==
                       ncclInvalidArgument, "op on an aborted comm accepted");
@@ -260,18 +251,20 @@ static void abort_rank(int rank, int n, void *arg)
         return;
     }
     FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not abort");
-    if (rank == 1) /* the peer's waiting op was woken with an error */
+    /* the abort was local: nobody told the peers, rank 1's op still waits */
+    fnt_sleep_ms(500);
+    if (rank == 1)
+        FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "a peer's abort ended this op");
+    FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+    FNT_CHECK(st == ncclSuccess, "a peer's abort was reported: async error %d", st);
+    /* each rank gets out by aborting on its own */
+    FNT_NCCL(ncclCommAbort(comm));
+    if (rank == 1)
         FNT_CU(cuEventSynchronize(ev));
     FNT_CHECK(out == 0, "the aborted op wrote a result");
-    FNT_NCCL(ncclCommGetAsyncError(comm, &st));
-    FNT_CHECK(st == ncclRemoteError, "async error %d", st);
-    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclRemoteError,
-              "op after a remote abort accepted");
-    FNT_CHECK(ncclCommDestroy(comm) == ncclRemoteError, "destroy of a failed comm accepted");
-    FNT_NCCL(ncclCommAbort(comm));
 }
 
-START_TEST(abort_wakes_waiters_in_every_process)
+START_TEST(abort_is_local)
 {
     struct shared *sh = new_shared();
     fnt_stderr_begin();
@@ -284,7 +277,62 @@ START_TEST(abort_wakes_waiters_in_every_process)
 }
 END_TEST
 
-/* Rank 0 revokes while its AllReduce waits for rank 1. */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * FAKENCCL_ABORT_NOTIFY=1: rank 1 waits in an AllReduce for rank 0, which
+ * aborts; rank 1's op ends with ncclRemoteError, as a failed network
+ * connection would report, and not before the documented delay (1 s).
+ */
+static void notify_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    setenv("FAKENCCL_ABORT_NOTIFY", "1", 1);
+    CUstream s = fnt_setup_rank(rank);
+    ncclComm_t comm;
+    CUevent ev;
+    ncclResult_t st;
+    int v = 1, out = 0;
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    if (rank == 0) {
+        arrive(sh, n);
+        *(volatile uint64_t *)&sh->t0 = mono_ns(); /* before the abort marks its time */
+        FNT_NCCL(ncclCommAbort(comm));
+        fnt_set_flag(&sh->flag, 1);
+        return;
+    }
+    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
+    FNT_CU(cuEventRecord(ev, s));
+    arrive(sh, n);
+    FNT_CU(cuEventSynchronize(ev)); /* the transport failed: the op ended */
+    uint64_t waited_ms = (mono_ns() - *(volatile uint64_t *)&sh->t0) / 1000000u;
+    FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not abort");
+    FNT_CHECK(waited_ms >= 1000, "the remote error came %llu ms after the abort",
+              (unsigned long long)waited_ms);
+    FNT_CHECK(out == 0, "the failed op wrote a result");
+    FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+    FNT_CHECK(st == ncclRemoteError, "async error %d", st);
+    FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclRemoteError,
+              "op after a remote abort accepted");
+    FNT_CHECK(ncclCommDestroy(comm) == ncclRemoteError, "destroy of a failed comm accepted");
+    FNT_NCCL(ncclCommAbort(comm));
+}
+
+START_TEST(abort_notify_gives_remote_error_after_delay)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, notify_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+/* Rank 0 revokes while its AllReduce waits for rank 1; rank 1 is not told. */
 static void revoke_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
@@ -313,8 +361,9 @@ static void revoke_rank(int rank, int n, void *arg)
         fnt_set_flag(&sh->flag, 1);
     } else {
         FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not revoke");
+        fnt_sleep_ms(300);
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
-        FNT_CHECK(st == ncclRemoteError, "peer async %d", st);
+        FNT_CHECK(st == ncclSuccess, "a peer's revoke was reported: async %d", st);
         FNT_NCCL(ncclCommRevoke(comm, 0));
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
         FNT_CHECK(st == ncclSuccess, "async %d after own revoke", st);
@@ -552,7 +601,8 @@ static Suite *suite(void)
     tcase_add_test(tc, nccl_comm_blocking_env);
     tcase_add_test(tc, split_membership_and_results);
     tcase_add_test(tc, shrink_membership_and_abort_mode);
-    tcase_add_test(tc, abort_wakes_waiters_in_every_process);
+    tcase_add_test(tc, abort_is_local);
+    tcase_add_test(tc, abort_notify_gives_remote_error_after_delay);
     tcase_add_test(tc, revoke_ends_pending_ops_and_keeps_handle);
     tcase_add_test(tc, destroy_and_finalize_wait_for_outstanding_ops);
     tcase_add_test(tc, use_after_destroy_is_rejected_loudly);

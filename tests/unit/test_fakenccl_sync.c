@@ -3,6 +3,7 @@
  * arrived; a missing rank keeps its peers waiting; a mismatch hangs every
  * rank and says so; groups fuse ops per stream (a Send/Recv ring cannot
  * deadlock), may span communicators and streams, and are per thread; one
+ * communicator's launches run one after another, whatever their stream; one
  * process can hold every rank (InitAll, threads); a captured op runs at
  * every graph launch.
  */
@@ -269,6 +270,55 @@ START_TEST(group_spans_two_comms_and_two_streams)
 }
 END_TEST
 
+/*
+ * One communicator, two streams: NCCL serializes a communicator's launches
+ * through its internal stream (enqueue.cc), so the AllReduce on s2 waits for
+ * the one launched before it on s1, held here behind a spinning kernel; s2
+ * itself is free. A group whose Send and Recv use the two streams is one
+ * launch and does not deadlock.
+ */
+static void two_streams_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s1 = fnt_setup_rank(rank), s2;
+    ncclComm_t comm;
+    CUevent before, after;
+    int va = rank + 1, vb = 10 * (rank + 1), oa = 0, ob = 0;
+    double sendv = rank, recvv = -1;
+    FNT_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    FNT_CU(cuEventCreate(&before, CU_EVENT_DEFAULT));
+    FNT_CU(cuEventCreate(&after, CU_EVENT_DEFAULT));
+    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
+    FNT_CU(fakecuda_test_spin(s1, &sh->release));
+    FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+    FNT_CU(cuEventRecord(before, s2));
+    FNT_NCCL(ncclAllReduce(&vb, &ob, 1, ncclInt32, ncclSum, comm, s2));
+    FNT_CU(cuEventRecord(after, s2));
+    FNT_CU(cuEventSynchronize(before)); /* s2 runs: only the op waits */
+    stays_pending(after, 300);
+    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30))
+        fnt_set_flag(&sh->release, 1);
+    fnt_sync(s2);
+    FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
+    FNT_NCCL(ncclGroupStart());
+    FNT_NCCL(ncclSend(&sendv, 1, ncclFloat64, 1 - rank, comm, s1));
+    FNT_NCCL(ncclRecv(&recvv, 1, ncclFloat64, 1 - rank, comm, s2));
+    FNT_NCCL(ncclGroupEnd());
+    fnt_sync(s1);
+    fnt_sync(s2);
+    FNT_CHECK(recvv == 1 - rank, "received %g", recvv);
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(one_comm_serializes_its_streams)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, two_streams_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
 /* Inside a group nothing is launched: the op runs at the outermost ncclGroupEnd only. */
 static void nested_rank(int rank, int n, void *arg)
 {
@@ -500,6 +550,7 @@ static Suite *suite(void)
     tcase_add_test(tc, send_recv_mismatch_hangs_both);
     tcase_add_test(tc, send_recv_ring_in_a_group);
     tcase_add_test(tc, group_spans_two_comms_and_two_streams);
+    tcase_add_test(tc, one_comm_serializes_its_streams);
     tcase_add_test(tc, group_launches_at_outermost_end);
     tcase_add_test(tc, group_state_is_per_thread);
     tcase_add_test(tc, init_all_in_one_process);

@@ -337,3 +337,14 @@ double fnt_get(const void *buf, size_t i, ncclDataType_t t)
     default: return mini_to_double(*(const uint8_t *)p, mini_of(t));
     }
 }
+
+ncclResult_t fnt_poll_async(ncclComm_t comm)
+{
+    ncclResult_t st = ncclInProgress;
+    for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
+        FNT_NCCL(ncclCommGetAsyncError(comm, &st));
+        if (st == ncclInProgress)
+            fnt_sleep_ms(1);
+    }
+    return st;
+}

@@ -82,6 +82,9 @@ bool fnt_shm_clean(const ncclUniqueId *id);
 /* Synchronizes stream s and checks it. */
 void fnt_sync(CUstream s);
 
+/* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
+ncclResult_t fnt_poll_async(ncclComm_t comm);
+
 /* Sleeps ms milliseconds. */
 void fnt_sleep_ms(int ms);
 
