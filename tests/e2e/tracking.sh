@@ -372,4 +372,34 @@ else
     grep 'slow ' "$TMP/jitter/out" | head -n 3
 fi
 
+# --- the observer stuck in CUDA: escalation goes on ----------------------------------------
+# With one hardware queue for every stream (FAKECUDA_MAX_CONNECTIONS=1), a stalled stream
+# holds up the observer's clock anchor (an event record and synchronize on a stream of its
+# own, every 200 ms here): the observer blocks in cuEventSynchronize for good. The enforcer,
+# which never calls CUDA, still reports the timeout, says the observer is stuck, writes the
+# dump and carries out kill_at.
+FAKECUDA_MAX_CONNECTIONS=1 NCCLGUARD_TEST_ANCHOR_MS=200 NCCLGUARD_TIMEOUT=1 \
+    NCCLGUARD_FIRST_TIMEOUT=30 NCCLGUARD_KILL_AT=8 NCCLGUARD_POLL_MS=50 \
+    job stuckobs -n 1 --timeout 60 -- --steps 30 --stall-gpu-rank 0 --stall-step 2 --quiet
+if grep -q "observer has been inside a CUDA or NCCL call" "$TMP/stuckobs/out" &&
+    grep -q 'ncclguard: .*in flight .*not started on GPU' "$TMP/stuckobs/out" &&
+    grep -q 'ending the process with status 124' "$TMP/stuckobs/out" &&
+    [ "$(ls "$TMP/stuckobs/dumps" 2>/dev/null | wc -l)" -ge 1 ]; then
+    pass "observer stuck in cuEventSynchronize: timeout, dump and kill still happen (rc=$rc)"
+else
+    fail "observer stuck in CUDA" "rc=$rc"; show stuckobs
+fi
+
+# --- the observer never calls into a nonblocking communicator beside the application -------
+# NCCL lets one thread at a time operate a communicator (on a nonblocking one,
+# ncclCommGetAsyncError frees the pending group job without atomics); the fake NCCL reports
+# any overlap. The observer polls every 1 ms here, beside 4 ranks x 2 communicators.
+NCCLGUARD_POLL_MS=1 job nbpoll -n 4 --timeout 300 -- --steps 30 --nonblocking --quiet
+if [ $rc -eq 0 ] && ! grep -q 'while another thread is inside' "$TMP/nbpoll/out"; then
+    pass "nonblocking communicators polled every 1 ms: no call overlaps an application call"
+else
+    fail "observer and application inside one nonblocking communicator" "rc=$rc"
+    grep 'while another thread is inside' "$TMP/nbpoll/out" | head -n 2
+fi
+
 finish
