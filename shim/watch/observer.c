@@ -129,12 +129,35 @@ struct busy_stream {
     int64_t start_ns;
 };
 
+/* Communicators with an op found unfinished in this pass, and its stream. NCCL
+ * runs a communicator's kernels one after another through its internal stream
+ * (enqueue.cc), so a later op of it on another stream has not started, even
+ * when its start marker, recorded on its own stream before NCCL made that
+ * stream wait, has passed. */
+#define BUSY_COMMS 64
+struct busy_comm {
+    int64_t slot;
+    uint64_t stream;
+};
+
 struct pass {
     int has_start; /* TRACK=full: start markers were recorded */
     int64_t now_real, now_mono;
     struct busy_stream busy[BUSY_STREAMS];
     int nbusy;
+    struct busy_comm comms[BUSY_COMMS];
+    int ncomms;
 };
+
+/* Whether an earlier op of the record's communicator, on another stream, is
+ * unfinished; notes the record's own when it is the first. */
+static int behind_comm(struct pass *p, const struct ng_op_record *r)
+{
+    for (int i = 0; i < p->ncomms; i++)
+        if (p->comms[i].slot == r->comm_slot) return p->comms[i].stream != r->stream;
+    if (p->ncomms < BUSY_COMMS) p->comms[p->ncomms++] = (struct busy_comm){r->comm_slot, r->stream};
+    return 0;
+}
 
 static const struct busy_stream *busy_entry(const struct pass *p, uint64_t stream)
 {
@@ -172,6 +195,7 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, voi
         return end;
     }
     if (marker < 0 || (r->flags & NG_REC_DEFERRED)) return state;
+    int behind = behind_comm(p, r);
     int64_t gs = 0, ge = 0;
     enum ng_marker_state m;
     const struct busy_stream *b = busy_entry(p, r->stream);
@@ -184,6 +208,7 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, voi
         if (m != NG_MARKER_DONE && p->nbusy < BUSY_STREAMS)
             p->busy[p->nbusy++] = (struct busy_stream){r->stream, shared ? r->group_id : 0, m, gs};
     }
+    if (m != NG_MARKER_DONE && behind) return state; /* waits for its communicator */
     int to = m == NG_MARKER_DONE      ? NG_OP_COMPLETED
              : m == NG_MARKER_STARTED ? NG_OP_STARTED
              : m == NG_MARKER_ERROR   ? NG_OP_FAILED

@@ -2,6 +2,12 @@
 E2E_BIN := $(B)/tests/e2e
 FAKE_LIBS = -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
 
+# two_streams also calls the fake driver's test API (fakecuda_test_spin)
+$(E2E_BIN)/two_streams: tests/e2e/progs/two_streams.c tests/e2e/progs/one_rank.h \
+        $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
+
 $(E2E_BIN)/nccl_probe: tests/e2e/progs/nccl_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(NCCL_HOME)/lib -l:libnccl.so.2
@@ -33,5 +39,5 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libnccl.so.2 -o $@ $<
 
 ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap missing_sym stuck_init \
-    group_sim capture_implicit capture_destroy group_hang ctx_cycle \
+    group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams \
     oldnccl/libnccl.so.2 libthrow.so dlopen_throw)

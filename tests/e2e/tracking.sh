@@ -402,4 +402,29 @@ else
     grep 'while another thread is inside' "$TMP/nbpoll/out" | head -n 2
 fi
 
+# --- one communicator, two streams: NCCL runs its kernels one after another ---------------
+# s1 is held; an AllReduce goes on s1, the next one on s2. The one on s2 waits for the
+# one on s1 (NCCL's internal stream), so it is not started, although its start marker on
+# s2 passed; the timeout line names the op on s1, the one in the way.
+mkdir -p "$TMP/twostreams"
+(cd "$TMP/twostreams" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_POLL_MS=20 \
+    NCCLGUARD_DUMP_DIR=$TMP/twostreams/dumps under_shim "$E2E/two_streams" 3 \
+    >"$TMP/twostreams/out" 2>&1)
+if grep -q 'ncclguard: .*AllReduce #1 on comm .*not started on GPU (1 more ops queued behind it)' \
+        "$TMP/twostreams/out" && python3 - "$TMP"/twostreams/dumps/*.json >"$TMP/twostreams/check" \
+        2>&1 <<'PY'
+import json, sys
+ops = {o["seq"]: o for o in json.load(open(sys.argv[1]))["ops"]}
+assert ops[1]["stream"] != ops[2]["stream"], ops
+assert ops[1]["state"] == "scheduled" and ops[2]["state"] == "scheduled", \
+    [(s, o["state"]) for s, o in ops.items()]
+print("the op on s2 waits, not started, behind the op on s1")
+PY
+then
+    pass "one communicator on two streams: $(cat "$TMP/twostreams/check")"
+else
+    fail "one communicator, two streams" "$(tail -n 2 "$TMP/twostreams/check")"
+    tail -n 3 "$TMP/twostreams/out"
+fi
+
 finish
