@@ -22,6 +22,10 @@
  *    tag matches, so a value meant for an overwritten record never shows in its
  *    successor. The end of a nonblocking record's deferral is tagged the same
  *    way, by the application thread that records its end marker;
+ *  - a writer preempted between its claim and its stores while the others go a
+ *    whole lap of the ring writes its older record over the newer one of its
+ *    slot: the newer one is lost uncounted, and a copy by its index fails. It
+ *    takes a ring full of ops enqueued during one preemption;
  *  - claiming a slot whose previous record is not finished drops that record
  *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.
  *    A dropped record that holds CUDA events (a marker, or a share of its

@@ -80,7 +80,7 @@ void ncclguard_escalation_check(int64_t now_mono)
     for (int i = 0; i < njobs; i++) {
         struct abort_job *j = &jobs[i];
         if (j->reported) continue;
-        double took = (double)(now_mono - j->started_mono) / 1e9;
+        double took = now_mono > j->started_mono ? (double)(now_mono - j->started_mono) / 1e9 : 0;
         if (ng_atomic_load_acquire(&j->done)) {
             j->reported = 1;
             finished++;

@@ -177,7 +177,7 @@ static void escalate(const struct pass *p)
         ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
-    ncclguard_escalation_check(p->now_mono);
+    ncclguard_escalation_check(ng_clock_ns(CLOCK_MONOTONIC)); /* aborts begun just now too */
     if (p->kill_why[0]) ncclguard_escalation_kill(p->kill_why);
 }
 

@@ -43,7 +43,8 @@ for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; 
             "$TMP/$name/out" &&
         ! grep 'trainloop: rank [0-9]: .* failed: ' "$TMP/$name/out" |
             grep -vq 'ncclguard aborted this communicator' &&
-        [ "$(ls "$TMP/$name/dumps" | wc -l)" -ge 3 ]; then
+        [ "$(ls "$TMP/$name/dumps" | wc -l)" -ge 3 ] &&
+        ! grep -q 'ncclCommAbort of comm .* after -' "$TMP/$name/out"; then
         pass "abort ($fault): each failing rank escalated on its own ($aborted comms aborted)"
     else
         fail "abort ($fault)" "rc=$rc aborted=$aborted"; tail -n 20 "$TMP/$name/out"

@@ -247,17 +247,25 @@ START_TEST(concurrent_writers_and_reader)
     ncclguard_flight_stats(&st);
     ck_assert_uint_eq(st.recorded, WRITERS * PER_WRITER);
     ck_assert_uint_eq(st.overwritten, WRITERS * PER_WRITER - RING);
-    /* every surviving record is intact and its index is unique */
-    int found = 0;
+    /* Every surviving record is intact and its index is unique. A writer that
+     * was preempted between its claim and its store while the others went a
+     * whole lap writes its older record over a newer one (flight.h): that slot
+     * then holds no record of the last lap. Each writer can do that once at
+     * most, and only on a loaded machine. */
+    int found = 0, lapped = 0;
     uint64_t unfinished = 0;
     for (uint64_t i = st.recorded - RING; i < st.recorded; i++) {
         struct ng_op_record out;
-        ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+        if (ncclguard_flight_copy(i, &out) != 0) {
+            lapped++;
+            continue;
+        }
         ck_assert(consistent(&out));
         unfinished += ng_record_state(&out) == NG_OP_SCHEDULED;
         found++;
     }
-    ck_assert_int_eq(found, RING);
+    ck_assert_int_le(lapped, WRITERS);
+    ck_assert_int_eq(found + lapped, RING);
     /* No record was finished twice: the reader advanced it, a writer dropped it,
      * or it is still there. (Fewer is possible here, not in a real job: a
      * writer preempted between its claim and its store while the others go a
