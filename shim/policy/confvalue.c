@@ -29,10 +29,13 @@ int ncclguard_parse_int(const char *s, long long *out)
     int neg = 0;
     if (*s == '+' || *s == '-') neg = *s++ == '-';
     if (*s < '0' || *s > '9') return -1;
+    /* The bound is checked before each step, so v * 10 + 9 never wraps: 2^64 + 16
+     * must be refused, not read as 16. */
+    const unsigned long long max = 1ULL << 62;
     unsigned long long v = 0;
     for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (max - (unsigned)(*s - '0')) / 10) return -1;
         v = v * 10 + (unsigned)(*s - '0');
-        if (v > (1ULL << 62)) return -1;
     }
     if (*s) return -1;
     *out = neg ? -(long long)v : (long long)v;

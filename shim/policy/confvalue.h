@@ -17,7 +17,8 @@
 /* 1/0, yes/no, true/false, on/off (any case). */
 int ncclguard_parse_bool(const char *s, int *out);
 
-/* A decimal integer with an optional sign. */
+/* A decimal integer with an optional sign, at most 2^62 in magnitude (larger
+ * values, however many digits, are refused rather than wrapped). */
 int ncclguard_parse_int(const char *s, long long *out);
 
 /* A plain decimal number: digits, optionally a '.' and more digits. */

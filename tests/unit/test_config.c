@@ -113,6 +113,14 @@ START_TEST(values_parse)
     ck_assert_int_eq(ll, -42);
     ck_assert_int_eq(ncclguard_parse_int("42x", &ll), -1);
     ck_assert_int_eq(ncclguard_parse_int("99999999999999999999999", &ll), -1);
+    /* 2^64 + 16 and 2^64 + 10 once wrapped to 16 and 10 (SIGUSR1) */
+    ck_assert_int_eq(ncclguard_parse_int("18446744073709551632", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_int("18446744073709551626", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("18446744073709551626", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("RTMIN+18446744073709551618", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_int("9223372036854775807", &ll), -1); /* > 2^62 */
+    ck_assert_int_eq(ncclguard_parse_int("4611686018427387904", &ll), 0);  /* 2^62 */
+    ck_assert(ll == 4611686018427387904LL);
     ck_assert_int_eq(ncclguard_parse_signal("SIGUSR2", &i), 0);
     ck_assert_int_eq(i, SIGUSR2);
     ck_assert_int_eq(ncclguard_parse_signal("usr1", &i), 0);
