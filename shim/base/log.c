@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/identity.h"
@@ -19,25 +20,33 @@ static int log_level = NG_LOG_INFO;
 static const char *log_path; /* NULL: stderr */
 static ng_atomic(int) log_fd = -1; /* opened lazily from log_path */
 
-static int parse_level(const char *s, int fallback)
+/* The level named s, spelt as the log_level setting accepts it (NG_LOG_LEVEL_CHOICES,
+ * any case); -1 otherwise. */
+static int parse_level(const char *s)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    if (!s || !*s) return fallback;
-    for (int i = 0; i < 4; i++)
-        if (!strcasecmp(s, names[i])) return i;
-    if (s[0] >= '0' && s[0] <= '3' && !s[1]) return s[0] - '0';
+    size_t n = strlen(s);
+    int level = 0;
+    for (const char *c = NG_LOG_LEVEL_CHOICES; *c; level++) {
+        size_t w = strcspn(c, "|");
+        if (w == n && !strncasecmp(c, s, n)) return level;
+        c += w + (c[w] == '|');
+    }
     return -1;
 }
 
+/*
+ * Only a valid NCCLGUARD_LOG_LEVEL is taken here, for the messages of the policy
+ * step that follows. Anything else keeps the default and is left to the settings
+ * (config.c), which reject it with one line at the default level: so the line that
+ * rejects a level is never hidden by that level, and it is said once.
+ */
 void ncclguard_log_init(void)
 {
     const char *lvl = getenv("NCCLGUARD_LOG_LEVEL");
-    int parsed = parse_level(lvl, NG_LOG_INFO);
+    int parsed = lvl ? parse_level(lvl) : -1;
     log_level = parsed < 0 ? NG_LOG_INFO : parsed;
     const char *path = getenv("NCCLGUARD_LOG");
     log_path = path && *path ? path : NULL;
-    if (parsed < 0)
-        NG_WARN("NCCLGUARD_LOG_LEVEL=%s is not error, warn, info or debug; using info", lvl);
 }
 
 void ncclguard_log_configure(int level, const char *path)

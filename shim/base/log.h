@@ -15,7 +15,12 @@
 
 enum ng_level { NG_LOG_ERROR = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_DEBUG = 3 };
 
-/* Reads NCCLGUARD_LOG_LEVEL and NCCLGUARD_LOG. Called by the constructor; cheap. */
+/* The one set of spellings of a level, in the order of enum ng_level (any case).
+ * The log_level setting (policy/settings.def) takes its choices from here. */
+#define NG_LOG_LEVEL_CHOICES "error|warn|info|debug"
+
+/* Reads NCCLGUARD_LOG_LEVEL (when it is one of NG_LOG_LEVEL_CHOICES; the settings
+ * report any other value) and NCCLGUARD_LOG. Called by the constructor; cheap. */
 void ncclguard_log_init(void);
 
 /* Applies the effective settings (config files included); `path` must stay

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Hostile input, the way a careless or hostile user would give it: environment
+# values, output paths (log, event log, dumps), secrets named by the policy, a job
+# that tries to drop the site file, and signals. Each case runs the preloaded
+# library in a short job and checks that the job goes on, that one clear line says
+# what was ignored, and that nothing hangs (every run has a hard `timeout`).
+source "$(dirname "$0")/lib.sh"
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+PROBE=$E2E/policy_probe
+NG=$ROOT/$B/ncclguard
+if [ ! -x "$TRAIN" ] || [ ! -e "$SHIM" ] || [ ! -x "$PROBE" ]; then
+    fail "build" "the shim, trainloop or policy_probe is missing: make"; finish; exit 1
+fi
+mkdir -p "$TMP/home"
+
+# clean VAR=value... -- CMD...: CMD with nothing else in its environment
+clean() {
+    local vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
+        ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} "${vars[@]}" "$@"
+}
+# start VAR=value...: a process that never creates a communicator (the constructor
+# only), under the shim; stderr in $TMP/err
+start() {
+    clean "$@" -- timeout 20 env LD_PRELOAD="$(preload)" /bin/true 2>"$TMP/err"
+}
+# job DIR VAR=value...: a one-rank job of 2 steps under the shim, run in DIR;
+# combined output in DIR/out, exit status in $rc
+job() {
+    local dir=$1; shift
+    mkdir -p "$dir"
+    (cd "$dir" && clean LD_LIBRARY_PATH="$FAKES" "$@" -- timeout 60 "$LAUNCH" -n 1 \
+        --timeout 50 -- env LD_PRELOAD="$(preload)" "$TRAIN" --steps 2 --quiet >"$dir/out" 2>&1)
+    rc=$?
+}
+lines() { grep -c '^ncclguard: ' "$1"; }
+
+# --- environment values: integers past 2^64 are refused, not wrapped -----------------------
+start NCCLGUARD_RING=18446744073709551632 NCCLGUARD_DUMP_SIGNAL=18446744073709551626
+if [ $? -eq 0 ] && [ "$(lines "$TMP/err")" -eq 2 ] &&
+    grep -q "NCCLGUARD_RING=18446744073709551632 ignored (environment): ring: .* is not an \
+integer from 16 to 16777216; using 4096 (built-in)" "$TMP/err" &&
+    grep -q "NCCLGUARD_DUMP_SIGNAL=18446744073709551626 ignored (environment): .*using SIGUSR2" \
+        "$TMP/err"; then
+    pass "integers of 2^64 or more are refused with one line each (ring, dump_signal)"
+else
+    fail "integer overflow" "$(cat "$TMP/err")"
+fi
+
+# --- log levels: one set of spellings; the line that rejects a level is never hidden -------
+for bad in 0 3 garbage WARNING ' info'; do
+    start NCCLGUARD_LOG_LEVEL="$bad" NCCLGUARD_TIMOUT=5
+    if [ "$(lines "$TMP/err")" -eq 2 ] &&
+        grep -q "NCCLGUARD_LOG_LEVEL=$bad ignored (environment): log_level: '$bad' is not one of \
+error|warn|info|debug; using info (built-in)" "$TMP/err" &&
+        grep -q 'NCCLGUARD_TIMOUT is not a setting' "$TMP/err"; then
+        pass "NCCLGUARD_LOG_LEVEL='$bad': one line rejects it, other warnings still shown"
+    else
+        fail "NCCLGUARD_LOG_LEVEL='$bad'" "$(cat "$TMP/err")"
+    fi
+done
+start NCCLGUARD_LOG_LEVEL=Error NCCLGUARD_TIMOUT=5
+if [ ! -s "$TMP/err" ]; then
+    pass "NCCLGUARD_LOG_LEVEL=Error (any case) is accepted and hides warnings"
+else
+    fail "NCCLGUARD_LOG_LEVEL=Error" "$(cat "$TMP/err")"
+fi
+
+finish
