@@ -6,8 +6,8 @@
 #include "base/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include "base/identity.h"
+#include "base/outfile.h"
 
 static int log_level = NG_LOG_INFO;
 static const char *log_path; /* NULL: stderr */
 static ng_atomic(int) log_fd = -1; /* opened lazily from log_path */
+static ng_atomic(uint64_t) log_lost; /* lines a write(2) failed to write whole */
 
 /* The level named s, spelt as the log_level setting accepts it (NG_LOG_LEVEL_CHOICES,
  * any case); -1 otherwise. */
@@ -60,26 +62,33 @@ int ncclguard_log_enabled(enum ng_level lvl)
     return (int)lvl <= log_level;
 }
 
-/* Opens NCCLGUARD_LOG once; falls back to stderr (and says so there) when it can't. */
+/* Says on stderr, with one write(2), that the log file cannot be used. */
+static void say_on_stderr(const char *what, const char *why)
+{
+    char msg[1400];
+    int n = snprintf(msg, sizeof msg, "ncclguard: %scannot log to %s (the log setting): %s; %s\n",
+                     ncclguard_identity_tag(), log_path, why, what);
+    if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
+    if (n > 0) ncclguard_outfile_write(STDERR_FILENO, msg, (size_t)n);
+}
+
+/* Opens the log file once; stderr (and one line there) when it is not a regular
+ * file that can be opened without blocking. */
 static int log_destination(void)
 {
-    if (!log_path) return STDERR_FILENO;
+    if (!log_path || ncclguard_outfile_is_stderr(log_path)) return STDERR_FILENO;
     int fd = ng_atomic_load_acquire(&log_fd);
     if (fd >= 0) return fd;
-    fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        char msg[512];
-        int n = snprintf(msg, sizeof msg,
-                         "ncclguard: cannot open NCCLGUARD_LOG=%s (%s): logging to stderr\n",
-                         log_path, strerror(errno));
-        if (write(STDERR_FILENO, msg, (size_t)n) < 0) { /* nothing else to do */ }
-        fd = STDERR_FILENO;
-    }
+    char why[300];
+    fd = ncclguard_outfile_open(log_path, why, sizeof why);
+    if (fd < 0) fd = STDERR_FILENO;
     int expected = -1;
     if (!ng_atomic_cas_acq_rel(&log_fd, &expected, fd)) {
         if (fd != STDERR_FILENO) close(fd);
-        fd = expected;
+        return expected;
     }
+    if (fd == STDERR_FILENO)
+        say_on_stderr("logging to stderr instead; give the path of a regular file", why);
     return fd;
 }
 
@@ -96,6 +105,17 @@ void ncclguard_log(enum ng_level lvl, const char *fmt, ...)
     if (len > sizeof line - 2) len = sizeof line - 2;
     line[len++] = '\n';
     int fd = log_destination();
-    while (write(fd, line, len) < 0 && errno == EINTR) {
+    if (ncclguard_outfile_write(fd, line, len) == 0 || fd == STDERR_FILENO) return;
+    /* a full disk or a failing file: the line is lost, counted, and said once */
+    if (ng_atomic_add_relaxed(&log_lost, 1) == 0) {
+        char why[160];
+        snprintf(why, sizeof why, "a write failed (%s)", strerror(errno));
+        say_on_stderr("this line and every later one that cannot be written are lost and "
+                      "counted in the exit summary", why);
     }
+}
+
+uint64_t ncclguard_log_lost(void)
+{
+    return ng_atomic_load_relaxed(&log_lost);
 }

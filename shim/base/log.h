@@ -2,14 +2,19 @@
  * log.h: human-readable messages of the shim.
  *
  * Owns: the log destination (stderr, or the file named by NCCLGUARD_LOG, opened
- * lazily on the first message so that an unused shim opens no file), the level
- * (NCCLGUARD_LOG_LEVEL), and the "ncclguard: " prefix every line carries.
+ * lazily on the first message so that an unused shim opens no file; a path that
+ * is not a regular file falls back to stderr, with one line: base/outfile.h), the
+ * level (NCCLGUARD_LOG_LEVEL), the "ncclguard: " prefix every line carries, and
+ * the count of lines lost to a file that failed to take them.
  *
  * Threads: any thread, not signal handlers (formatting uses vsnprintf). Each line
- * is one write(2), so lines from several threads never interleave.
+ * is one write(2), so lines from several threads never interleave, and none is
+ * retried: a line the file cannot take is lost and counted, never waited for.
  */
 #ifndef NCCLGUARD_LOG_H
 #define NCCLGUARD_LOG_H
+
+#include <stdint.h>
 
 #include "base/atomic.h"
 
@@ -29,6 +34,9 @@ void ncclguard_log_configure(int level, const char *path);
 
 /* Writes "ncclguard: <message>\n" when lvl is enabled. */
 void ncclguard_log(enum ng_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Lines lost because the log file could not take them (full disk, I/O error). */
+uint64_t ncclguard_log_lost(void);
 
 /* True when messages of this level are written. */
 int ncclguard_log_enabled(enum ng_level lvl);

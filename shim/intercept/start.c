@@ -97,11 +97,17 @@ static void print_summary(void)
     uint64_t aborts, aborts_done;
     ncclguard_markers_stats(&g);
     ncclguard_escalation_stats(&aborts, &aborts_done);
-    char rare[160] = ""; /* counts that are usually zero, shown when they are not */
+    char rare[240] = ""; /* counts that are usually zero, shown when they are not */
+    size_t r = 0;
     if (g.captured || g.no_marker || aborts)
-        snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU marker, "
-                 "%llu aborted by ncclguard", (unsigned long long)g.captured,
-                 (unsigned long long)g.no_marker, (unsigned long long)aborts);
+        r += (size_t)snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU "
+                              "marker, %llu aborted by ncclguard", (unsigned long long)g.captured,
+                              (unsigned long long)g.no_marker, (unsigned long long)aborts);
+    uint64_t lost_lines = ncclguard_log_lost(), lost_events = ncclguard_events_lost();
+    if ((lost_lines || lost_events) && r < sizeof rare)
+        snprintf(rare + r, sizeof rare - r, ", %llu log lines and %llu events lost (the file "
+                 "could not take them)", (unsigned long long)lost_lines,
+                 (unsigned long long)lost_events);
     NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
             "%llu async errors, %llu dumps, %llu records dropped%s", ncomms,
             (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",

@@ -69,4 +69,35 @@ else
     fail "NCCLGUARD_LOG_LEVEL=Error" "$(cat "$TMP/err")"
 fi
 
+# --- output paths: nothing a job names as its log or event log can hang it ----------------
+# out_path NAME SETTING PATH WHY: a one-rank job with NCCLGUARD_<SETTING>=PATH finishes,
+# says once why it ignored PATH, and (for the log) logs to stderr instead
+out_path() {
+    local name=$1 setting=$2 path=$3 why=$4 d=$TMP/out-$RANDOM
+    job "$d" NCCLGUARD_$setting="$path"
+    if [ $rc -eq 0 ] && [ "$(grep -c "$why" "$d/out")" -eq 1 ] &&
+        grep -q "ncclguard: .*summary: [0-9]* communicators" "$d/out"; then
+        pass "NCCLGUARD_$setting is $name: the job ends normally, one line says why"
+    else
+        fail "NCCLGUARD_$setting is $name" "rc=$rc $(tail -n 5 "$d/out")"
+    fi
+}
+mkfifo "$TMP/fifo"
+out_path "a FIFO" LOG "$TMP/fifo" \
+    "cannot log to $TMP/fifo (the log setting): a FIFO, not a regular file; logging to stderr"
+out_path "a FIFO" EVENTS "$TMP/fifo" \
+    "cannot write the event log to $TMP/fifo (the events setting): a FIFO, not a regular file"
+ln -s /dev/zero "$TMP/zero-link"
+out_path "a symbolic link" LOG "$TMP/zero-link" "a symbolic link, which is not followed"
+out_path "a device" EVENTS /dev/null "a character device, not a regular file"
+out_path "a directory" LOG "$TMP" "a directory, not a regular file"
+# a site file's `log =` goes through the same path (the test-only site file: see below)
+job "$TMP/created" NCCLGUARD_LOG="$TMP/created/ng.log" NCCLGUARD_EVENTS="$TMP/created/ev.jsonl"
+if [ $rc -eq 0 ] && [ "$(stat -c %a "$TMP/created/ng.log" "$TMP/created/ev.jsonl")" = \
+    "$(printf '600\n600')" ] && grep -q 'summary: [0-9]* communicators' "$TMP/created/ng.log"; then
+    pass "the log and the event log are created mode 0600"
+else
+    fail "log and event file modes" "rc=$rc $(stat -c '%a %n' "$TMP"/created/* 2>&1)"
+fi
+
 finish
