@@ -51,9 +51,14 @@ void ncclguard_log_init(void)
     log_path = path && *path ? path : NULL;
 }
 
-void ncclguard_log_configure(int level, const char *path)
+void ncclguard_log_set_level(int level)
 {
     if (level >= NG_LOG_ERROR && level <= NG_LOG_DEBUG) log_level = level;
+}
+
+void ncclguard_log_configure(int level, const char *path)
+{
+    ncclguard_log_set_level(level);
     log_path = path && *path ? path : NULL;
 }
 

@@ -28,6 +28,10 @@ enum ng_level { NG_LOG_ERROR = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_DEBUG
  * report any other value) and NCCLGUARD_LOG. Called by the constructor; cheap. */
 void ncclguard_log_init(void);
 
+/* Sets the level alone (the settings' loader, when the site locked log_level, so
+ * that the lock governs the lines that refuse the job's own level). */
+void ncclguard_log_set_level(int level);
+
 /* Applies the effective settings (config files included); `path` must stay
  * valid (the settings' storage does). */
 void ncclguard_log_configure(int level, const char *path);

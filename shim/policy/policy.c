@@ -234,7 +234,7 @@ static void log_change(const struct ng_env_change *c, int talk)
     case NG_OUT_REMOVED:
         ncclguard_log(warn, "%s removed (%s; was '%s'): %s", c->name, where, c->was,
                       r->value[0] ? r->value
-                      : site ? "the site policy forbids it" : "your user file forbids it");
+                      : site ? "the site policy forbids it" : "your own file forbids it");
         break;
     case NG_OUT_KEPT:
         ncclguard_log(NG_LOG_DEBUG, "%s=%s kept (environment): the %s value %s applies only "

@@ -62,6 +62,14 @@ error|warn|info|debug; using info (built-in)" "$TMP/err" &&
         fail "NCCLGUARD_LOG_LEVEL='$bad'" "$(cat "$TMP/err")"
     fi
 done
+printf 'lock = log_level\n' >"$TMP/lock-level.conf"
+start NCCLGUARD_TEST_SITE_CONFIG="$TMP/lock-level.conf" NCCLGUARD_LOG_LEVEL=error
+if [ "$(lines "$TMP/err")" -eq 1 ] && grep -q "NCCLGUARD_LOG_LEVEL=error ignored (environment): \
+the site locked log_level at info" "$TMP/err"; then
+    pass "a level the site locked is not hidden by the job's own NCCLGUARD_LOG_LEVEL=error"
+else
+    fail "locked log level" "$(cat "$TMP/err")"
+fi
 start NCCLGUARD_LOG_LEVEL=Error NCCLGUARD_TIMOUT=5
 if [ ! -s "$TMP/err" ]; then
     pass "NCCLGUARD_LOG_LEVEL=Error (any case) is accepted and hides warnings"
@@ -98,6 +106,70 @@ if [ $rc -eq 0 ] && [ "$(stat -c %a "$TMP/created/ng.log" "$TMP/created/ev.jsonl
     pass "the log and the event log are created mode 0600"
 else
     fail "log and event file modes" "rc=$rc $(stat -c '%a %n' "$TMP"/created/* 2>&1)"
+fi
+
+# --- the site file: no variable of the job removes its locks, forces or forbids ------------
+# The site file is /etc/ncclguard.conf; NCCLGUARD_TEST_SITE_CONFIG stands in for it here,
+# which the shim honours only while /etc/ncclguard.conf does not exist.
+printf '%s\n' 'lock = timeout, disable' 'timeout = 101' '[env.force]' 'NCCL_DEBUG = WARN' \
+    '[env.forbid]' 'NCCL_TIMEOUT' >"$TMP/site.conf"
+printf '%s\n' 'lock = slow_ms' 'timeout = 5' 'slow_ms = 9' '[env.force]' 'NCCL_DEBUG = INFO' \
+    '[env.default]' 'NCCL_FROM_JOB = 1' >"$TMP/job.conf"
+# site_probe VAR=value...: the policy probe with the stand-in site file; stdout in $TMP/out
+site_probe() {
+    clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/site.conf" NCCL_DEBUG=TRACE NCCL_TIMEOUT=1 "$@" -- \
+        timeout 20 "$PROBE" --setting timeout --setting disable --setting slow_ms \
+        --env NCCL_DEBUG --env NCCL_TIMEOUT --env NCCL_FROM_JOB >"$TMP/out" 2>"$TMP/err"
+}
+site_holds() {
+    grep -q "^timeout=101s (site $TMP/site.conf:2 (locked))$" "$TMP/out" &&
+        grep -q '^disable=no (built-in (locked))$' "$TMP/out" &&
+        grep -q '^NCCL_DEBUG=WARN$' "$TMP/out" && grep -q '^NCCL_TIMEOUT unset$' "$TMP/out"
+}
+for job in '' /dev/null /nonexistent/job.conf; do
+    site_probe NCCLGUARD_CONFIG="$job"
+    if site_holds && ! grep -q 'ncclguard: .*job' "$TMP/err"; then
+        pass "NCCLGUARD_CONFIG='$job' keeps the site's lock, force and forbid, silently"
+    else
+        fail "NCCLGUARD_CONFIG='$job'" "$(cat "$TMP/out" "$TMP/err")"
+    fi
+done
+site_probe NCCLGUARD_CONFIG="$TMP/job.conf"
+if site_holds && grep -q "^slow_ms=9 (job $TMP/job.conf:3)$" "$TMP/out" &&
+    grep -q '^NCCL_FROM_JOB=1$' "$TMP/out" &&
+    grep -q "job.conf:1: 'lock' is only allowed in the site file" "$TMP/err" &&
+    grep -q "job.conf:2: timeout is locked by the site file" "$TMP/err" &&
+    grep -q "job.conf:5: NCCL_DEBUG is forced by the site file" "$TMP/err"; then
+    pass "a job file adds to the site file: its own values apply, the site's locks hold"
+else
+    fail "job file on top of the site file" "$(cat "$TMP/out" "$TMP/err")"
+fi
+site_probe NCCLGUARD_DISABLE=1
+if site_holds && grep -q "NCCLGUARD_DISABLE=1 ignored (environment): the site locked disable" \
+    "$TMP/err"; then
+    pass "NCCLGUARD_DISABLE=1 when the site locked disable: ignored, with one line"
+else
+    fail "NCCLGUARD_DISABLE=1 with a site lock" "$(cat "$TMP/out" "$TMP/err")"
+fi
+# A real /etc/ncclguard.conf, in a mount namespace of its own: the test-only variable
+# cannot replace it, and NCCLGUARD_CONFIG= cannot remove it.
+if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/etc"
+    cp -a /etc/ld.so.cache /etc/passwd /etc/group "$TMP/etc/" 2>/dev/null
+    cp "$TMP/site.conf" "$TMP/etc/ncclguard.conf"
+    printf 'timeout = 7\n' >"$TMP/escape.conf"
+    clean NCCLGUARD_CONFIG= NCCLGUARD_TEST_SITE_CONFIG="$TMP/escape.conf" NCCL_TIMEOUT=1 -- \
+        unshare -m sh -c 'mount --bind "$1" /etc && exec timeout 20 "$2" --setting timeout \
+        --env NCCL_TIMEOUT' sh "$TMP/etc" "$PROBE" >"$TMP/out" 2>"$TMP/err"
+    if grep -q '^timeout=101s (site /etc/ncclguard.conf:2 (locked))$' "$TMP/out" &&
+        grep -q '^NCCL_TIMEOUT unset$' "$TMP/out"; then
+        pass "a real /etc/ncclguard.conf applies; NCCLGUARD_CONFIG= and the test variable do not \
+replace it"
+    else
+        fail "real site file" "$(cat "$TMP/out" "$TMP/err")"
+    fi
+else
+    skip "real site file" "needs root and unshare -m to put a site file at /etc/ncclguard.conf"
 fi
 
 finish
