@@ -114,7 +114,10 @@ static void put_env_changes(struct ng_json *j)
         ncclguard_json_begin_object(j);
         key_string(j, "name", c[i].name);
         key_string(j, "action", action[r->action]);
-        key_string(j, r->action == NG_ENV_FORBID ? "reason" : "value", r->value);
+        if (r->action == NG_ENV_FORBID)
+            key_string(j, "reason", r->value);
+        else
+            key_string(j, "value", c[i].value); /* as shown: policy.h */
         struct ng_origin o = r->origin;
         put_origin(j, &o, -1);
         key_string(j, "outcome", ncclguard_policy_outcome_name(c[i].outcome));

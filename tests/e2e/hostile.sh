@@ -172,4 +172,43 @@ else
     skip "real site file" "needs root and unshare -m to put a site file at /etc/ncclguard.conf"
 fi
 
+# --- secrets: values of variables the policy names are never copied into any output --------
+# Every output the shim writes (stderr, the log, the event log, the dumps) and the CLI's,
+# at the debug level and on every rank; only NCCL_*, CUDA_*, TORCH_* and NCCLGUARD_* values
+# are shown.
+printf '%s\n' '[env.forbid]' 'AWS_SECRET_ACCESS_KEY' 'DB_*' '[env.force]' 'HF_TOKEN = siteSECRET2' \
+    'NCCL_DEBUG = WARN' '[env.default]' 'MY_PASSWORD = siteSECRET3' >"$TMP/secret-site.conf"
+SECRETS=(AWS_SECRET_ACCESS_KEY=xyzSECRETxyz1 HF_TOKEN=userSECRET4 MY_PASSWORD=userSECRET5
+         DB_PASS=userSECRET6 NCCL_DEBUG=INFO)
+d=$TMP/secrets
+job "$d" NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" \
+    NCCLGUARD_LOG_LEVEL=debug NCCLGUARD_VERBOSE=1 NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_DUMP_DIR="$d/dumps" NCCLGUARD_LOG="$d/ng.log" NCCLGUARD_EVENTS="$d/ev.jsonl"
+clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" -- \
+    "$NG" envcheck --policy --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.txt" 2>&1
+clean "${SECRETS[@]}" -- "$NG" envcheck --policy --site "$TMP/secret-site.conf" --json \
+    --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.json" 2>&1
+leaks=$(grep -rlF -e xyzSECRETxyz1 -e siteSECRET2 -e siteSECRET3 -e userSECRET4 -e userSECRET5 \
+    -e userSECRET6 "$d")
+dump=$(ls "$d"/dumps/*.json 2>/dev/null | head -n 1)
+if [ $rc -eq 0 ] && [ -z "$leaks" ] && [ -n "$dump" ] && [ -s "$d/ng.log" ] &&
+    [ -s "$d/ev.jsonl" ] && python3 - "$dump" <<'PY'
+import json, re, sys
+env = {e["name"]: e for e in json.load(open(sys.argv[1]))["config"]["env"]}
+hidden = re.compile(r"^<not shown: \d+ bytes, hash [0-9a-f]{8}>$")
+assert hidden.match(env["AWS_SECRET_ACCESS_KEY"]["was"]), env["AWS_SECRET_ACCESS_KEY"]
+assert env["AWS_SECRET_ACCESS_KEY"]["was"].startswith("<not shown: 13 bytes")
+assert hidden.match(env["HF_TOKEN"]["was"]) and hidden.match(env["HF_TOKEN"]["value"])
+assert hidden.match(env["DB_PASS"]["was"]), env.get("DB_PASS")
+assert env["HF_TOKEN"]["was"] != env["HF_TOKEN"]["value"]  # two values told apart
+assert env["NCCL_DEBUG"]["was"] == "INFO" and env["NCCL_DEBUG"]["value"] == "WARN"
+PY
+then
+    grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes, hash " \
+        "$d/ng.log" && pass "secrets named by the policy appear in no output, only as length and hash" ||
+        fail "secrets: log line" "$(grep AWS "$d/ng.log")"
+else
+    fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none}"
+fi
+
 finish
