@@ -64,10 +64,12 @@ int ncclguard_parse_decimal(const char *s, double *out)
     return rest && !*rest ? 0 : -1;
 }
 
-/* Skips one optional space between a number and its unit ("10 m"). */
+/* Skips one space between a number and its unit ("10 m", "1 GB/s", "1.5 x"), but
+ * only when a unit follows: no typed value has a blank at its end ("300 " is
+ * refused like "300x"). */
 static const char *unit_start(const char *s)
 {
-    return *s == ' ' ? s + 1 : s;
+    return s[0] == ' ' && s[1] && s[1] != ' ' ? s + 1 : s;
 }
 
 int ncclguard_parse_duration(const char *s, double *out)
@@ -93,6 +95,7 @@ int ncclguard_parse_factor(const char *s, double *out)
     double v;
     const char *rest = decimal_prefix(s, &v);
     if (!rest) return -1;
+    rest = unit_start(rest);
     if (*rest == 'x' || *rest == 'X') rest++;
     if (*rest) return -1;
     *out = v;

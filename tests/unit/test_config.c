@@ -119,6 +119,23 @@ START_TEST(values_parse)
     ck_assert_int_eq(ll, -42);
     ck_assert_int_eq(ncclguard_parse_int("42x", &ll), -1);
     ck_assert_int_eq(ncclguard_parse_int("99999999999999999999999", &ll), -1);
+    /* blanks: one between a number and its unit, for every type with units; none at
+     * either end, for every type (a single trailing space was accepted for durations
+     * and bandwidths only) */
+    ck_assert_int_eq(ncclguard_parse_duration("10 m", &d), 0);
+    ck_assert(d == 600);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("1 GB/s", &d), 0);
+    ck_assert(d == 1e9);
+    ck_assert_int_eq(ncclguard_parse_factor("1.5 x", &d), 0);
+    ck_assert(d == 1.5);
+    static const char *const blank_ended[] = {"300 ", " 300", "10 m ", "10  m"};
+    for (size_t k = 0; k < sizeof blank_ended / sizeof blank_ended[0]; k++) {
+        ck_assert_int_eq(ncclguard_parse_duration(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_bandwidth(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_factor(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_decimal(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_int(blank_ended[k], &ll), -1);
+    }
     /* 2^64 + 16 and 2^64 + 10 once wrapped to 16 and 10 (SIGUSR1) */
     ck_assert_int_eq(ncclguard_parse_int("18446744073709551632", &ll), -1);
     ck_assert_int_eq(ncclguard_parse_int("18446744073709551626", &ll), -1);
