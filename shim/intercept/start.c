@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
+#include "evidence/marker.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -126,6 +127,7 @@ static void at_exit(void)
 {
     /* A fork child that made no communicator of its own has nothing to say. */
     if (!ng_atomic_load_acquire(&started)) return;
+    ncclguard_marker_remove();
     ncclguard_watchdog_at_exit();
     print_summary();
 }
@@ -156,7 +158,8 @@ static void hand_over_nccl(void)
  * The start order. track/ first: the ring, the group table, the marker pools
  * and the CUDA driver, which the creation that called us uses next. Then
  * evidence/ (dump paths, event log) so that the watchdog can report from its
- * first poll. Last the watchdog thread, which reads everything above.
+ * first poll. Then the watchdog thread, which reads everything above, and last
+ * the node marker, which promises that the dump signal is handled.
  */
 static void start_all(void)
 {
@@ -172,7 +175,9 @@ static void start_all(void)
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
     ncclguard_events_open(s->events);
     hand_over_nccl();
+    int dump_signal = ncclguard_marker_signal_free(s->dump_signal); /* before the watchdog's */
     ncclguard_watchdog_start();
+    ncclguard_marker_create(dump_signal); /* last: the signal is handled from here on */
 }
 
 void ncclguard_start(void)

@@ -211,4 +211,75 @@ else
     fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none}"
 fi
 
+# --- signals: SIGUSR2 before the first communicator; the node marker after it -------------
+# A process without a communicator has no handler, so SIGUSR2 ends it as it would
+# without the shim (README, limits), and it leaves no marker; a process with one has
+# a marker (docs/node-marker.md) that says which signal asks it for a dump.
+MARKERS=/dev/shm/ncclguard-$(id -u)
+env -i PATH="$PATH" LD_PRELOAD="$(preload)" sleep 30 & # env execs: $! becomes sleep
+spid=$!
+for _ in $(seq 100); do # until sleep runs with the shim mapped
+    grep -q libncclguard "/proc/$spid/maps" 2>/dev/null && break
+    sleep 0.1
+done
+mapped=$(grep -c libncclguard "/proc/$spid/maps" 2>/dev/null)
+kill -USR2 $spid
+wait $spid
+src=$?
+if [ "${mapped:-0}" -gt 0 ] && [ $src -eq $((128 + $(kill -l USR2))) ] &&
+    [ ! -e "$MARKERS/$spid" ]; then
+    pass "SIGUSR2 before the first communicator ends the process, as without the shim; no marker"
+else
+    fail "SIGUSR2 before the first communicator" "mapped=$mapped status $src"
+fi
+d=$TMP/marker
+mkdir -p "$d"
+(cd "$d" && clean LD_LIBRARY_PATH="$FAKES" SLURM_JOB_ID="hostile-$$" NCCLGUARD_DUMP_DIR="$d/dumps" \
+    -- timeout 60 "$LAUNCH" -n 1 --timeout 50 -- env LD_PRELOAD="$(preload)" "$TRAIN" \
+    --steps 3 --hang-rank 0 --quiet >"$d/out" 2>&1) &
+jpid=$!
+marker=
+for _ in $(seq 120); do
+    marker=$(grep -l "\"job\":\"hostile-$$\"" "$MARKERS"/* 2>/dev/null | head -n 1)
+    [ -n "$marker" ] && break
+    sleep 0.25
+done
+mpid=${marker##*/}
+if [ -n "$marker" ] && python3 - "$marker" "$mpid" <<'PY'
+import json, os, signal, sys
+m = json.load(open(sys.argv[1]))
+pid = int(sys.argv[2])
+assert m["schema"] == "ncclguard.marker/1" and m["pid"] == pid, m
+stat = open("/proc/%d/stat" % pid).read()
+assert m["start_time"] == int(stat[stat.rindex(")") + 2:].split()[19]), m
+assert m["dump_signal"] == signal.SIGUSR2 and m["rank"] == 0 and m["local_rank"] == 0, m
+assert oct(os.stat(sys.argv[1]).st_mode & 0o777) == "0o600"
+PY
+then
+    kill -USR2 "$mpid"
+    for _ in $(seq 120); do
+        ls "$d"/dumps/ncclguard-r0-*-"$mpid".json >/dev/null 2>&1 && break
+        sleep 0.25
+    done
+    if ls "$d"/dumps/ncclguard-r0-*-"$mpid".json >/dev/null 2>&1; then
+        pass "a process with a communicator has its marker (pid, start time, signal), and dumps on it"
+    else
+        fail "dump on the marker's signal" "no dump for pid $mpid: $(tail -n 3 "$d/out")"
+    fi
+else
+    fail "node marker" "marker '${marker:-none}': $(cat "$marker" 2>/dev/null) $(tail -n 3 "$d/out")"
+fi
+[ -n "$mpid" ] && kill -KILL "$mpid" 2>/dev/null
+wait $jpid 2>/dev/null
+[ -n "$marker" ] && rm -f "$marker" # a killed process cannot remove its own
+d=$TMP/marker-exit
+job "$d" SLURM_JOB_ID="hostile-exit-$$" NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_DUMP_DIR="$d/dumps"
+epid=$(ls "$d"/dumps 2>/dev/null | sed -n 's/^ncclguard-r0-.*-\([0-9]*\)\.json$/\1/p' | head -n 1)
+if [ $rc -eq 0 ] && [ -n "$epid" ] && [ ! -e "$MARKERS/$epid" ] &&
+    ! grep -qs "\"job\":\"hostile-exit-$$\"" "$MARKERS"/*; then
+    pass "a process that exits removes its marker"
+else
+    fail "marker removed at exit" "rc=$rc pid=${epid:-?} $(ls "$MARKERS" 2>&1)"
+fi
+
 finish
