@@ -100,6 +100,15 @@ out_path "a symbolic link" LOG "$TMP/zero-link" "a symbolic link, which is not f
 out_path "a device" EVENTS /dev/null "a character device, not a regular file"
 out_path "a directory" LOG "$TMP" "a directory, not a regular file"
 # a site file's `log =` goes through the same path (the test-only site file: see below)
+printf 'log = %s\n' "$TMP/fifo" >"$TMP/log-fifo.conf"
+job "$TMP/site-log" NCCLGUARD_TEST_SITE_CONFIG="$TMP/log-fifo.conf"
+if [ $rc -eq 0 ] && [ "$(grep -c "cannot log to $TMP/fifo (the log setting): a FIFO" \
+    "$TMP/site-log/out")" -eq 1 ] && grep -q 'summary: [0-9]* communicators' "$TMP/site-log/out"
+then
+    pass "a site file's log = a FIFO: the job ends normally, one line says why"
+else
+    fail "site log = FIFO" "rc=$rc $(tail -n 5 "$TMP/site-log/out")"
+fi
 job "$TMP/created" NCCLGUARD_LOG="$TMP/created/ng.log" NCCLGUARD_EVENTS="$TMP/created/ev.jsonl"
 if [ $rc -eq 0 ] && [ "$(stat -c %a "$TMP/created/ng.log" "$TMP/created/ev.jsonl")" = \
     "$(printf '600\n600')" ] && grep -q 'summary: [0-9]* communicators' "$TMP/created/ng.log"; then
@@ -107,6 +116,27 @@ if [ $rc -eq 0 ] && [ "$(stat -c %a "$TMP/created/ng.log" "$TMP/created/ev.jsonl
 else
     fail "log and event file modes" "rc=$rc $(stat -c '%a %n' "$TMP"/created/* 2>&1)"
 fi
+
+# --- dump paths: a dump directory that is not one falls back to $TMPDIR, once --------------
+# dump_path NAME DIR: a one-rank job that dumps at exit, with NCCLGUARD_DUMP_DIR=DIR
+dump_path() {
+    local name=$1 dir=$2 d=$TMP/dump-$RANDOM got
+    job "$d" SLURM_JOB_ID=hostile TMPDIR="$TMP/tmpdir" NCCLGUARD_DUMP_AT_EXIT=1 \
+        NCCLGUARD_DUMP_DIR="$dir"
+    got=$(ls "$TMP"/tmpdir/ncclguard-hostile/ncclguard-r0-*.json 2>/dev/null | wc -l)
+    if [ $rc -eq 0 ] && grep -q 'summary: [0-9]* communicators' "$d/out" && [ "$got" -eq 1 ] &&
+        [ "$(grep -c "cannot write dumps to $dir" "$d/out")" -eq 1 ]; then
+        pass "NCCLGUARD_DUMP_DIR is $name: the job ends normally, the dump goes to \$TMPDIR"
+    else
+        fail "NCCLGUARD_DUMP_DIR is $name" "rc=$rc dumps=$got $(tail -n 4 "$d/out")"
+    fi
+    rm -rf "$TMP"/tmpdir/ncclguard-hostile
+}
+mkdir -p "$TMP/tmpdir"
+printf 'not a directory\n' >"$TMP/plain-file"
+dump_path "a FIFO" "$TMP/fifo"
+dump_path "a regular file" "$TMP/plain-file"
+dump_path "a device" /dev/null
 
 # --- the site file: no variable of the job removes its locks, forces or forbids ------------
 # The site file is /etc/ncclguard.conf; NCCLGUARD_TEST_SITE_CONFIG stands in for it here,
@@ -204,9 +234,12 @@ assert env["HF_TOKEN"]["was"] != env["HF_TOKEN"]["value"]  # two values told apa
 assert env["NCCL_DEBUG"]["was"] == "INFO" and env["NCCL_DEBUG"]["value"] == "WARN"
 PY
 then
-    grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes, hash " \
-        "$d/ng.log" && pass "secrets named by the policy appear in no output, only as length and hash" ||
+    if grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes, hash " \
+        "$d/ng.log"; then
+        pass "secrets named by the policy appear in no output, only as length and hash"
+    else
         fail "secrets: log line" "$(grep AWS "$d/ng.log")"
+    fi
 else
     fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none}"
 fi
@@ -224,7 +257,7 @@ for _ in $(seq 100); do # until sleep runs with the shim mapped
 done
 mapped=$(grep -c libncclguard "/proc/$spid/maps" 2>/dev/null)
 kill -USR2 $spid
-wait $spid
+{ wait $spid; } 2>/dev/null
 src=$?
 if [ "${mapped:-0}" -gt 0 ] && [ $src -eq $((128 + $(kill -l USR2))) ] &&
     [ ! -e "$MARKERS/$spid" ]; then
@@ -262,12 +295,12 @@ then
         sleep 0.25
     done
     if ls "$d"/dumps/ncclguard-r0-*-"$mpid".json >/dev/null 2>&1; then
-        pass "a process with a communicator has its marker (pid, start time, signal), and dumps on it"
+        pass "a process with a communicator has a marker (pid, start time, signal), and dumps on it"
     else
         fail "dump on the marker's signal" "no dump for pid $mpid: $(tail -n 3 "$d/out")"
     fi
 else
-    fail "node marker" "marker '${marker:-none}': $(cat "$marker" 2>/dev/null) $(tail -n 3 "$d/out")"
+    fail "node marker" "'${marker:-none}': $(cat "$marker" 2>/dev/null) $(tail -n 3 "$d/out")"
 fi
 [ -n "$mpid" ] && kill -KILL "$mpid" 2>/dev/null
 wait $jpid 2>/dev/null
