@@ -1,7 +1,6 @@
 /* events.c: see events.h. */
 #include "base/events.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,9 +14,10 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "base/spool.h"
 
 static int events_fd = -1;
-static ng_atomic(uint64_t) events_lost; /* events a write(2) failed to write whole */
+static struct ng_sink events_sink = {.what = "the event log"}; /* events lost */
 
 void ncclguard_events_open(const char *path)
 {
@@ -38,7 +38,7 @@ void ncclguard_events_open(const char *path)
 
 uint64_t ncclguard_events_lost(void)
 {
-    return ng_atomic_load_relaxed(&events_lost);
+    return ng_atomic_load_relaxed(&events_sink.lost);
 }
 
 void ncclguard_event(const char *type, const char *fields, ...)
@@ -65,9 +65,5 @@ void ncclguard_event(const char *type, const char *fields, ...)
     }
     line[n++] = '}';
     line[n++] = '\n';
-    if (ncclguard_outfile_write(events_fd, line, (size_t)n) != 0 &&
-        ng_atomic_add_relaxed(&events_lost, 1) == 0)
-        NG_WARN("an event could not be written to the event log (%s): this one and every later "
-                "one that cannot be written are lost and counted in the exit summary",
-                strerror(errno));
+    ncclguard_spool_write(&events_sink, events_fd, line, (size_t)n);
 }

@@ -6,6 +6,7 @@
  * Threads: any thread but signal handlers. Each line is one write(2) with
  * O_APPEND, so lines of several processes sharing the file do not interleave;
  * it is never retried, so a line the file cannot take is lost and counted.
+ * Lines go through the writer thread of base/spool.h once it runs.
  */
 #ifndef NCCLGUARD_EVENTS_H
 #define NCCLGUARD_EVENTS_H

@@ -5,7 +5,6 @@
  */
 #include "base/log.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,11 +15,12 @@
 
 #include "base/identity.h"
 #include "base/outfile.h"
+#include "base/spool.h"
 
 static int log_level = NG_LOG_INFO;
 static const char *log_path; /* NULL: stderr */
 static ng_atomic(int) log_fd = -1; /* opened lazily from log_path */
-static ng_atomic(uint64_t) log_lost; /* lines a write(2) failed to write whole */
+static struct ng_sink log_sink = {.what = "the log"}; /* lines lost */
 
 /* The level named s, spelt as the log_level setting accepts it (NG_LOG_LEVEL_CHOICES,
  * any case); -1 otherwise. */
@@ -68,11 +68,12 @@ int ncclguard_log_enabled(enum ng_level lvl)
 }
 
 /* Says on stderr, with one write(2), that the log file cannot be used. */
-static void say_on_stderr(const char *what, const char *why)
+static void say_cannot_open(const char *why)
 {
     char msg[1400];
-    int n = snprintf(msg, sizeof msg, "ncclguard: %scannot log to %s (the log setting): %s; %s\n",
-                     ncclguard_identity_tag(), log_path, why, what);
+    int n = snprintf(msg, sizeof msg, "ncclguard: %scannot log to %s (the log setting): %s; "
+                     "logging to stderr instead; give the path of a regular file\n",
+                     ncclguard_identity_tag(), log_path, why);
     if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
     if (n > 0) ncclguard_outfile_write(STDERR_FILENO, msg, (size_t)n);
 }
@@ -92,8 +93,7 @@ static int log_destination(void)
         if (fd != STDERR_FILENO) close(fd);
         return expected;
     }
-    if (fd == STDERR_FILENO)
-        say_on_stderr("logging to stderr instead; give the path of a regular file", why);
+    if (fd == STDERR_FILENO) say_cannot_open(why);
     return fd;
 }
 
@@ -109,18 +109,10 @@ void ncclguard_log(enum ng_level lvl, const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2) len = sizeof line - 2;
     line[len++] = '\n';
-    int fd = log_destination();
-    if (ncclguard_outfile_write(fd, line, len) == 0 || fd == STDERR_FILENO) return;
-    /* a full disk or a failing file: the line is lost, counted, and said once */
-    if (ng_atomic_add_relaxed(&log_lost, 1) == 0) {
-        char why[160];
-        snprintf(why, sizeof why, "a write failed (%s)", strerror(errno));
-        say_on_stderr("this line and every later one that cannot be written are lost and "
-                      "counted in the exit summary", why);
-    }
+    ncclguard_spool_write(&log_sink, log_destination(), line, len);
 }
 
 uint64_t ncclguard_log_lost(void)
 {
-    return ng_atomic_load_relaxed(&log_lost);
+    return ng_atomic_load_relaxed(&log_sink.lost);
 }

@@ -10,6 +10,7 @@
  * Threads: any thread, not signal handlers (formatting uses vsnprintf). Each line
  * is one write(2), so lines from several threads never interleave, and none is
  * retried: a line the file cannot take is lost and counted, never waited for.
+ * Lines for a file go through the writer thread of base/spool.h once it runs.
  */
 #ifndef NCCLGUARD_LOG_H
 #define NCCLGUARD_LOG_H

@@ -17,6 +17,7 @@
 #include "base/events.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/spool.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
 #include "evidence/marker.h"
@@ -69,6 +70,7 @@ static void atfork_child(void)
     ncclguard_track_atfork_child();
     ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
+    ncclguard_spool_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -130,6 +132,7 @@ static void at_exit(void)
     ncclguard_marker_remove();
     ncclguard_watchdog_at_exit();
     print_summary();
+    ncclguard_spool_finish(NG_SPOOL_EXIT_MS);
 }
 
 static void install_once(void)
@@ -155,7 +158,8 @@ static void hand_over_nccl(void)
 }
 
 /*
- * The start order. track/ first: the ring, the group table, the marker pools
+ * The start order. The writer of the log and event files first, when there is
+ * one to write. Then track/: the ring, the group table, the marker pools
  * and the CUDA driver, which the creation that called us uses next. Then
  * evidence/ (dump paths, event log) so that the watchdog can report from its
  * first poll. Then the watchdog thread, which reads everything above, and last
@@ -170,6 +174,7 @@ static void start_all(void)
         .observer = {.settle = ncclguard_watchdog_settle,
                      .async_error = ncclguard_watchdog_async_error},
     };
+    if (s->log[0] || s->events[0]) ncclguard_spool_start(); /* a file to write: a writer */
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);

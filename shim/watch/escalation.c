@@ -13,6 +13,7 @@
 #include "base/events.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/spool.h"
 #include "evidence/dump.h"
 #include "policy/config.h"
 #include "track/comm.h"
@@ -114,6 +115,7 @@ void ncclguard_escalation_kill(const char *why)
     char quoted[512];
     ncclguard_event("kill", "\"why\":%s,\"status\":%lld",
                     ncclguard_json_quote(why, quoted, sizeof quoted), (long long)s->kill_exit);
+    ncclguard_spool_finish(NG_SPOOL_EXIT_MS); /* the lines above, if the files take them */
     if (s->kill_core) {
         signal(SIGABRT, SIG_DFL);
         abort();
