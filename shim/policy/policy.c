@@ -116,9 +116,12 @@ static struct ng_env_change *record(const struct ng_env_rule *r, const char *nam
         return NULL;
     }
     struct ng_env_change *c = &changes[nchanges++];
-    *c = (struct ng_env_change){
-        .rule = r, .name = name, .was = keep_shown(name, was), .outcome = (unsigned char)outcome,
-        .value = r->action == NG_ENV_FORBID ? NULL : keep_shown(name, r->value)};
+    /* a value that may be shown is the rule's own, which config.c keeps: no copy */
+    const char *value = r->action == NG_ENV_FORBID             ? NULL
+                        : ncclguard_policy_value_shown(name) ? r->value
+                                                             : keep_shown(name, r->value);
+    *c = (struct ng_env_change){.rule = r, .name = name, .value = value,
+                                .was = keep_shown(name, was), .outcome = (unsigned char)outcome};
     return c;
 }
 
