@@ -4,6 +4,8 @@
 # that tries to drop the site file, and signals. Each case runs the preloaded
 # library in a short job and checks that the job goes on, that one clear line says
 # what was ignored, and that nothing hangs (every run has a hard `timeout`).
+# Hostile config files themselves (FIFO, device, 50 MB, binary, world-writable,
+# another owner) are cases of tests/e2e/policy.sh.
 source "$(dirname "$0")/lib.sh"
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
