@@ -7,10 +7,12 @@
  */
 #include "evidence/marker.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,12 +31,13 @@ int ncclguard_marker_signal_free(int sig)
     return cur.sa_handler == SIG_DFL && !(cur.sa_flags & SA_SIGINFO) ? sig : 0;
 }
 
-/* The start time of this process (field 22 of /proc/self/stat, clock ticks since
- * boot), which tells a reader whether a pid was reused; 0 when unknown. */
-static unsigned long long start_time(void)
+/* The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks since
+ * boot), which tells a reader whether a pid was reused; 0 when unknown (gone). */
+static unsigned long long start_time(int pid)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
+    int fd = open(buf, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
@@ -62,6 +65,39 @@ static int open_dir(char *dir, size_t len)
     return dfd;
 }
 
+/*
+ * Removes the markers of processes that are gone (killed before their exit
+ * handlers ran: the kill action, a launcher's SIGKILL, a crash), so that they do
+ * not pile up in /dev/shm: a marker whose pid has no process, or another process
+ * than the one that wrote it (start_time differs). Only names of digits are
+ * markers; other files of the directory are not ours to judge.
+ */
+static void sweep(int dfd)
+{
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    char text[256];
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (!*n || n[strspn(n, "0123456789")]) continue;
+        int mfd = openat(dfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (mfd < 0) continue;
+        ssize_t len = read(mfd, text, sizeof text - 1);
+        close(mfd);
+        text[len > 0 ? len : 0] = '\0';
+        const char *st = strstr(text, "\"start_time\":");
+        unsigned long long written = 0;
+        if (!st || sscanf(st + 13, "%llu", &written) != 1) continue; /* being written */
+        int pid = atoi(n);
+        if (start_time(pid) != written) unlinkat(dfd, n, 0);
+    }
+    closedir(d);
+}
+
 void ncclguard_marker_create(int dump_signal)
 {
     if (owner == getpid()) return;
@@ -71,11 +107,12 @@ void ncclguard_marker_create(int dump_signal)
         NG_DEBUG("no node marker in %s (%s)", dir, strerror(errno));
         return;
     }
+    sweep(dfd);
     const struct ng_identity *me = ncclguard_identity();
     int n = snprintf(line, sizeof line,
                      "{\"schema\":\"ncclguard.marker/1\",\"pid\":%d,\"start_time\":%llu,"
                      "\"rank\":%d,\"local_rank\":%d,\"host\":%s,\"job\":%s,\"dump_signal\":%d}\n",
-                     (int)getpid(), start_time(), me->rank, me->local_rank,
+                     (int)getpid(), start_time((int)getpid()), me->rank, me->local_rank,
                      ncclguard_json_quote(me->host, host, sizeof host),
                      ncclguard_json_quote(me->job, job, sizeof job), dump_signal);
     snprintf(name, sizeof name, "%d", (int)getpid());

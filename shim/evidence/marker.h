@@ -8,7 +8,8 @@
  * 0600), written atomically at the first communicator and removed at exit. Its
  * one line of JSON is documented in docs/node-marker.md. A process killed
  * before its exit handlers run leaves its file behind; the start_time in it
- * tells a reader whether the pid still is the same process.
+ * tells a reader whether the pid still is the same process, and the next
+ * process of the user to write a marker on the node removes such files.
  *
  * Threads: ncclguard_marker_create on the thread that creates the first
  * communicator (intercept/start.c, under its start lock); ncclguard_marker_remove

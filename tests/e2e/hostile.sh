@@ -307,8 +307,25 @@ fi
 [ -n "$mpid" ] && kill -KILL "$mpid" 2>/dev/null
 wait $jpid 2>/dev/null
 [ -n "$marker" ] && rm -f "$marker" # a killed process cannot remove its own
+# the marker of a process that is gone, and one of a pid that is another process now
+# (this shell's, with a start time that is not its own): the next marker sweeps both
+mkdir -p "$MARKERS"
+gone=$(( $(cat /proc/sys/kernel/pid_max) - 1 ))
+[ -d "/proc/$gone" ] && gone=
+for p in $gone $$; do
+    printf '{"schema":"ncclguard.marker/1","pid":%s,"start_time":1,"dump_signal":12}\n' "$p" \
+        >"$MARKERS/$p"
+done
+printf 'not a marker\n' >"$MARKERS/hostile-$$.other"
 d=$TMP/marker-exit
 job "$d" SLURM_JOB_ID="hostile-exit-$$" NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_DUMP_DIR="$d/dumps"
+if [ ! -e "$MARKERS/$$" ] && { [ -z "$gone" ] || [ ! -e "$MARKERS/$gone" ]; } &&
+    [ -e "$MARKERS/hostile-$$.other" ]; then
+    pass "markers of processes that are gone are removed; other files are left alone"
+else
+    fail "stale markers" "$(ls "$MARKERS" | head)"
+fi
+rm -f "$MARKERS/hostile-$$.other" "$MARKERS/$$" ${gone:+"$MARKERS/$gone"}
 epid=$(ls "$d"/dumps 2>/dev/null | sed -n 's/^ncclguard-r0-.*-\([0-9]*\)\.json$/\1/p' | head -n 1)
 if [ $rc -eq 0 ] && [ -n "$epid" ] && [ ! -e "$MARKERS/$epid" ] &&
     ! grep -qs "\"job\":\"hostile-exit-$$\"" "$MARKERS"/*; then
