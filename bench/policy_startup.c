@@ -29,12 +29,12 @@
 #include "policy/policy.h"
 #include "timing.h"
 
-/* Median of n runs of the constructor's policy step with NCCLGUARD_CONFIG=conf and the
- * user file of XDG_CONFIG_HOME=xdg (NULL: none). */
+/* Median of n runs of the constructor's policy step with the site file conf
+ * (NCCLGUARD_TEST_SITE_CONFIG) and the user file of XDG_CONFIG_HOME=xdg (NULL: none). */
 static double in_process_us(const char *conf, const char *xdg, int n)
 {
     static double t[4000];
-    setenv("NCCLGUARD_CONFIG", conf, 1);
+    setenv("NCCLGUARD_TEST_SITE_CONFIG", conf, 1);
     if (xdg) setenv("XDG_CONFIG_HOME", xdg, 1);
     else unsetenv("XDG_CONFIG_HOME");
     for (int i = 0; i < n; i++) {
@@ -46,11 +46,11 @@ static double in_process_us(const char *conf, const char *xdg, int n)
     return bench_median(t, n);
 }
 
-/* Wall time of one fork + exec + exit of probe with NCCLGUARD_CONFIG=conf. */
+/* Wall time of one fork + exec + exit of probe with the site file conf. */
 static double spawn_us(const char *probe, const char *conf)
 {
     char var[1200];
-    snprintf(var, sizeof var, "NCCLGUARD_CONFIG=%s", conf);
+    snprintf(var, sizeof var, "NCCLGUARD_TEST_SITE_CONFIG=%s", conf);
     char *argv[] = {(char *)probe, NULL};
     char *envp[] = {var, "HOME=/nonexistent", "LOCAL_RANK=1", "PATH=/usr/bin:/bin", NULL};
     pid_t pid;

@@ -33,7 +33,8 @@ struct found {
 static void envcheck_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ncclguard envcheck [--nccl PATH] [--json] [--strict] [--policy]\n\n"
+            "usage: ncclguard envcheck [--nccl PATH] [--json] [--strict] [--policy]\n"
+            "                          [--site FILE]\n\n"
             "Audits the NCCL_* variables of this environment against the NCCL library that\n"
             "a job would load, using the names that library itself reads. No GPU needed.\n\n"
             "  --nccl PATH  the libnccl.so.2 to use (a file, or a directory holding it);\n"
@@ -41,8 +42,12 @@ static void envcheck_usage(FILE *out)
             "               then the loader's search path (LD_LIBRARY_PATH, ldconfig)\n"
             "  --json       print one JSON document instead of lines\n"
             "  --strict     exit 1 when there is any warning\n"
-            "  --policy     apply the site policy first (/etc/ncclguard.conf or\n"
-            "               $NCCLGUARD_CONFIG), as the preloaded library would\n\n"
+            "  --policy     apply the policy first, as the preloaded library would: the\n"
+            "               site file " NG_SITE_CONFIG ", the user file, then\n"
+            "               the job file $NCCLGUARD_CONFIG\n"
+            "  --site FILE  read FILE as the site file instead (to check a site file\n"
+            "               before installing it; the jobs themselves always read\n"
+            "               " NG_SITE_CONFIG ")\n\n"
             "Exit status: 0, 1 (--strict and warnings), 2 (no NCCL found), 64 (usage).\n");
 }
 
@@ -150,9 +155,10 @@ int ncclguard_cli_envcheck(int argc, char **argv)
                                          {"json", no_argument, 0, 'j'},
                                          {"strict", no_argument, 0, 's'},
                                          {"policy", no_argument, 0, 'p'},
+                                         {"site", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *nccl = NULL;
+    const char *nccl = NULL, *site = NULL;
     int json = 0, strict = 0, policy = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -161,6 +167,7 @@ int ncclguard_cli_envcheck(int argc, char **argv)
         case 'j': json = 1; break;
         case 's': strict = 1; break;
         case 'p': policy = 1; break;
+        case 'S': site = optarg; break;
         case 'h': envcheck_usage(stdout); return 0;
         default: envcheck_usage(stderr); return NG_EXIT_USAGE;
         }
@@ -173,7 +180,7 @@ int ncclguard_cli_envcheck(int argc, char **argv)
     ncclguard_identity_init();
     ncclguard_log_init();
     /* the settings (e.g. timeout) appear in advice; --policy also changes our environment */
-    ncclguard_config_load(NULL, environ, 1);
+    ncclguard_config_load(&(struct ng_config_paths){.site = site}, environ, 1);
     if (policy) ncclguard_policy_apply(0, 1);
 
     static struct found f;

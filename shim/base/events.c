@@ -1,31 +1,44 @@
 /* events.c: see events.h. */
 #include "base/events.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/clock.h"
 #include "base/identity.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/outfile.h"
+#include "base/spool.h"
 
 static int events_fd = -1;
+static struct ng_sink events_sink = {.what = "the event log"}; /* events lost */
 
 void ncclguard_events_open(const char *path)
 {
     if (!path || !*path || events_fd >= 0) return;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (ncclguard_outfile_is_stderr(path)) {
+        events_fd = STDERR_FILENO;
+        return;
+    }
+    char why[300];
+    int fd = ncclguard_outfile_open(path, why, sizeof why);
     if (fd < 0) {
-        NG_WARN("cannot open the event log %s (%s): events are not written; check "
-                "NCCLGUARD_EVENTS", path, strerror(errno));
+        NG_WARN("cannot write the event log to %s (the events setting): %s; events are not "
+                "written, give the path of a regular file", path, why);
         return;
     }
     events_fd = fd;
+}
+
+uint64_t ncclguard_events_lost(void)
+{
+    return ng_atomic_load_relaxed(&events_sink.lost);
 }
 
 void ncclguard_event(const char *type, const char *fields, ...)
@@ -52,6 +65,5 @@ void ncclguard_event(const char *type, const char *fields, ...)
     }
     line[n++] = '}';
     line[n++] = '\n';
-    while (write(events_fd, line, (size_t)n) < 0 && errno == EINTR) {
-    }
+    ncclguard_spool_write(&events_sink, events_fd, line, (size_t)n);
 }

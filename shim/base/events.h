@@ -4,13 +4,22 @@
  * created or destroyed.
  *
  * Threads: any thread but signal handlers. Each line is one write(2) with
- * O_APPEND, so lines of several processes sharing the file do not interleave.
+ * O_APPEND, so lines of several processes sharing the file do not interleave;
+ * it is never retried, so a line the file cannot take is lost and counted.
+ * Lines go through the writer thread of base/spool.h once it runs.
  */
 #ifndef NCCLGUARD_EVENTS_H
 #define NCCLGUARD_EVENTS_H
 
-/* Opens the file named by the setting (call at the first communicator). */
+#include <stdint.h>
+
+/* Opens the file named by the setting (call at the first communicator): a
+ * regular file (base/outfile.h) or stderr; anything else gets one line and no
+ * event log. */
 void ncclguard_events_open(const char *path);
+
+/* Events lost because the file could not take them (full disk, I/O error). */
+uint64_t ncclguard_events_lost(void);
 
 /* Appends {"time_ns":…,"rank":…,"host":…,"pid":…,"event":"<type>",<fields>}.
  * `fields` is printf-formatted JSON members without braces, or NULL. */

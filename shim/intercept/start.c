@@ -17,8 +17,10 @@
 #include "base/events.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/spool.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
+#include "evidence/marker.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -68,6 +70,7 @@ static void atfork_child(void)
     ncclguard_track_atfork_child();
     ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
+    ncclguard_spool_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -97,11 +100,17 @@ static void print_summary(void)
     uint64_t aborts, aborts_done;
     ncclguard_markers_stats(&g);
     ncclguard_escalation_stats(&aborts, &aborts_done);
-    char rare[160] = ""; /* counts that are usually zero, shown when they are not */
+    char rare[240] = ""; /* counts that are usually zero, shown when they are not */
+    size_t r = 0;
     if (g.captured || g.no_marker || aborts)
-        snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU marker, "
-                 "%llu aborted by ncclguard", (unsigned long long)g.captured,
-                 (unsigned long long)g.no_marker, (unsigned long long)aborts);
+        r += (size_t)snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU "
+                              "marker, %llu aborted by ncclguard", (unsigned long long)g.captured,
+                              (unsigned long long)g.no_marker, (unsigned long long)aborts);
+    uint64_t lost_lines = ncclguard_log_lost(), lost_events = ncclguard_events_lost();
+    if ((lost_lines || lost_events) && r < sizeof rare)
+        snprintf(rare + r, sizeof rare - r, ", %llu log lines and %llu events lost (the file "
+                 "could not take them)", (unsigned long long)lost_lines,
+                 (unsigned long long)lost_events);
     NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
             "%llu async errors, %llu dumps, %llu records dropped%s", ncomms,
             (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
@@ -120,8 +129,10 @@ static void at_exit(void)
 {
     /* A fork child that made no communicator of its own has nothing to say. */
     if (!ng_atomic_load_acquire(&started)) return;
+    ncclguard_marker_remove();
     ncclguard_watchdog_at_exit();
     print_summary();
+    ncclguard_spool_finish(NG_SPOOL_EXIT_MS);
 }
 
 static void install_once(void)
@@ -147,10 +158,12 @@ static void hand_over_nccl(void)
 }
 
 /*
- * The start order. track/ first: the ring, the group table, the marker pools
+ * The start order. The writer of the log and event files first, when there is
+ * one to write. Then track/: the ring, the group table, the marker pools
  * and the CUDA driver, which the creation that called us uses next. Then
  * evidence/ (dump paths, event log) so that the watchdog can report from its
- * first poll. Last the watchdog thread, which reads everything above.
+ * first poll. Then the watchdog thread, which reads everything above, and last
+ * the node marker, which promises that the dump signal is handled.
  */
 static void start_all(void)
 {
@@ -165,12 +178,15 @@ static void start_all(void)
                      .async_error = ncclguard_watchdog_async_error,
                      .wake = ncclguard_watchdog_wake},
     };
+    if (s->log[0] || s->events[0]) ncclguard_spool_start(); /* a file to write: a writer */
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
     ncclguard_events_open(s->events);
     hand_over_nccl();
+    int dump_signal = ncclguard_marker_signal_free(s->dump_signal); /* before the watchdog's */
     ncclguard_watchdog_start();
+    ncclguard_marker_create(dump_signal); /* last: the signal is handled from here on */
 }
 
 void ncclguard_start(void)

@@ -4,9 +4,9 @@
  * ncclguard_conf_* functions below, and config_json.c serialises the result.
  *
  * Precedence needs no sorting: sources are read lowest first (site file, user
- * file, environment), so each value simply replaces the previous one, unless
- * the site locked the key. The site file is always read before anything that a
- * lock restricts.
+ * file, job file, environment), so each value simply replaces the previous one,
+ * unless the site locked the key. The site file is always read before anything
+ * that a lock restricts.
  */
 #include "policy/config.h"
 
@@ -427,6 +427,9 @@ static int other_variable(const char *name, size_t n)
 static void apply_env(char *const *envp)
 {
     char name[128], why[320], buf[160];
+    /* a level the site locked also governs the lines below, which may refuse the
+     * job's NCCLGUARD_LOG_LEVEL: a lower level set from it must not hide them */
+    if (lock_line[NG_KEY_LOG_LEVEL]) ncclguard_log_set_level(eff.log_level);
     for (; envp && *envp; envp++) {
         const char *e = *envp, *eq = strchr(e, '=');
         if (strncmp(e, "NCCLGUARD_", 10) || !eq || !eq[1]) continue;
@@ -483,7 +486,7 @@ const struct ng_settings *ncclguard_settings(void)
 
 const char *ncclguard_source_name(enum ng_source src)
 {
-    static const char *const names[] = {"built-in", "site", "user", "env"};
+    static const char *const names[] = {"built-in", "site", "user", "job", "env"};
     return src < NG_SRC_COUNT ? names[src] : "?";
 }
 
@@ -497,6 +500,7 @@ const char *ncclguard_origin_text(const struct ng_origin *o, int key, char *buf,
     switch (o->source) {
     case NG_SRC_SITE:
     case NG_SRC_USER:
+    case NG_SRC_JOB:
         snprintf(buf, len, "%s %s:%u%s", ncclguard_source_name(o->source), files[o->source].path,
                  o->line, o->locked ? " (locked)" : "");
         break;

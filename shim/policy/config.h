@@ -5,10 +5,13 @@
  * Owns: the settings of settings.def (struct ng_settings), the environment
  * rules of [env.default], [env.force] and [env.forbid] (applied by policy.c),
  * and the list of sources read. Sources, lowest precedence first:
- *   built-in < site file < user file < NCCLGUARD_* variables < keys the site locked
- * The site file is /etc/ncclguard.conf, or the file NCCLGUARD_CONFIG names; the
- * user file is $XDG_CONFIG_HOME/ncclguard.conf (default ~/.config/ncclguard.conf).
- * The file format is described in docs/configuration.md.
+ *   built-in < site file < user file < job file < NCCLGUARD_* variables
+ *            < keys the site locked, and the site's [env.force] and [env.forbid]
+ * The site file is /etc/ncclguard.conf (config_load.h); the user file is
+ * $XDG_CONFIG_HOME/ncclguard.conf (default ~/.config/ncclguard.conf); the job file
+ * is the one NCCLGUARD_CONFIG names, which adds to the site file and never
+ * replaces it. Only the site file may lock. The file format and the precedence
+ * are described in docs/configuration.md.
  *
  * Storage is static and bounded (NG_ENV_RULES_MAX rules, NG_CONF_POOL bytes of
  * names and values), so loading never allocates beyond what libc's stat/open
@@ -35,7 +38,12 @@
 #define NG_CONF_POOL 32768     /* bytes for the names and values of env rules */
 #define NG_CONF_MSGS_MAX 10    /* problems reported per file; the rest are counted */
 
-enum ng_source { NG_SRC_BUILTIN = 0, NG_SRC_SITE, NG_SRC_USER, NG_SRC_ENV, NG_SRC_COUNT };
+enum ng_source {
+    NG_SRC_BUILTIN = 0, NG_SRC_SITE, NG_SRC_USER, NG_SRC_JOB, NG_SRC_ENV, NG_SRC_COUNT
+};
+/* The file sources, in the order they are read. */
+#define NG_SRC_FIRST_FILE NG_SRC_SITE
+#define NG_SRC_LAST_FILE NG_SRC_JOB
 
 /* Where a value comes from: "site /etc/ncclguard.conf:7", "env", "built-in". */
 struct ng_origin {
@@ -165,7 +173,7 @@ const char *ncclguard_setting_text(const struct ng_settings *s, int key, char *b
 /* "built-in", "env NCCLGUARD_TIMEOUT", "site /etc/ncclguard.conf:7 (locked)". */
 const char *ncclguard_origin_text(const struct ng_origin *o, int key, char *buf, size_t len);
 
-/* The short name of a file source ("site", "user") and its status. */
+/* The short name of a source ("site", "user", "job", "env") and a file source's status. */
 const char *ncclguard_source_name(enum ng_source src);
 const struct ng_file_source *ncclguard_config_file(enum ng_source src);
 

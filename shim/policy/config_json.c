@@ -29,7 +29,7 @@ static void put_origin(struct ng_json *j, const struct ng_origin *o, int key)
     if (o->source == NG_SRC_ENV) {
         append(text, sizeof text, &len, " NCCLGUARD_");
         append(text, sizeof text, &len, ncclguard_setting_info(key)->id);
-    } else if (o->source == NG_SRC_SITE || o->source == NG_SRC_USER) {
+    } else if (o->source >= NG_SRC_FIRST_FILE && o->source <= NG_SRC_LAST_FILE) {
         append(text, sizeof text, &len, " ");
         append(text, sizeof text, &len, ncclguard_config_file(o->source)->path);
         append(text, sizeof text, &len, ":");
@@ -65,7 +65,7 @@ static void put_sources(struct ng_json *j)
     static const char *const status[] = {"none", "absent", "refused", "loaded"};
     ncclguard_json_key(j, "sources");
     ncclguard_json_begin_array(j);
-    for (int src = NG_SRC_SITE; src <= NG_SRC_USER; src++) {
+    for (int src = NG_SRC_FIRST_FILE; src <= NG_SRC_LAST_FILE; src++) {
         const struct ng_file_source *f = ncclguard_config_file(src);
         ncclguard_json_begin_object(j);
         key_string(j, "source", ncclguard_source_name(src));
@@ -114,7 +114,10 @@ static void put_env_changes(struct ng_json *j)
         ncclguard_json_begin_object(j);
         key_string(j, "name", c[i].name);
         key_string(j, "action", action[r->action]);
-        key_string(j, r->action == NG_ENV_FORBID ? "reason" : "value", r->value);
+        if (r->action == NG_ENV_FORBID)
+            key_string(j, "reason", r->value);
+        else
+            key_string(j, "value", c[i].value); /* as shown: policy.h */
         struct ng_origin o = r->origin;
         put_origin(j, &o, -1);
         key_string(j, "outcome", ncclguard_policy_outcome_name(c[i].outcome));

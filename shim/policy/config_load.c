@@ -1,11 +1,13 @@
 /* config_load.c: see config_load.h. */
 #include "policy/config_load.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "policy/condition.h"
@@ -262,10 +264,21 @@ void ncclguard_config_add_buffer(enum ng_source src, const char *name, const cha
     parse_lines(src, &r);
 }
 
+/* The site file: NG_SITE_CONFIG, or in tests NCCLGUARD_TEST_SITE_CONFIG while
+ * NG_SITE_CONFIG does not exist (config_load.h says why that is safe). */
+static const char *site_path(void)
+{
+    struct stat st;
+    const char *test = getenv("NCCLGUARD_TEST_SITE_CONFIG");
+    if (test && lstat(NG_SITE_CONFIG, &st) != 0 && errno == ENOENT) return test;
+    return NG_SITE_CONFIG;
+}
+
 void ncclguard_config_default_paths(struct ng_config_paths *p, char *user_buf, size_t len)
 {
-    const char *site = getenv("NCCLGUARD_CONFIG");
-    p->site = site ? site : "/etc/ncclguard.conf";
+    p->site = site_path();
+    const char *job = getenv("NCCLGUARD_CONFIG");
+    p->job = job ? job : "";
     const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
     if (xdg && xdg[0] == '/')
         snprintf(user_buf, len, "%s/ncclguard.conf", xdg);
@@ -281,10 +294,14 @@ void ncclguard_config_load(const struct ng_config_paths *paths, char *const *env
     struct ng_config_paths def;
     char user[NG_STR_MAX];
     ncclguard_config_default_paths(&def, user, sizeof user);
-    const char *site = paths && paths->site ? paths->site : def.site;
-    const char *usr = paths && paths->user ? paths->user : def.user;
+    const char *path[NG_SRC_COUNT] = {
+        [NG_SRC_SITE] = paths && paths->site ? paths->site : def.site,
+        [NG_SRC_USER] = paths && paths->user ? paths->user : def.user,
+        [NG_SRC_JOB] = paths && paths->job ? paths->job : def.job,
+    };
     ncclguard_config_begin(talk_);
-    if (*site) ncclguard_config_add_file(NG_SRC_SITE, site);
-    if (*usr) ncclguard_config_add_file(NG_SRC_USER, usr);
+    for (int src = NG_SRC_FIRST_FILE; src <= NG_SRC_LAST_FILE; src++) /* "/dev/null": none */
+        if (*path[src] && strcmp(path[src], "/dev/null"))
+            ncclguard_config_add_file((enum ng_source)src, path[src]);
     ncclguard_config_finish(envp);
 }

@@ -8,21 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *file_kind(mode_t m)
-{
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
+#include "base/outfile.h"
 
 /* The checks shared by the stat() before opening and the fstat() after it. */
 static int check_stat(const struct stat *st, char *why, size_t whylen)
 {
     if (!S_ISREG(st->st_mode)) {
-        snprintf(why, whylen, "%s, not a regular file", file_kind(st->st_mode));
+        snprintf(why, whylen, "%s, not a regular file", ncclguard_file_kind(st->st_mode));
         return -1;
     }
     if (st->st_uid != 0 && st->st_uid != geteuid()) {

@@ -29,10 +29,13 @@ int ncclguard_parse_int(const char *s, long long *out)
     int neg = 0;
     if (*s == '+' || *s == '-') neg = *s++ == '-';
     if (*s < '0' || *s > '9') return -1;
+    /* The bound is checked before each step, so v * 10 + 9 never wraps: 2^64 + 16
+     * must be refused, not read as 16. */
+    const unsigned long long max = 1ULL << 62;
     unsigned long long v = 0;
     for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (max - (unsigned)(*s - '0')) / 10) return -1;
         v = v * 10 + (unsigned)(*s - '0');
-        if (v > (1ULL << 62)) return -1;
     }
     if (*s) return -1;
     *out = neg ? -(long long)v : (long long)v;
@@ -61,10 +64,12 @@ int ncclguard_parse_decimal(const char *s, double *out)
     return rest && !*rest ? 0 : -1;
 }
 
-/* Skips one optional space between a number and its unit ("10 m"). */
+/* Skips one space between a number and its unit ("10 m", "1 GB/s", "1.5 x"), but
+ * only when a unit follows: no typed value has a blank at its end ("300 " is
+ * refused like "300x"). */
 static const char *unit_start(const char *s)
 {
-    return *s == ' ' ? s + 1 : s;
+    return s[0] == ' ' && s[1] && s[1] != ' ' ? s + 1 : s;
 }
 
 int ncclguard_parse_duration(const char *s, double *out)
@@ -90,6 +95,7 @@ int ncclguard_parse_factor(const char *s, double *out)
     double v;
     const char *rest = decimal_prefix(s, &v);
     if (!rest) return -1;
+    rest = unit_start(rest);
     if (*rest == 'x' || *rest == 'X') rest++;
     if (*rest) return -1;
     *out = v;

@@ -4,8 +4,9 @@
  * Owns: parsing of booleans, integers, decimals, durations ("90s", "10m"),
  * multiples ("1.5x"), bandwidths ("1GB/s"), signals ("SIGUSR2") and word
  * choices, and the case-insensitive glob match of conditions. Every parser
- * takes the whole string (no trailing junk), never allocates, ignores the
- * locale, and returns 0 on success or -1 with a short reason.
+ * takes the whole string (no trailing junk, no blank at either end; one blank
+ * may separate a number from its unit), never allocates, ignores the locale,
+ * and returns 0 on success or -1.
  *
  * Threads: any thread; pure functions.
  */
@@ -17,7 +18,8 @@
 /* 1/0, yes/no, true/false, on/off (any case). */
 int ncclguard_parse_bool(const char *s, int *out);
 
-/* A decimal integer with an optional sign. */
+/* A decimal integer with an optional sign, at most 2^62 in magnitude (larger
+ * values, however many digits, are refused rather than wrapped). */
 int ncclguard_parse_int(const char *s, long long *out);
 
 /* A plain decimal number: digits, optionally a '.' and more digits. */

@@ -89,6 +89,25 @@ static int parent_set(const char *name, const char *value)
     return 0;
 }
 
+int ncclguard_policy_value_shown(const char *name)
+{
+    static const char *const prefixes[] = {"NCCL_", "NCCLGUARD_", "CUDA_", "TORCH_"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) return 1;
+    return 0;
+}
+
+/* A copy of value for the records, as logs and dumps may show it (policy.h): itself,
+ * or its length and the top 32 bits of its hash. */
+static const char *keep_shown(const char *name, const char *value)
+{
+    if (!value || ncclguard_policy_value_shown(name)) return keep_str(value);
+    char text[64];
+    snprintf(text, sizeof text, "<not shown: %zu bytes, hash %08llx>", strlen(value),
+             (unsigned long long)(ng_hash_str(value) >> 32));
+    return keep_str(text);
+}
+
 static struct ng_env_change *record(const struct ng_env_rule *r, const char *name,
                                     const char *was, int outcome)
 {
@@ -97,8 +116,12 @@ static struct ng_env_change *record(const struct ng_env_rule *r, const char *nam
         return NULL;
     }
     struct ng_env_change *c = &changes[nchanges++];
-    *c = (struct ng_env_change){.rule = r, .name = name, .was = keep_str(was),
-                                .outcome = (unsigned char)outcome};
+    /* a value that may be shown is the rule's own, which config.c keeps: no copy */
+    const char *value = r->action == NG_ENV_FORBID             ? NULL
+                        : ncclguard_policy_value_shown(name) ? r->value
+                                                             : keep_shown(name, r->value);
+    *c = (struct ng_env_change){.rule = r, .name = name, .value = value,
+                                .was = keep_shown(name, was), .outcome = (unsigned char)outcome};
     return c;
 }
 
@@ -216,29 +239,29 @@ static void log_change(const struct ng_env_change *c, int talk)
     const struct ng_env_rule *r = c->rule;
     int site = r->origin.source == NG_SRC_SITE;
     switch (c->outcome) {
-    case NG_OUT_SET: ncclguard_log(info, "%s=%s (%s; was unset)", c->name, r->value, where); break;
+    case NG_OUT_SET: ncclguard_log(info, "%s=%s (%s; was unset)", c->name, c->value, where); break;
     case NG_OUT_REPLACED:
         ncclguard_log(info, "%s=%s (%s; was '%s', from the parent process's policy)", c->name,
-                      r->value, where, c->was);
+                      c->value, where, c->was);
         break;
     case NG_OUT_FORCED:
         if (!c->was)
-            ncclguard_log(info, "%s=%s (%s; was unset)", c->name, r->value, where);
+            ncclguard_log(info, "%s=%s (%s; was unset)", c->name, c->value, where);
         else if (c->was_parent || !site)
-            ncclguard_log(info, "%s=%s (%s; was '%s')", c->name, r->value, where, c->was);
+            ncclguard_log(info, "%s=%s (%s; was '%s')", c->name, c->value, where, c->was);
         else
             ncclguard_log(warn, "%s=%s (%s; was '%s'): the site policy overrides your value; "
-                          "ask the cluster admins if you need another", c->name, r->value,
+                          "ask the cluster admins if you need another", c->name, c->value,
                           where, c->was);
         break;
     case NG_OUT_REMOVED:
         ncclguard_log(warn, "%s removed (%s; was '%s'): %s", c->name, where, c->was,
                       r->value[0] ? r->value
-                      : site ? "the site policy forbids it" : "your user file forbids it");
+                      : site ? "the site policy forbids it" : "your own file forbids it");
         break;
     case NG_OUT_KEPT:
         ncclguard_log(NG_LOG_DEBUG, "%s=%s kept (environment): the %s value %s applies only "
-                      "to unset variables", c->name, c->was, where, r->value);
+                      "to unset variables", c->name, c->was, where, c->value);
         break;
     case NG_OUT_FAILED:
         ncclguard_log(warn, "cannot change %s (%s): out of memory; the job starts without "

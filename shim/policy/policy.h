@@ -39,10 +39,19 @@ enum ng_env_outcome {
     NG_OUT_DISABLED, /* NCCLGUARD_DISABLE: nothing was applied */
 };
 
+/*
+ * Values as logs and dumps show them. A value is shown as it is only for the
+ * variables of NCCL, CUDA, PyTorch and ncclguard (NCCL_*, CUDA_*, TORCH_*,
+ * NCCLGUARD_*); any other variable may hold a secret (AWS_SECRET_ACCESS_KEY,
+ * HF_TOKEN), so its value is shown as its length and a short hash,
+ * "<not shown: 40 bytes, hash 1a2b3c4d>": enough to tell two values apart, not
+ * to read one.
+ */
 struct ng_env_change {
     const struct ng_env_rule *rule;
     const char *name;   /* the variable (a forbid pattern matches several) */
-    const char *was;    /* value before, NULL when unset */
+    const char *value;  /* DEFAULT/FORCE: the rule's value, as shown; FORBID: NULL */
+    const char *was;    /* value before, as shown; NULL when unset */
     unsigned char outcome;
     unsigned char was_parent; /* `was` came from a parent process's policy */
 };
@@ -73,6 +82,9 @@ const struct ng_env_change *ncclguard_policy_change_of(const char *name);
 
 /* "site default, /etc/ncclguard.conf:7" for a change, into buf. */
 const char *ncclguard_policy_where(const struct ng_env_change *ch, char *buf, size_t len);
+
+/* 1 when the value of variable name may be shown (see struct ng_env_change). */
+int ncclguard_policy_value_shown(const char *name);
 
 /* The word of an outcome in the dump ("set", "kept", ...). */
 const char *ncclguard_policy_outcome_name(int outcome);

@@ -13,8 +13,10 @@
 #include "base/events.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/spool.h"
 #include "base/thread.h"
 #include "evidence/dump.h"
+#include "evidence/marker.h"
 #include "policy/config.h"
 #include "track/comm.h"
 #include "watch/nccl_calls.h"
@@ -106,6 +108,8 @@ void ncclguard_escalation_kill(const char *why)
     char quoted[512];
     ncclguard_event("kill", "\"why\":%s,\"status\":%lld",
                     ncclguard_json_quote(why, quoted, sizeof quoted), (long long)s->kill_exit);
+    ncclguard_marker_remove(); /* _exit runs no exit handler */
+    ncclguard_spool_finish(NG_SPOOL_EXIT_MS); /* the lines above, if the files take them */
     if (s->kill_core) {
         signal(SIGABRT, SIG_DFL);
         abort();

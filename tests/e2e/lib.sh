@@ -33,3 +33,20 @@ preload() {
 with_fakes() { LD_LIBRARY_PATH=$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 # under_shim CMD...: run CMD with the fakes and the shim preloaded
 under_shim() { LD_PRELOAD=$(preload) with_fakes "$@"; }
+# planted NAME EXPECTED CHECKER PATH...: the self-test of a checker (a command or a
+# function). Copies each PATH of the tree into $TMP/NAME, runs the shell code in $edit
+# there, and passes when `CHECKER --root $TMP/NAME` then fails with a message that
+# contains EXPECTED.
+planted() {
+    local name=$1 expect=$2 checker=$3 tree=$TMP/$1 out
+    shift 3
+    mkdir -p "$tree" && (cd "$ROOT" && cp -r "$@" "$tree/")
+    (cd "$tree" && eval "$edit")
+    if out=$("$checker" --root "$tree" 2>&1); then
+        fail "planted $name is caught" "the checker passed"
+    elif grep -qF -- "$expect" <<<"$out"; then
+        pass "planted $name is caught"
+    else
+        fail "planted $name is caught" "got: $out"
+    fi
+}

@@ -23,11 +23,13 @@ clean() {
     env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
         "${vars[@]}" "$@"
 }
-# probe CONFIG ARGS...: the probe with NCCLGUARD_CONFIG=CONFIG and the variables of EXTRA;
+# probe CONFIG ARGS...: the probe with CONFIG as the site file (NCCLGUARD_TEST_SITE_CONFIG:
+# tests/e2e/hostile.sh checks that it cannot replace a real /etc/ncclguard.conf) and the
+# variables of EXTRA;
 # stdout in $TMP/out, stderr in $TMP/err
 probe() {
     local conf=$1; shift
-    clean NCCLGUARD_CONFIG="$conf" "${EXTRA[@]}" -- timeout 20 "$PROBE" "$@" \
+    clean NCCLGUARD_TEST_SITE_CONFIG="$conf" "${EXTRA[@]}" -- timeout 20 "$PROBE" "$@" \
         >"$TMP/out" 2>"$TMP/err"
 }
 EXTRA=()
@@ -83,7 +85,7 @@ hostile "a file owned by another user" "$TMP/other.conf" "owned by uid 12345, wh
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
     mkdir -m 755 "$TMP/pub"; printf '%s' "$GOOD" >"$TMP/pub/secret.conf"
     chmod 600 "$TMP/pub/secret.conf"; chmod 755 "$TMP"
-    clean NCCLGUARD_CONFIG="$TMP/pub/secret.conf" -- timeout 20 setpriv --reuid=65534 \
+    clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/pub/secret.conf" -- timeout 20 setpriv --reuid=65534 \
         --regid=65534 --clear-groups "$PROBE" --setting timeout --env NCCL_FROM_FILE \
         >"$TMP/out" 2>"$TMP/err"
     rc=$?
@@ -266,7 +268,7 @@ EXTRA=()
 
 # --- the preloaded library applies the policy before main (Python sees it too) ---------------
 if [ -e "$SHIM" ] && command -v python3 >/dev/null; then
-    clean LD_PRELOAD="$(preload)" NCCLGUARD_CONFIG="$EXAMPLE" NCCL_TIMEOUT=1800 -- python3 -c '
+    clean LD_PRELOAD="$(preload)" NCCLGUARD_TEST_SITE_CONFIG="$EXAMPLE" NCCL_TIMEOUT=1800 -- python3 -c '
 import os
 e = os.environ
 print("NCCL_DEBUG=%s NCCL_TIMEOUT=%s" % (e.get("NCCL_DEBUG"), e.get("NCCL_TIMEOUT")))
@@ -341,8 +343,8 @@ NCCL_MAX_NCHANNELS?" "$TMP/err"; then
     fi
     EXTRA=()
     # with the example policy applied first, the recipe's harmful lines are gone
-    clean NCCLGUARD_CONFIG="$EXAMPLE" NCCLGUARD_TEST_SYSROOT="$TMP/no-ib" "${RECIPE[@]}" -- \
-        "$NG" envcheck --policy --nccl "$REAL" \
+    clean NCCLGUARD_TEST_SYSROOT="$TMP/no-ib" "${RECIPE[@]}" -- \
+        "$NG" envcheck --policy --site "$EXAMPLE" --nccl "$REAL" \
         >"$TMP/out" 2>"$TMP/err"
     if grep -q '^ncclguard envcheck: .*: 6 NCCL_\* variables, 1 warning, 1 note$' "$TMP/out" &&
         grep -q '^warning: NCCL_BUFFSIZE=1048576' "$TMP/out"; then

@@ -247,7 +247,7 @@ raw=$TMP/raw
 mkdir -p "$raw"
 site=$raw/$'site\xff.conf'
 printf '[env.default]\nNCCL_NG_TEST_DEFAULT = "v\xffd"\n[env.forbid]\nNCCL_NG_TEST_FORBID = "reason \xff"\n' >"$site"
-(cd "$raw" && SLURM_JOB_ID=$'j\xffob' NCCLGUARD_CONFIG=$site NCCL_NG_TEST_FORBID=$'was\xff' \
+(cd "$raw" && SLURM_JOB_ID=$'j\xffob' NCCLGUARD_TEST_SITE_CONFIG=$site NCCL_NG_TEST_FORBID=$'was\xff' \
     NCCLGUARD_EVENTS=$raw/$'ev\xff.jsonl' NCCLGUARD_LOG=$raw/$'log\xff.txt' NCCLGUARD_DUMP_AT_EXIT=1 \
     NCCLGUARD_DUMP_DIR=$raw/$'dumps\xff' with_fakes "$LAUNCH" -n 2 --timeout 120 \
     -- env LD_PRELOAD="$(preload)" "$TRAIN" --steps 3 --quiet >"$raw/out" 2>&1)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
-# writers, jobs whose watchdog polls while application threads enqueue, and a
-# ring that overflows while the watchdog polls.
+# writers, jobs whose watchdog polls while application threads enqueue, the
+# writer thread of the log files, and a ring that overflows while the watchdog
+# polls.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
     skip "tsan" "run with make tsan"; finish; exit
@@ -28,6 +29,21 @@ for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --gra
         fail "trainloop $args under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/job.out" | head -n 60
     fi
 done
+# the writer thread of the log and event files, fed by application threads and the
+# watchdog at the debug level; and stuck in write(2) while callers go on
+"$ROOT/$B/tests/unit/test_shim_output" >"$TMP/output.out" 2>&1
+rc=$?
+(cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_LOG_LEVEL=debug NCCLGUARD_LOG="$TMP/tsan.log" \
+    NCCLGUARD_EVENTS="$TMP/tsan.jsonl" under_shim "$APPS/launch" -n 2 --timeout 300 -- \
+    "$APPS/trainloop" --steps 10 --threads 4 --quiet >"$TMP/spool.out" 2>&1)
+rcj=$?
+if [ $rc -eq 0 ] && [ $rcj -eq 0 ] && [ "$(reports "$TMP/output.out")" = 0 ] &&
+    [ "$(reports "$TMP/spool.out")" = 0 ] && grep -q 'summary: ' "$TMP/tsan.log"; then
+    pass "log and event writer thread, with many writers and when stuck: no race"
+else
+    fail "log writer under TSan" "rc=$rc job=$rcj"
+    grep -h -A 30 'WARNING: ThreadSanitizer' "$TMP/output.out" "$TMP/spool.out" | head -n 60
+fi
 # records dropped in flight give their events back while the watchdog polls
 (cd "$TMP" && NCCLGUARD_RING=16 NCCLGUARD_POLL_MS=1 under_shim "$E2E/ring_wrap" 200 40 \
     >"$TMP/wrap.out" 2>&1)

@@ -61,14 +61,20 @@ static const char *file(const char *name, const char *text, mode_t mode)
     return p;
 }
 
-/* Loads site and user text (NULL: no such file) with the given environment. */
-static void load(const char *site, const char *user, char **envp)
+/* Loads site, user and job text (NULL: no such file) with the given environment. */
+static void load_job(const char *site, const char *user, const char *job, char **envp)
 {
     struct ng_config_paths p = {
         .site = site ? file("site.conf", site, 0644) : "",
         .user = user ? file("user.conf", user, 0644) : "",
+        .job = job ? file("job.conf", job, 0644) : "",
     };
     ncclguard_config_load(&p, envp, 1);
+}
+
+static void load(const char *site, const char *user, char **envp)
+{
+    load_job(site, user, NULL, envp);
 }
 
 /* --- values ------------------------------------------------------------------------- */
@@ -113,6 +119,31 @@ START_TEST(values_parse)
     ck_assert_int_eq(ll, -42);
     ck_assert_int_eq(ncclguard_parse_int("42x", &ll), -1);
     ck_assert_int_eq(ncclguard_parse_int("99999999999999999999999", &ll), -1);
+    /* blanks: one between a number and its unit, for every type with units; none at
+     * either end, for every type (a single trailing space was accepted for durations
+     * and bandwidths only) */
+    ck_assert_int_eq(ncclguard_parse_duration("10 m", &d), 0);
+    ck_assert(d == 600);
+    ck_assert_int_eq(ncclguard_parse_bandwidth("1 GB/s", &d), 0);
+    ck_assert(d == 1e9);
+    ck_assert_int_eq(ncclguard_parse_factor("1.5 x", &d), 0);
+    ck_assert(d == 1.5);
+    static const char *const blank_ended[] = {"300 ", " 300", "10 m ", "10  m"};
+    for (size_t k = 0; k < sizeof blank_ended / sizeof blank_ended[0]; k++) {
+        ck_assert_int_eq(ncclguard_parse_duration(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_bandwidth(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_factor(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_decimal(blank_ended[k], &d), -1);
+        ck_assert_int_eq(ncclguard_parse_int(blank_ended[k], &ll), -1);
+    }
+    /* 2^64 + 16 and 2^64 + 10 once wrapped to 16 and 10 (SIGUSR1) */
+    ck_assert_int_eq(ncclguard_parse_int("18446744073709551632", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_int("18446744073709551626", &ll), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("18446744073709551626", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_signal("RTMIN+18446744073709551618", &i), -1);
+    ck_assert_int_eq(ncclguard_parse_int("9223372036854775807", &ll), -1); /* > 2^62 */
+    ck_assert_int_eq(ncclguard_parse_int("4611686018427387904", &ll), 0);  /* 2^62 */
+    ck_assert(ll == 4611686018427387904LL);
     ck_assert_int_eq(ncclguard_parse_signal("SIGUSR2", &i), 0);
     ck_assert_int_eq(i, SIGUSR2);
     ck_assert_int_eq(ncclguard_parse_signal("usr1", &i), 0);
@@ -460,29 +491,59 @@ START_TEST(conditional_sections_in_files)
 }
 END_TEST
 
-/* --- precedence: built-in < site < user < env < site lock ------------------------------ */
+/* --- precedence: built-in < site < user < job < env < site lock ------------------------ */
 
-/* Case i: bit 0 site sets timeout=101, bit 1 user 102, bit 2 env 103, bit 3 site locks it. */
+/* Case i: bit 0 site sets timeout=101, bit 1 user 102, bit 2 env 103, bit 3 site locks it,
+ * bit 4 the job file (NCCLGUARD_CONFIG) 104. */
 START_TEST(precedence_matrix)
 {
-    int site = _i & 1, user = _i & 2, env = _i & 4, lock = _i & 8;
+    int site = _i & 1, user = _i & 2, env = _i & 4, lock = _i & 8, job = _i & 16;
     char stext[128];
     snprintf(stext, sizeof stext, "%s%s", lock ? "lock = timeout\n" : "",
              site ? "timeout = 101\n" : "");
     char *envp[] = {env ? "NCCLGUARD_TIMEOUT=103" : "OTHER=1", NULL};
-    load(stext, user ? "timeout = 102\n" : "", envp);
+    load_job(stext, user ? "timeout = 102\n" : "", job ? "timeout = 104\n" : "", envp);
     const struct ng_settings *s = ncclguard_settings();
     double want = 300;
     int src = NG_SRC_BUILTIN;
     if (site) want = 101, src = NG_SRC_SITE;
     if (user && !lock) want = 102, src = NG_SRC_USER;
+    if (job && !lock) want = 104, src = NG_SRC_JOB;
     if (env && !lock) want = 103, src = NG_SRC_ENV;
     ck_assert_msg(s->timeout == want, "case %d: timeout %g, expected %g", _i, s->timeout, want);
     ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].source, src);
     ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].locked, lock ? 1 : 0);
     /* every override refused by a lock says so, once */
-    int refused = lock ? (user ? 1 : 0) + (env ? 1 : 0) : 0;
+    int refused = lock ? (user ? 1 : 0) + (env ? 1 : 0) + (job ? 1 : 0) : 0;
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "locked"), refused);
+}
+END_TEST
+
+/* The job file adds to the site and user files: it replaces their defaults, and it can
+ * neither lock nor undo a site force or forbid. */
+START_TEST(job_file_adds_never_removes)
+{
+    load_job("[env.default]\nA = site\n[env.force]\nB = site\n[env.forbid]\nC_*\n",
+             "[env.default]\nA = user\nD = user\n",
+             "lock = timeout\n[env.default]\nA = job\nB = job\nC_X = job\nD = job\n", NULL);
+    size_t n;
+    const struct ng_env_rule *r = ncclguard_config_env_rules(&n);
+    ck_assert_int_eq(n, 4);
+    ck_assert_str_eq(r[0].name, "A");
+    ck_assert_str_eq(r[0].value, "job");
+    ck_assert_int_eq(r[0].origin.source, NG_SRC_JOB);
+    ck_assert_str_eq(r[1].value, "site");
+    ck_assert_int_eq(r[1].action, NG_ENV_FORCE);
+    ck_assert_str_eq(r[3].name, "D");
+    ck_assert_str_eq(r[3].value, "job");
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "job.conf:1: 'lock' is only allowed"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "job.conf:4: B is forced by the site"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "job.conf:5: C_X is forbidden by the site"), 1);
+    ck_assert_int_eq(ncclguard_settings()->origin[NG_KEY_TIMEOUT].locked, 0);
+    char origin[200];
+    ncclguard_origin_text(&r[0].origin, -1, origin, sizeof origin);
+    ck_assert_ptr_nonnull(strstr(origin, "job "));
+    ck_assert_ptr_nonnull(strstr(origin, "/job.conf:3"));
 }
 END_TEST
 
@@ -666,7 +727,8 @@ static Suite *suite(void)
     tcase_add_test(t, conditions_match_facts);
     tcase_add_test(t, conditions_unknown_facts_and_errors);
     tcase_add_test(t, conditional_sections_in_files);
-    tcase_add_loop_test(t, precedence_matrix, 0, 16);
+    tcase_add_loop_test(t, precedence_matrix, 0, 32);
+    tcase_add_test(t, job_file_adds_never_removes);
     tcase_add_test(t, env_rules_precedence);
     tcase_add_test(t, lock_rules);
     tcase_add_test(t, env_variables_checked);

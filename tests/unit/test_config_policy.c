@@ -227,7 +227,7 @@ END_TEST
 START_TEST(only_local_rank_zero_talks)
 {
     const char *site = write_conf("site.conf", "[env.default]\nNCCL_IB_TIMEOUT = 22\nbogus\n");
-    setenv("NCCLGUARD_CONFIG", site, 1);
+    setenv("NCCLGUARD_TEST_SITE_CONFIG", site, 1);
     setenv("HOME", dir, 1);
     unsetenv("XDG_CONFIG_HOME");
     unsetenv("NCCL_IB_TIMEOUT");
@@ -256,7 +256,7 @@ END_TEST
 
 START_TEST(no_config_file_changes_nothing)
 {
-    setenv("NCCLGUARD_CONFIG", "/nonexistent/ncclguard.conf", 1);
+    setenv("NCCLGUARD_TEST_SITE_CONFIG", "/nonexistent/ncclguard.conf", 1);
     setenv("HOME", dir, 1);
     unsetenv("XDG_CONFIG_HOME");
     size_t before = 0;
@@ -280,7 +280,7 @@ START_TEST(user_file_from_xdg)
     mkdir(cfg, 0755);
     write_conf("xdg/ncclguard.conf", "timeout = 123\n[env.default]\nNCCL_X_FROM_USER = 1\n");
     setenv("XDG_CONFIG_HOME", cfg, 1);
-    setenv("NCCLGUARD_CONFIG", write_conf("site.conf", "timeout = 50\nslow_ms = 7\n"), 1);
+    setenv("NCCLGUARD_TEST_SITE_CONFIG", write_conf("site.conf", "timeout = 50\nslow_ms = 7\n"), 1);
     unsetenv("NCCL_X_FROM_USER");
     ncclguard_policy_apply_at_start();
     const struct ng_settings *s = ncclguard_settings();

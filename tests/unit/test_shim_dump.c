@@ -85,7 +85,7 @@ extern char **environ;
  * the constructor would have with this environment, then inits the dump. */
 static void init_dump(void)
 {
-    struct ng_config_paths none = {"", ""};
+    struct ng_config_paths none = {.site = "", .user = "", .job = ""};
     ncclguard_config_load(&none, environ, 0);
     ncclguard_dump_init();
 }

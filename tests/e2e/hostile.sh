@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# Hostile input, the way a careless or hostile user would give it: environment
+# values, output paths (log, event log, dumps), secrets named by the policy, a job
+# that tries to drop the site file, and signals. Each case runs the preloaded
+# library in a short job and checks that the job goes on, that one clear line says
+# what was ignored, and that nothing hangs (every run has a hard `timeout`).
+# Hostile config files themselves (FIFO, device, 50 MB, binary, world-writable,
+# another owner) are cases of tests/e2e/policy.sh.
+source "$(dirname "$0")/lib.sh"
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+PROBE=$E2E/policy_probe
+NG=$ROOT/$B/ncclguard
+if [ ! -x "$TRAIN" ] || [ ! -e "$SHIM" ] || [ ! -x "$PROBE" ]; then
+    fail "build" "the shim, trainloop or policy_probe is missing: make"; finish; exit 1
+fi
+mkdir -p "$TMP/home"
+
+# clean VAR=value... -- CMD...: CMD with nothing else in its environment
+clean() {
+    local vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
+        ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} "${vars[@]}" "$@"
+}
+# start VAR=value...: a process that never creates a communicator (the constructor
+# only), under the shim; stderr in $TMP/err
+start() {
+    clean "$@" -- timeout 20 env LD_PRELOAD="$(preload)" /bin/true 2>"$TMP/err"
+}
+# job DIR VAR=value...: a one-rank job of 2 steps under the shim, run in DIR;
+# combined output in DIR/out, exit status in $rc
+job() {
+    local dir=$1; shift
+    mkdir -p "$dir"
+    (cd "$dir" && clean LD_LIBRARY_PATH="$FAKES" "$@" -- timeout 60 "$LAUNCH" -n 1 \
+        --timeout 50 -- env LD_PRELOAD="$(preload)" "$TRAIN" --steps 2 --quiet >"$dir/out" 2>&1)
+    rc=$?
+}
+lines() { grep -c '^ncclguard: ' "$1"; }
+
+# --- environment values: integers past 2^64 are refused, not wrapped -----------------------
+start NCCLGUARD_RING=18446744073709551632 NCCLGUARD_DUMP_SIGNAL=18446744073709551626
+if [ $? -eq 0 ] && [ "$(lines "$TMP/err")" -eq 2 ] &&
+    grep -q "NCCLGUARD_RING=18446744073709551632 ignored (environment): ring: .* is not an \
+integer from 16 to 16777216; using 4096 (built-in)" "$TMP/err" &&
+    grep -q "NCCLGUARD_DUMP_SIGNAL=18446744073709551626 ignored (environment): .*using SIGUSR2" \
+        "$TMP/err"; then
+    pass "integers of 2^64 or more are refused with one line each (ring, dump_signal)"
+else
+    fail "integer overflow" "$(cat "$TMP/err")"
+fi
+
+# --- log levels: one set of spellings; the line that rejects a level is never hidden -------
+for bad in 0 3 garbage WARNING ' info'; do
+    start NCCLGUARD_LOG_LEVEL="$bad" NCCLGUARD_TIMOUT=5
+    if [ "$(lines "$TMP/err")" -eq 2 ] &&
+        grep -q "NCCLGUARD_LOG_LEVEL=$bad ignored (environment): log_level: '$bad' is not one of \
+error|warn|info|debug; using info (built-in)" "$TMP/err" &&
+        grep -q 'NCCLGUARD_TIMOUT is not a setting' "$TMP/err"; then
+        pass "NCCLGUARD_LOG_LEVEL='$bad': one line rejects it, other warnings still shown"
+    else
+        fail "NCCLGUARD_LOG_LEVEL='$bad'" "$(cat "$TMP/err")"
+    fi
+done
+printf 'lock = log_level\n' >"$TMP/lock-level.conf"
+start NCCLGUARD_TEST_SITE_CONFIG="$TMP/lock-level.conf" NCCLGUARD_LOG_LEVEL=error
+if [ "$(lines "$TMP/err")" -eq 1 ] && grep -q "NCCLGUARD_LOG_LEVEL=error ignored (environment): \
+the site locked log_level at info" "$TMP/err"; then
+    pass "a level the site locked is not hidden by the job's own NCCLGUARD_LOG_LEVEL=error"
+else
+    fail "locked log level" "$(cat "$TMP/err")"
+fi
+start NCCLGUARD_LOG_LEVEL=Error NCCLGUARD_TIMOUT=5
+if [ ! -s "$TMP/err" ]; then
+    pass "NCCLGUARD_LOG_LEVEL=Error (any case) is accepted and hides warnings"
+else
+    fail "NCCLGUARD_LOG_LEVEL=Error" "$(cat "$TMP/err")"
+fi
+
+# --- output paths: nothing a job names as its log or event log can hang it ----------------
+# out_path NAME SETTING PATH WHY: a one-rank job with NCCLGUARD_<SETTING>=PATH finishes,
+# says once why it ignored PATH, and (for the log) logs to stderr instead
+out_path() {
+    local name=$1 setting=$2 path=$3 why=$4 d=$TMP/out-$RANDOM
+    job "$d" NCCLGUARD_$setting="$path"
+    if [ $rc -eq 0 ] && [ "$(grep -c "$why" "$d/out")" -eq 1 ] &&
+        grep -q "ncclguard: .*summary: [0-9]* communicators" "$d/out"; then
+        pass "NCCLGUARD_$setting is $name: the job ends normally, one line says why"
+    else
+        fail "NCCLGUARD_$setting is $name" "rc=$rc $(tail -n 5 "$d/out")"
+    fi
+}
+mkfifo "$TMP/fifo"
+out_path "a FIFO" LOG "$TMP/fifo" \
+    "cannot log to $TMP/fifo (the log setting): a FIFO, not a regular file; logging to stderr"
+out_path "a FIFO" EVENTS "$TMP/fifo" \
+    "cannot write the event log to $TMP/fifo (the events setting): a FIFO, not a regular file"
+ln -s /dev/zero "$TMP/zero-link"
+out_path "a symbolic link" LOG "$TMP/zero-link" "a symbolic link, which is not followed"
+out_path "a device" EVENTS /dev/null "a character device, not a regular file"
+out_path "a directory" LOG "$TMP" "a directory, not a regular file"
+# a site file's `log =` goes through the same path (the test-only site file: see below)
+printf 'log = %s\n' "$TMP/fifo" >"$TMP/log-fifo.conf"
+job "$TMP/site-log" NCCLGUARD_TEST_SITE_CONFIG="$TMP/log-fifo.conf"
+if [ $rc -eq 0 ] && [ "$(grep -c "cannot log to $TMP/fifo (the log setting): a FIFO" \
+    "$TMP/site-log/out")" -eq 1 ] && grep -q 'summary: [0-9]* communicators' "$TMP/site-log/out"
+then
+    pass "a site file's log = a FIFO: the job ends normally, one line says why"
+else
+    fail "site log = FIFO" "rc=$rc $(tail -n 5 "$TMP/site-log/out")"
+fi
+job "$TMP/created" NCCLGUARD_LOG="$TMP/created/ng.log" NCCLGUARD_EVENTS="$TMP/created/ev.jsonl"
+if [ $rc -eq 0 ] && [ "$(stat -c %a "$TMP/created/ng.log" "$TMP/created/ev.jsonl")" = \
+    "$(printf '600\n600')" ] && grep -q 'summary: [0-9]* communicators' "$TMP/created/ng.log"; then
+    pass "the log and the event log are created mode 0600"
+else
+    fail "log and event file modes" "rc=$rc $(stat -c '%a %n' "$TMP"/created/* 2>&1)"
+fi
+
+# --- dump paths: a dump directory that is not one falls back to $TMPDIR, once --------------
+# dump_path NAME DIR: a one-rank job that dumps at exit, with NCCLGUARD_DUMP_DIR=DIR
+dump_path() {
+    local name=$1 dir=$2 d=$TMP/dump-$RANDOM got
+    job "$d" SLURM_JOB_ID=hostile TMPDIR="$TMP/tmpdir" NCCLGUARD_DUMP_AT_EXIT=1 \
+        NCCLGUARD_DUMP_DIR="$dir"
+    got=$(ls "$TMP"/tmpdir/ncclguard-hostile/ncclguard-r0-*.json 2>/dev/null | wc -l)
+    if [ $rc -eq 0 ] && grep -q 'summary: [0-9]* communicators' "$d/out" && [ "$got" -eq 1 ] &&
+        [ "$(grep -c "cannot write dumps to $dir" "$d/out")" -eq 1 ]; then
+        pass "NCCLGUARD_DUMP_DIR is $name: the job ends normally, the dump goes to \$TMPDIR"
+    else
+        fail "NCCLGUARD_DUMP_DIR is $name" "rc=$rc dumps=$got $(tail -n 4 "$d/out")"
+    fi
+    rm -rf "$TMP"/tmpdir/ncclguard-hostile
+}
+mkdir -p "$TMP/tmpdir"
+printf 'not a directory\n' >"$TMP/plain-file"
+dump_path "a FIFO" "$TMP/fifo"
+dump_path "a regular file" "$TMP/plain-file"
+dump_path "a device" /dev/null
+
+# --- the site file: no variable of the job removes its locks, forces or forbids ------------
+# The site file is /etc/ncclguard.conf; NCCLGUARD_TEST_SITE_CONFIG stands in for it here,
+# which the shim honours only while /etc/ncclguard.conf does not exist.
+printf '%s\n' 'lock = timeout, disable' 'timeout = 101' '[env.force]' 'NCCL_DEBUG = WARN' \
+    '[env.forbid]' 'NCCL_TIMEOUT' >"$TMP/site.conf"
+printf '%s\n' 'lock = slow_ms' 'timeout = 5' 'slow_ms = 9' '[env.force]' 'NCCL_DEBUG = INFO' \
+    '[env.default]' 'NCCL_FROM_JOB = 1' >"$TMP/job.conf"
+# site_probe VAR=value...: the policy probe with the stand-in site file; stdout in $TMP/out
+site_probe() {
+    clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/site.conf" NCCL_DEBUG=TRACE NCCL_TIMEOUT=1 "$@" -- \
+        timeout 20 "$PROBE" --setting timeout --setting disable --setting slow_ms \
+        --env NCCL_DEBUG --env NCCL_TIMEOUT --env NCCL_FROM_JOB >"$TMP/out" 2>"$TMP/err"
+}
+site_holds() {
+    grep -q "^timeout=101s (site $TMP/site.conf:2 (locked))$" "$TMP/out" &&
+        grep -q '^disable=no (built-in (locked))$' "$TMP/out" &&
+        grep -q '^NCCL_DEBUG=WARN$' "$TMP/out" && grep -q '^NCCL_TIMEOUT unset$' "$TMP/out"
+}
+for job in '' /dev/null /nonexistent/job.conf; do
+    site_probe NCCLGUARD_CONFIG="$job"
+    if site_holds && ! grep -q 'ncclguard: .*job' "$TMP/err"; then
+        pass "NCCLGUARD_CONFIG='$job' keeps the site's lock, force and forbid, silently"
+    else
+        fail "NCCLGUARD_CONFIG='$job'" "$(cat "$TMP/out" "$TMP/err")"
+    fi
+done
+site_probe NCCLGUARD_CONFIG="$TMP/job.conf"
+if site_holds && grep -q "^slow_ms=9 (job $TMP/job.conf:3)$" "$TMP/out" &&
+    grep -q '^NCCL_FROM_JOB=1$' "$TMP/out" &&
+    grep -q "job.conf:1: 'lock' is only allowed in the site file" "$TMP/err" &&
+    grep -q "job.conf:2: timeout is locked by the site file" "$TMP/err" &&
+    grep -q "job.conf:5: NCCL_DEBUG is forced by the site file" "$TMP/err"; then
+    pass "a job file adds to the site file: its own values apply, the site's locks hold"
+else
+    fail "job file on top of the site file" "$(cat "$TMP/out" "$TMP/err")"
+fi
+site_probe NCCLGUARD_DISABLE=1
+if site_holds && grep -q "NCCLGUARD_DISABLE=1 ignored (environment): the site locked disable" \
+    "$TMP/err"; then
+    pass "NCCLGUARD_DISABLE=1 when the site locked disable: ignored, with one line"
+else
+    fail "NCCLGUARD_DISABLE=1 with a site lock" "$(cat "$TMP/out" "$TMP/err")"
+fi
+# A real /etc/ncclguard.conf, in a mount namespace of its own: the test-only variable
+# cannot replace it, and NCCLGUARD_CONFIG= cannot remove it.
+if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/etc"
+    cp -a /etc/ld.so.cache /etc/passwd /etc/group "$TMP/etc/" 2>/dev/null
+    cp "$TMP/site.conf" "$TMP/etc/ncclguard.conf"
+    printf 'timeout = 7\n' >"$TMP/escape.conf"
+    clean NCCLGUARD_CONFIG= NCCLGUARD_TEST_SITE_CONFIG="$TMP/escape.conf" NCCL_TIMEOUT=1 -- \
+        unshare -m sh -c 'mount --bind "$1" /etc && exec timeout 20 "$2" --setting timeout \
+        --env NCCL_TIMEOUT' sh "$TMP/etc" "$PROBE" >"$TMP/out" 2>"$TMP/err"
+    if grep -q '^timeout=101s (site /etc/ncclguard.conf:2 (locked))$' "$TMP/out" &&
+        grep -q '^NCCL_TIMEOUT unset$' "$TMP/out"; then
+        pass "a real /etc/ncclguard.conf applies; NCCLGUARD_CONFIG= and the test variable do not \
+replace it"
+    else
+        fail "real site file" "$(cat "$TMP/out" "$TMP/err")"
+    fi
+else
+    skip "real site file" "needs root and unshare -m to put a site file at /etc/ncclguard.conf"
+fi
+
+# --- secrets: values of variables the policy names are never copied into any output --------
+# Every output the shim writes (stderr, the log, the event log, the dumps) and the CLI's,
+# at the debug level and on every rank; only NCCL_*, CUDA_*, TORCH_* and NCCLGUARD_* values
+# are shown.
+printf '%s\n' '[env.forbid]' 'AWS_SECRET_ACCESS_KEY' 'DB_*' '[env.force]' 'HF_TOKEN = siteSECRET2' \
+    'NCCL_DEBUG = WARN' '[env.default]' 'MY_PASSWORD = siteSECRET3' >"$TMP/secret-site.conf"
+SECRETS=(AWS_SECRET_ACCESS_KEY=xyzSECRETxyz1 HF_TOKEN=userSECRET4 MY_PASSWORD=userSECRET5
+         DB_PASS=userSECRET6 NCCL_DEBUG=INFO)
+d=$TMP/secrets
+job "$d" NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" \
+    NCCLGUARD_LOG_LEVEL=debug NCCLGUARD_VERBOSE=1 NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_DUMP_DIR="$d/dumps" NCCLGUARD_LOG="$d/ng.log" NCCLGUARD_EVENTS="$d/ev.jsonl"
+clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" -- \
+    "$NG" envcheck --policy --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.txt" 2>&1
+clean "${SECRETS[@]}" -- "$NG" envcheck --policy --site "$TMP/secret-site.conf" --json \
+    --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.json" 2>&1
+leaks=$(grep -rlF -e xyzSECRETxyz1 -e siteSECRET2 -e siteSECRET3 -e userSECRET4 -e userSECRET5 \
+    -e userSECRET6 "$d")
+dump=$(ls "$d"/dumps/*.json 2>/dev/null | head -n 1)
+if [ $rc -eq 0 ] && [ -z "$leaks" ] && [ -n "$dump" ] && [ -s "$d/ng.log" ] &&
+    [ -s "$d/ev.jsonl" ] && python3 - "$dump" <<'PY'
+import json, re, sys
+env = {e["name"]: e for e in json.load(open(sys.argv[1]))["config"]["env"]}
+hidden = re.compile(r"^<not shown: \d+ bytes, hash [0-9a-f]{8}>$")
+assert hidden.match(env["AWS_SECRET_ACCESS_KEY"]["was"]), env["AWS_SECRET_ACCESS_KEY"]
+assert env["AWS_SECRET_ACCESS_KEY"]["was"].startswith("<not shown: 13 bytes")
+assert hidden.match(env["HF_TOKEN"]["was"]) and hidden.match(env["HF_TOKEN"]["value"])
+assert hidden.match(env["DB_PASS"]["was"]), env.get("DB_PASS")
+assert env["HF_TOKEN"]["was"] != env["HF_TOKEN"]["value"]  # two values told apart
+assert env["NCCL_DEBUG"]["was"] == "INFO" and env["NCCL_DEBUG"]["value"] == "WARN"
+PY
+then
+    if grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes, hash " \
+        "$d/ng.log"; then
+        pass "secrets named by the policy appear in no output, only as length and hash"
+    else
+        fail "secrets: log line" "$(grep AWS "$d/ng.log")"
+    fi
+else
+    fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none}"
+fi
+
+# --- signals: SIGUSR2 before the first communicator; the node marker after it -------------
+# A process without a communicator has no handler, so SIGUSR2 ends it as it would
+# without the shim (README, limits), and it leaves no marker; a process with one has
+# a marker (docs/node-marker.md) that says which signal asks it for a dump.
+MARKERS=/dev/shm/ncclguard-$(id -u)
+env -i PATH="$PATH" LD_PRELOAD="$(preload)" sleep 30 & # env execs: $! becomes sleep
+spid=$!
+for _ in $(seq 100); do # until sleep runs with the shim mapped
+    grep -q libncclguard "/proc/$spid/maps" 2>/dev/null && break
+    sleep 0.1
+done
+mapped=$(grep -c libncclguard "/proc/$spid/maps" 2>/dev/null)
+kill -USR2 $spid
+{ wait $spid; } 2>/dev/null
+src=$?
+if [ "${mapped:-0}" -gt 0 ] && [ $src -eq $((128 + $(kill -l USR2))) ] &&
+    [ ! -e "$MARKERS/$spid" ]; then
+    pass "SIGUSR2 before the first communicator ends the process, as without the shim; no marker"
+else
+    fail "SIGUSR2 before the first communicator" "mapped=$mapped status $src"
+fi
+d=$TMP/marker
+mkdir -p "$d"
+(cd "$d" && clean LD_LIBRARY_PATH="$FAKES" SLURM_JOB_ID="hostile-$$" NCCLGUARD_DUMP_DIR="$d/dumps" \
+    -- timeout 60 "$LAUNCH" -n 1 --timeout 50 -- env LD_PRELOAD="$(preload)" "$TRAIN" \
+    --steps 3 --hang-rank 0 --quiet >"$d/out" 2>&1) &
+jpid=$!
+marker=
+for _ in $(seq 120); do
+    marker=$(grep -l "\"job\":\"hostile-$$\"" "$MARKERS"/* 2>/dev/null | head -n 1)
+    [ -n "$marker" ] && break
+    sleep 0.25
+done
+mpid=${marker##*/}
+if [ -n "$marker" ] && python3 - "$marker" "$mpid" <<'PY'
+import json, os, signal, sys
+m = json.load(open(sys.argv[1]))
+pid = int(sys.argv[2])
+assert m["schema"] == "ncclguard.marker/1" and m["pid"] == pid, m
+stat = open("/proc/%d/stat" % pid).read()
+assert m["start_time"] == int(stat[stat.rindex(")") + 2:].split()[19]), m
+assert m["dump_signal"] == signal.SIGUSR2 and m["rank"] == 0 and m["local_rank"] == 0, m
+assert oct(os.stat(sys.argv[1]).st_mode & 0o777) == "0o600"
+PY
+then
+    kill -USR2 "$mpid"
+    for _ in $(seq 120); do
+        ls "$d"/dumps/ncclguard-r0-*-"$mpid".json >/dev/null 2>&1 && break
+        sleep 0.25
+    done
+    if ls "$d"/dumps/ncclguard-r0-*-"$mpid".json >/dev/null 2>&1; then
+        pass "a process with a communicator has a marker (pid, start time, signal), and dumps on it"
+    else
+        fail "dump on the marker's signal" "no dump for pid $mpid: $(tail -n 3 "$d/out")"
+    fi
+else
+    fail "node marker" "'${marker:-none}': $(cat "$marker" 2>/dev/null) $(tail -n 3 "$d/out")"
+fi
+[ -n "$mpid" ] && kill -KILL "$mpid" 2>/dev/null
+wait $jpid 2>/dev/null
+[ -n "$marker" ] && rm -f "$marker" # a killed process cannot remove its own
+# the marker of a process that is gone, and one of a pid that is another process now
+# (this shell's, with a start time that is not its own): the next marker sweeps both
+mkdir -p "$MARKERS"
+gone=$(( $(cat /proc/sys/kernel/pid_max) - 1 ))
+[ -d "/proc/$gone" ] && gone=
+for p in $gone $$; do
+    printf '{"schema":"ncclguard.marker/1","pid":%s,"start_time":1,"dump_signal":12}\n' "$p" \
+        >"$MARKERS/$p"
+done
+printf 'not a marker\n' >"$MARKERS/hostile-$$.other"
+d=$TMP/marker-exit
+job "$d" SLURM_JOB_ID="hostile-exit-$$" NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_DUMP_DIR="$d/dumps"
+if [ ! -e "$MARKERS/$$" ] && { [ -z "$gone" ] || [ ! -e "$MARKERS/$gone" ]; } &&
+    [ -e "$MARKERS/hostile-$$.other" ]; then
+    pass "markers of processes that are gone are removed; other files are left alone"
+else
+    fail "stale markers" "$(ls "$MARKERS" | head)"
+fi
+rm -f "$MARKERS/hostile-$$.other" "$MARKERS/$$" ${gone:+"$MARKERS/$gone"}
+epid=$(ls "$d"/dumps 2>/dev/null | sed -n 's/^ncclguard-r0-.*-\([0-9]*\)\.json$/\1/p' | head -n 1)
+if [ $rc -eq 0 ] && [ -n "$epid" ] && [ ! -e "$MARKERS/$epid" ] &&
+    ! grep -qs "\"job\":\"hostile-exit-$$\"" "$MARKERS"/*; then
+    pass "a process that exits removes its marker"
+else
+    fail "marker removed at exit" "rc=$rc pid=${epid:-?} $(ls "$MARKERS" 2>&1)"
+fi
+
+finish
