@@ -169,11 +169,12 @@ static void start_all(void)
 {
     const struct ng_settings *s = ncclguard_settings();
     /* NCCLGUARD_TEST_ANCHOR_MS: a test-only knob (docs/harness.md), not a setting */
-    const char *anchor_ms = getenv("NCCLGUARD_TEST_ANCHOR_MS");
+    static const char *const anchor_var[] = {"NCCLGUARD_TEST_ANCHOR_MS", NULL};
+    long anchor_ms = ncclguard_env_long(anchor_var, 1, 3600 * 1000);
     struct ng_track_params tp = {
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,
-        .anchor_period_ns = anchor_ms ? atoll(anchor_ms) * 1000000 : 0,
+        .anchor_period_ns = anchor_ms > 0 ? (int64_t)anchor_ms * 1000000 : 0,
         .observer = {.settle = ncclguard_watchdog_settle,
                      .async_error = ncclguard_watchdog_async_error,
                      .wake = ncclguard_watchdog_wake},
