@@ -1,7 +1,8 @@
 # ncclguard build. `make` builds the preloaded library, the ncclguard command,
 # the CPU harness (fake libcuda.so.1 and libnccl.so.2) and the test programs.
 # `make check` runs every test, `make demo` a 4-rank job under the shim,
-# `make bench` the benchmarks, `make mutate` the mutation check. SANITIZE=1 builds everything with ASan+UBSan.
+# `make bench` the benchmarks, `make mutate` the mutation check.
+# SANITIZE=1 builds everything with ASan+UBSan.
 
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /opt/cuda))
 NCCL_HOME ?= $(CUDA_HOME)
