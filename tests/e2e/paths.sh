@@ -48,7 +48,7 @@ print(sum(o["state"] == "scheduled" and o["marker"] is not None
 job nested NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 -- nested 120
 if [ $rc -eq 0 ] && no_dry_pool nested && $CHECK settled "$TMP/nested/dumps" >"$TMP/nested/check" &&
     probed nested &&
-    python3 - "$TMP"/nested/dumps/*.json >>"$TMP/nested/check" <<'PY'
+    python3 - "$TMP"/nested/dumps/ncclguard-*.json >>"$TMP/nested/check" <<'PY'
 import collections, json, sys
 ops = json.load(open(sys.argv[1]))["ops"]
 groups = collections.Counter(o["group"] for o in ops if o["group"])

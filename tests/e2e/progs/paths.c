@@ -45,7 +45,8 @@ static int bcast(ncclComm_t comm, CUstream s)
     return ncclBroadcast(p, p, 4, ncclFloat, 0, comm, s) != ncclSuccess;
 }
 
-/* A one-rank communicator named `name`, blocking or not; 0 once it is ready. */
+/* A one-rank communicator named `name`, blocking or not; 0 when NCCL took the call
+ * (a nonblocking one is ready once settle() returns). */
 static int comm_named(ncclComm_t *comm, const char *name, int blocking)
 {
     ncclUniqueId id;
@@ -54,8 +55,7 @@ static int comm_named(ncclComm_t *comm, const char *name, int blocking)
     cfg.blocking = blocking;
     if (ncclGetUniqueId(&id)) return -1;
     ncclResult_t r = ncclCommInitRankConfig(comm, 1, id, 0, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) return -1;
-    return 0;
+    return r == ncclSuccess || r == ncclInProgress ? 0 : -1;
 }
 
 /* Polls the async error of a nonblocking communicator until it settles. */
