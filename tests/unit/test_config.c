@@ -624,7 +624,7 @@ START_TEST(timeouts_scale_with_size)
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_DUMP, 110) == 165);
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_ABORT, 110) == 220);
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_KILL, 110) == 330);
-    load("timeout = off\n", NULL, NULL);
+    load("timeout = off\nfloor_bandwidth = 1GB/s\n", NULL, NULL); /* no size turns it on */
     s = ncclguard_settings();
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ar, 1 << 30) == 0);
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ar, 0) == 900);
