@@ -12,17 +12,14 @@ if [ ! -x "$PROG" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "paths" "harness not built"; finish; exit
 fi
 
-# job NAME VAR=VALUE... -- ARGS: runs paths ARGS in $TMP/NAME, dumps in $TMP/NAME/dumps;
-# sets (and returns) $rc. The watchdog polls every millisecond, so that it sees most ops
-# finish (the others are overwritten in the ring first).
+# job NAME [VAR=VALUE...] ARGS: runs paths ARGS (env's command line) in $TMP/NAME, dumps
+# in $TMP/NAME/dumps; sets (and returns) $rc. The watchdog polls every millisecond, so
+# that it sees most ops finish (the others are overwritten in the ring first).
 job() {
     local name=$1; shift
-    local vars=()
-    while [ "$1" != -- ]; do vars+=("$1"); shift; done
-    shift
     mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && export NCCLGUARD_DUMP_DIR=$TMP/$name/dumps NCCLGUARD_POLL_MS=1 \
-        "${vars[@]}" && under_shim "$PROG" "$@" >"$TMP/$name/out" 2>&1)
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps NCCLGUARD_POLL_MS=1 \
+        under_shim env "$@" >"$TMP/$name/out" 2>&1)
     rc=$?
     return $rc
 }
@@ -45,7 +42,7 @@ print(sum(o["state"] == "scheduled" and o["marker"] is not None
 }
 
 # --- nested groups: one group, launched at the outermost end, over two streams ------------
-job nested NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 -- nested 120
+job nested NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" nested 120
 if [ $rc -eq 0 ] && no_dry_pool nested && $CHECK settled "$TMP/nested/dumps" >"$TMP/nested/check" &&
     probed nested &&
     python3 - "$TMP"/nested/dumps/ncclguard-*.json >>"$TMP/nested/check" <<'PY'
@@ -64,7 +61,7 @@ else
 fi
 
 # --- single-op groups: each group marker is released by its only record ----------------
-job single NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 -- single 120
+job single NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 120
 if [ $rc -eq 0 ] && no_dry_pool single && $CHECK settled "$TMP/single/dumps" >"$TMP/single/check" &&
     probed single; then
     pass "120 groups of one op per stream: each group marker returned once ($(head -n 1 "$TMP/single/check"))"
@@ -74,7 +71,7 @@ fi
 
 # --- a deferred record overwritten in the ring: its marker comes back exactly once ------
 # Lost, the pool runs dry; returned twice, two ops get the same one.
-job deferred NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 -- deferred 120
+job deferred NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" deferred 120
 if [ $rc -eq 0 ] && no_dry_pool deferred && probed deferred &&
     $CHECK settled "$TMP/deferred/dumps" >>"$TMP/deferred/check" &&
     [ "$(python3 -c 'import glob, json, sys
@@ -91,7 +88,7 @@ fi
 # timeout they would have timed out in the same poll or before.
 go=$TMP/timeouts/go
 mkdir -p "$TMP/timeouts"
-job timeouts NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 -- timeouts "$go" &
+job timeouts NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 "$PROG" timeouts "$go" &
 jobpid=$!
 python3 - "$TMP/timeouts/dumps" >"$TMP/timeouts/check" 2>&1 <<'PY'
 import glob, json, sys, time
@@ -123,7 +120,7 @@ else
 fi
 
 # --- communicators ended every way: their state in the exit dump -------------------------
-job ends NCCLGUARD_DUMP_AT_EXIT=1 FAKENCCL_FAIL_OP=CommDestroy FAKENCCL_FAIL_NTH=3 -- ends
+job ends NCCLGUARD_DUMP_AT_EXIT=1 FAKENCCL_FAIL_OP=CommDestroy FAKENCCL_FAIL_NTH=3 "$PROG" ends
 if [ $rc -eq 0 ] && $CHECK sane "$TMP/ends/dumps" >"$TMP/ends/check" &&
     python3 - "$TMP"/ends/dumps/*.json >>"$TMP/ends/check" <<'PY'
 import json, sys
