@@ -45,7 +45,7 @@ print(sum(o["state"] == "scheduled" and o["marker"] is not None
 job nested NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" nested 120
 if [ $rc -eq 0 ] && no_dry_pool nested && $CHECK settled "$TMP/nested/dumps" >"$TMP/nested/check" &&
     probed nested &&
-    python3 - "$TMP"/nested/dumps/ncclguard-*.json >>"$TMP/nested/check" <<'PY'
+    python3 - "$TMP"/nested/dumps/ncclguard-*.json >>"$TMP/nested/check" 2>&1 <<'PY'
 import collections, json, sys
 ops = json.load(open(sys.argv[1]))["ops"]
 groups = collections.Counter(o["group"] for o in ops if o["group"])
@@ -122,7 +122,7 @@ fi
 # --- communicators ended every way: their state in the exit dump -------------------------
 job ends NCCLGUARD_DUMP_AT_EXIT=1 FAKENCCL_FAIL_OP=CommDestroy FAKENCCL_FAIL_NTH=3 "$PROG" ends
 if [ $rc -eq 0 ] && $CHECK sane "$TMP/ends/dumps" >"$TMP/ends/check" &&
-    python3 - "$TMP"/ends/dumps/*.json >>"$TMP/ends/check" <<'PY'
+    python3 - "$TMP"/ends/dumps/*.json >>"$TMP/ends/check" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 state = {c["name"]: c["state"] for c in d["comms"] if c["name"]}
