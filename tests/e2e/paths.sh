@@ -94,7 +94,7 @@ python3 - "$TMP/timeouts/dumps" >"$TMP/timeouts/check" 2>&1 <<'PY'
 import glob, json, sys, time
 def flags(ops, kind, seq):
     key = "p2p_seq" if kind in ("Send", "Recv") else "seq"
-    return [o["flags"] for o in ops if o["op"] == kind and o[key] == seq][0]
+    return ([o["flags"] for o in ops if o["op"] == kind and o[key] == seq] or [[]])[0]
 deadline = time.time() + 60
 while time.time() < deadline:
     for path in glob.glob(sys.argv[1] + "/ncclguard-*.json"):
