@@ -69,6 +69,21 @@ else
     fail "single-op groups" "rc=$rc $(cat "$TMP/single/check")"; show single
 fi
 
+# --- NCCLGUARD_TRACK=end: end markers only, so no op is ever seen started ---------------
+job end NCCLGUARD_TRACK=end NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20
+if [ $rc -eq 0 ] && $CHECK settled "$TMP/end/dumps" >"$TMP/end/check" &&
+    python3 - "$TMP"/end/dumps/ncclguard-*.json >>"$TMP/end/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+started = [o["index"] for o in ops if o["gpu_start_ns"] or o["seen_start_ns"]]
+assert not started, f"ops with a start time: {started}"
+PY
+then
+    pass "track=end: every op completed, none with a start time"
+else
+    fail "track=end" "rc=$rc $(cat "$TMP/end/check")"; show end
+fi
+
 # --- a deferred record overwritten in the ring: its marker comes back exactly once ------
 # Lost, the pool runs dry; returned twice, two ops get the same one.
 job deferred NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" deferred 120
