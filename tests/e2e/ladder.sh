@@ -47,13 +47,15 @@ age = (d["time_ns"] - o["enqueue_ns"]) / 1e9
 assert age >= 0.95 * 1.5 * 2, f"dumped after {age:.1f} s, before 1.5 x the first-op timeout"
 PY
     then
-        pass "dump_at=$dump_at warn_at=$warn_at abort_at=1.5: the dump shows the comm ready and the op scheduled, then the abort"
+        pass "dump_at=$dump_at warn_at=$warn_at abort_at=1.5: dumped ready and scheduled, then aborted"
     else
         fail "dump before abort (dump_at=$dump_at)" "rc=$rc $(cat "$d.check")"; tail -n 5 "$d.out"
     fi
 done
 
 # --- abort on the harness: stalled GPU, hung host ------------------------------------------
+# The ops that hang are not their communicator's first: FIRST_TIMEOUT, far off, must not
+# be the one that counts.
 for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; do
     name=abort-${fault%% *}; name=${name//-/_}
     mkdir -p "$TMP/$name"

@@ -50,6 +50,8 @@ else
 fi
 
 # --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
+# Here and below, the ops that hang are not their communicator's first: FIRST_TIMEOUT,
+# set far off, must not be the timeout that counts.
 NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_EVENTS=$TMP/stall.events \
     job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
