@@ -27,10 +27,11 @@ done
 # ladder, not TIMEOUT (1 s): the dump is due at 1.5 x 2 s with the abort, and shows the
 # state that mattered (the communicator ready, the op scheduled), not the abort's. With
 # dump_at off, the abort still writes its dump first. warn_at is set apart from dump_at:
-# at 3 the op is not yet reported timed out when it is dumped, at 1 it is.
-for ladder in "1.5 3" "off 1"; do
+# at 3 the op is not yet reported timed out when it is dumped, at 1 it is (and the dump
+# still waits for dump_at).
+for ladder in "1.5 3" "1.5 1" "off 1"; do
     read -r dump_at warn_at <<<"$ladder"
-    d=$TMP/order-$dump_at
+    d=$TMP/order-$dump_at-$warn_at
     (cd "$TMP" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_DUMP_AT=$dump_at \
         NCCLGUARD_WARN_AT=$warn_at NCCLGUARD_ABORT_AT=1.5 NCCLGUARD_DUMP_DIR=$d \
         under_shim "$E2E/fence" abort >"$d.out" 2>&1)
@@ -49,7 +50,8 @@ PY
     then
         pass "dump_at=$dump_at warn_at=$warn_at abort_at=1.5: dumped ready and scheduled, then aborted"
     else
-        fail "dump before abort (dump_at=$dump_at)" "rc=$rc $(cat "$d.check")"; tail -n 5 "$d.out"
+        fail "dump before abort (dump_at=$dump_at warn_at=$warn_at)" "rc=$rc $(cat "$d.check")"
+        tail -n 5 "$d.out"
     fi
 done
 
