@@ -1,7 +1,8 @@
 # ncclguard build. `make` builds the preloaded library, the ncclguard command,
 # the CPU harness (fake libcuda.so.1 and libnccl.so.2) and the test programs.
 # `make check` runs every test, `make demo` a 4-rank job under the shim,
-# `make bench` the benchmarks. SANITIZE=1 builds everything with ASan+UBSan.
+# `make bench` the benchmarks, `make mutate` the mutation check.
+# SANITIZE=1 builds everything with ASan+UBSan.
 
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /opt/cuda))
 NCCL_HOME ?= $(CUDA_HOME)
@@ -39,7 +40,7 @@ LDFLAGS  += $(SANFLAGS)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-.PHONY: all deps check demo bench install clean tsan
+.PHONY: all deps check demo bench install clean tsan mutate
 all:
 
 # Every component adds its targets to ALL and its unit-test programs to UNIT_TESTS.
@@ -71,6 +72,10 @@ check: deps
 tsan: deps
 	@$(MAKE) --no-print-directory all B=build-tsan SANITIZE=thread
 	@B=build-tsan SANITIZE=thread tests/run tsan
+
+# The mutation check (tests/mutations/README.md): long, not part of check or CI.
+mutate: deps
+	@scripts/mutate
 
 demo: deps
 	@$(MAKE) --no-print-directory all

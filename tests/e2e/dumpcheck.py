@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a set of ncclguard dumps (one per rank) for the end-to-end tests.
 
-usage: dumpcheck.py CHECK DIR [ARGS]
+usage: dumpcheck.py CHECK DIR [ARGS]     (DIR may also be one dump file)
   completed DIR NRANKS      every rank dumped; every op completed; per communicator,
                             last_seq == last_completed_seq, identical on every rank;
                             each pair of ranks counts the same point-to-point ops,
@@ -13,6 +13,15 @@ usage: dumpcheck.py CHECK DIR [ARGS]
   differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
                             and differ first there, on RANK
   flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
+  settled DIR               every rank dumped at least one op, and every op is completed
+  sane DIR                  only the checks below
+  tree DIR                  the checks below on every dump anywhere under DIR (what
+                            the scripts run on their temp dir at the end)
+Every check first reads every dump of DIR and checks what must hold in any dump
+(sane): no two records in flight share a CUDA marker; a completed op has its end
+time (GPU or discovered); each op's communicator is in comms[], and its seq is
+not beyond the communicator's (nor, completed, beyond its last completed one);
+an aborted op belongs to a communicator that was aborted, revoked or destroyed.
 Prints what it found; exits 1 with a reason when the check fails.
 """
 import glob
@@ -23,13 +32,48 @@ import sys
 
 def load(d):
     dumps = {}
-    for path in glob.glob(os.path.join(d, "ncclguard-r*.json")):
+    paths = [d] if os.path.isfile(d) else glob.glob(os.path.join(d, "ncclguard-r*.json"))
+    for path in paths:
         with open(path) as f:
             doc = json.load(f)
         if doc.get("schema", "").split("/")[0] != "ncclguard.dump":
             fail(f"{path}: schema {doc.get('schema')}")
+        sane(path, doc)
         dumps[doc["rank"]] = doc
     return dumps
+
+
+IN_FLIGHT = ("scheduled", "started")
+ENDED = ("aborted", "revoked", "destroyed")
+
+
+def sane(path, doc):
+    """What every dump must show, whatever the job did."""
+    comms = {c["id"]: c for c in doc["comms"]}
+    markers = {}
+    for o in doc["ops"]:
+        where = f"{path}: op {o['index']} ({o['op']} seq {o['seq']} p2p_seq {o['p2p_seq']})"
+        if o["state"] in IN_FLIGHT and o["marker"] is not None:
+            if o["marker"] in markers:
+                fail(f"{where} shares marker {o['marker']} with op {markers[o['marker']]}, "
+                     "both in flight")
+            markers[o["marker"]] = o["index"]
+        if o["state"] == "completed" and o["gpu_end_ns"] is None and o["seen_end_ns"] is None:
+            fail(f"{where} is completed without an end time")
+        c = comms.get(o["comm"])
+        if c is None:
+            fail(f"{where}: communicator {o['comm']} is not in comms[]")
+        if o["seq"] and o["seq"] > c["last_seq"]:
+            fail(f"{where}: seq beyond the communicator's last_seq {c['last_seq']}")
+        if o["seq"] and o["state"] == "completed" and o["seq"] > c["last_completed_seq"]:
+            fail(f"{where}: completed, but last_completed_seq is {c['last_completed_seq']}")
+        if o["p2p_seq"] and o["state"] == "completed":
+            done = {p["peer"]: p["last_completed_p2p_seq"] for p in c["peers"]}
+            if o["p2p_seq"] > done.get(o["peer"], 0):
+                fail(f"{where}: completed, but peer {o['peer']} has "
+                     f"last_completed_p2p_seq {done.get(o['peer'])}")
+        if o["state"] == "aborted" and c["state"] not in ENDED:
+            fail(f"{where} is aborted on a communicator in state {c['state']}")
 
 
 def fail(msg):
@@ -162,15 +206,42 @@ def check_flight(dumps, capacity):
     print(f"dumpcheck: flight counters consistent on {len(dumps)} ranks")
 
 
+def check_settled(dumps, _):
+    for rank, doc in dumps.items():
+        if not doc["ops"]:
+            fail(f"rank {rank}: no ops recorded")
+        bad = [(o["index"], o["op"], o["state"]) for o in doc["ops"] if o["state"] != "completed"]
+        if bad:
+            fail(f"rank {rank}: {len(bad)} ops not completed: {bad[:8]}")
+    print(f"dumpcheck: {len(dumps)} dumps, every op completed")
+
+
+def check_sane(dumps, _):
+    if not dumps:
+        fail("no dumps")
+    print(f"dumpcheck: {len(dumps)} dumps consistent")
+
+
+def check_tree(d):
+    paths = [os.path.join(root, f) for root, _, files in os.walk(d) for f in files
+             if f.endswith(".json") and (f.startswith("ncclguard-") or f.startswith("held-"))]
+    for path in paths:
+        load(path)
+    print(f"dumpcheck: {len(paths)} dumps under the tree, each consistent")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
         sys.exit(64)
     check, d = sys.argv[1], sys.argv[2]
+    if check == "tree":
+        return check_tree(d)
     arg = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     dumps = load(d)
     {"completed": check_completed, "stall": check_stall, "hang": check_hang,
-     "differ": check_differ, "flight": check_flight}[check](dumps, arg)
+     "differ": check_differ, "flight": check_flight, "settled": check_settled,
+     "sane": check_sane}[check](dumps, arg)
 
 
 if __name__ == "__main__":

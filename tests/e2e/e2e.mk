@@ -12,7 +12,7 @@ $(E2E_BIN)/nccl_probe: tests/e2e/progs/nccl_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(NCCL_HOME)/lib -l:libnccl.so.2
 
-$(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wrap \
+$(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wrap $(E2E_BIN)/paths \
         $(E2E_BIN)/stuck_init $(E2E_BIN)/group_sim $(E2E_BIN)/capture_implicit \
         $(E2E_BIN)/capture_destroy $(E2E_BIN)/group_hang $(E2E_BIN)/ctx_cycle: $(E2E_BIN)/%: tests/e2e/progs/%.c \
         tests/e2e/progs/one_rank.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
@@ -38,6 +38,6 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,libnccl.so.2 -o $@ $<
 
-ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap missing_sym stuck_init \
+ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap paths missing_sym stuck_init \
     group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams \
     oldnccl/libnccl.so.2 libthrow.so dlopen_throw)

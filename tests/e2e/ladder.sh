@@ -22,11 +22,46 @@ for mode in abort destroy; do
     fi
 done
 
+# --- dump and abort due in the same poll: the dump comes first --------------------------
+# The fence's AllReduce is its communicator's first op, so FIRST_TIMEOUT (2 s) sets the
+# ladder, not TIMEOUT (1 s): the dump is due at 1.5 x 2 s with the abort, and shows the
+# state that mattered (the communicator ready, the op scheduled), not the abort's. With
+# dump_at off, the abort still writes its dump first. warn_at is set apart from dump_at:
+# at 3 the op is not yet reported timed out when it is dumped, at 1 it is (and the dump
+# still waits for dump_at).
+for ladder in "1.5 3" "1.5 1" "off 1"; do
+    read -r dump_at warn_at <<<"$ladder"
+    d=$TMP/order-$dump_at-$warn_at
+    (cd "$TMP" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_DUMP_AT=$dump_at \
+        NCCLGUARD_WARN_AT=$warn_at NCCLGUARD_ABORT_AT=1.5 NCCLGUARD_DUMP_DIR=$d \
+        under_shim "$E2E/fence" abort >"$d.out" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && python3 - "$d"/*.json "$warn_at" >"$d.check" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+(c,), (o,) = d["comms"], d["ops"]
+assert d["reason"] == "timeout", d["reason"]
+assert c["state"] == "ready" and o["state"] == "scheduled", (c["state"], o["state"])
+warned = float(sys.argv[2]) <= 1.5
+assert "first" in o["flags"] and ("timeout" in o["flags"]) == warned, o["flags"]
+age = (d["time_ns"] - o["enqueue_ns"]) / 1e9
+assert age >= 0.95 * 1.5 * 2, f"dumped after {age:.1f} s, before 1.5 x the first-op timeout"
+PY
+    then
+        pass "dump_at=$dump_at warn_at=$warn_at abort_at=1.5: dumped ready and scheduled, then aborted"
+    else
+        fail "dump before abort (dump_at=$dump_at warn_at=$warn_at)" "rc=$rc $(cat "$d.check")"
+        tail -n 5 "$d.out"
+    fi
+done
+
 # --- abort on the harness: stalled GPU, hung host ------------------------------------------
+# The ops that hang are not their communicator's first: FIRST_TIMEOUT, far off, must not
+# be the one that counts.
 for fault in "--stall-gpu-rank 2 --stall-step 3" "--hang-rank 1 --hang-step 3"; do
     name=abort-${fault%% *}; name=${name//-/_}
     mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_ABORT_AT=3 NCCLGUARD_DUMP_DIR=$TMP/$name/dumps \
+    (cd "$TMP/$name" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_ABORT_AT=3 NCCLGUARD_DUMP_DIR=$TMP/$name/dumps \
         under_shim "$APPS/launch" -n 4 --timeout 90 -- "$APPS/trainloop" --steps 30 $fault \
         --quiet >"$TMP/$name/out" 2>&1)
     rc=$?
@@ -66,7 +101,7 @@ fi
 
 # --- kill: the documented exit status, after a durable dump -------------------------------
 mkdir -p "$TMP/kill"
-(cd "$TMP/kill" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_KILL_AT=2 NCCLGUARD_KILL_EXIT=99 \
+(cd "$TMP/kill" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_KILL_AT=2 NCCLGUARD_KILL_EXIT=99 \
     NCCLGUARD_DUMP_DIR=$TMP/kill/dumps under_shim "$APPS/launch" -n 2 --timeout 90 -- \
     "$APPS/trainloop" --steps 30 --stall-gpu-rank 1 --stall-step 3 --quiet >"$TMP/kill/out" 2>&1)
 rc=$?
@@ -83,4 +118,5 @@ if [ $rc -eq 99 ] && grep -q 'launch: rank [01] exited with status 99' "$TMP/kil
 else
     fail "kill" "rc=$rc reasons=$reasons"; tail -n 20 "$TMP/kill/out"
 fi
+dumps_sane
 finish

@@ -20,6 +20,13 @@ skip() { echo "SKIP $1: ${2:-}"; _skipped=$((_skipped + 1)); }
 # check NAME CMD...: pass when CMD succeeds
 check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n" "command failed: $*"; fi; }
 finish() { echo "e2e-summary: passed=$_passed failed=$_failed skipped=$_skipped"; [ $_failed -eq 0 ]; }
+# dumps_sane: every dump the script's jobs wrote under $TMP shows what any dump must
+# (tests/e2e/dumpcheck.py tree): one case, for scripts that write dumps, before finish
+dumps_sane() {
+    local out
+    if out=$(python3 "$ROOT/tests/e2e/dumpcheck.py" tree "$TMP" 2>&1); then pass "${out#dumpcheck: }"
+    else fail "every dump consistent" "$out"; fi
+}
 
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
 preload() {

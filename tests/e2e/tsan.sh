@@ -53,4 +53,5 @@ if [ $rc -eq 0 ] && [ "$(reports "$TMP/wrap.out")" = 0 ]; then
 else
     fail "ring_wrap under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/wrap.out" | head -n 60
 fi
+dumps_sane
 finish

@@ -329,6 +329,22 @@ START_TEST(grammar_bad_lines_are_reported_and_skipped)
 }
 END_TEST
 
+/* Both ends of a range are accepted, one past either end is not. */
+START_TEST(range_bounds_are_inclusive)
+{
+    static const struct {
+        const char *text;
+        long long want;
+    } cases[] = {{"kill_exit = 1\n", 1}, {"kill_exit = 255\n", 255},
+                 {"kill_exit = 0\n", 124}, {"kill_exit = 256\n", 124}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        load(cases[i].text, NULL, NULL);
+        ck_assert_int_eq(ncclguard_settings()->kill_exit, cases[i].want);
+        ck_assert_int_eq(ncclguard_config_file(NG_SRC_SITE)->problems, cases[i].want == 124);
+    }
+}
+END_TEST
+
 START_TEST(grammar_messages_are_capped)
 {
     char text[4096] = "";
@@ -650,6 +666,7 @@ START_TEST(timeouts_scale_with_size)
          "timeout_allgather = 400\n"
          "timeout_broadcast = 70\n"
          "floor_bandwidth = 1GB/s\n"
+         "dump_at = 1.5\n"
          "abort_at = 2\n"
          "kill_at = 3x\n",
          NULL, NULL);
@@ -665,9 +682,10 @@ START_TEST(timeouts_scale_with_size)
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ar, 0) == 100); /* max(50, 100) */
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_INIT, -1, 0) == 1200);
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_WARN, 110) == 110);
+    ck_assert(ncclguard_action_after_s(s, NG_ACTION_DUMP, 110) == 165);
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_ABORT, 110) == 220);
     ck_assert(ncclguard_action_after_s(s, NG_ACTION_KILL, 110) == 330);
-    load("timeout = off\n", NULL, NULL);
+    load("timeout = off\nfloor_bandwidth = 1GB/s\n", NULL, NULL); /* no size turns it on */
     s = ncclguard_settings();
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_OP, ar, 1 << 30) == 0);
     ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, ar, 0) == 900);
@@ -720,6 +738,7 @@ static Suite *suite(void)
     tcase_add_test(t, open_refuses_unsafe_files);
     tcase_add_test(t, grammar_entries_and_comments);
     tcase_add_test(t, grammar_bad_lines_are_reported_and_skipped);
+    tcase_add_test(t, range_bounds_are_inclusive);
     tcase_add_test(t, grammar_messages_are_capped);
     tcase_add_test(t, binary_file_refused_whole);
     tcase_add_test(t, refused_file_gives_one_message_and_defaults);

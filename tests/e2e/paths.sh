@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Tracking paths that a training loop rarely takes, one one-rank job each
+# (tests/e2e/progs/paths.c): nested and single-op groups, a deferred nonblocking
+# record overwritten in the ring, the first-op timeout against the normal one,
+# and the state of communicators ended every way. The loops run more often than
+# the marker pool has CUDA events (NCCLGUARD_RING=16: 80 of them), so that one
+# event leaked per iteration runs it dry, and the dumps show it.
+source "$(dirname "$0")/lib.sh"
+CHECK="python3 $ROOT/tests/e2e/dumpcheck.py"
+PROG=$E2E/paths
+if [ ! -x "$PROG" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
+    skip "paths" "harness not built"; finish; exit
+fi
+
+# job NAME [VAR=VALUE...] ARGS: runs paths ARGS (env's command line) in $TMP/NAME, dumps
+# in $TMP/NAME/dumps; sets (and returns) $rc. The watchdog polls every millisecond, so
+# that it sees most ops finish (the others are overwritten in the ring first).
+job() {
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps NCCLGUARD_POLL_MS=1 \
+        under_shim env "$@" >"$TMP/$name/out" 2>&1)
+    rc=$?
+    return $rc
+}
+# no_dry_pool NAME: the job's marker pool never ran dry
+no_dry_pool() {
+    ! grep -q 'CUDA event pairs of a context are in use' "$TMP/$1/out" ||
+        { echo "the marker pool ran dry" >"$TMP/$1/check"; return 1; }
+}
+show() { echo "--- $1 (last lines)"; tail -n 8 "$TMP/$1/out"; }
+# probed NAME: the dump with three ops held (paths.c's probe) is consistent: each of
+# the three has a marker of its own
+probed() {
+    local held n
+    held=$(ls "$TMP/$1"/dumps/held-*.json 2>/dev/null) && $CHECK sane "$held" >>"$TMP/$1/check" &&
+        n=$(python3 -c 'import json, sys
+print(sum(o["state"] == "scheduled" and o["marker"] is not None
+          for o in json.load(open(sys.argv[1]))["ops"]))' "$held") && [ "$n" = 3 ] ||
+        { echo "probe: ${n:-no} held ops with a marker of their own, want 3" >>"$TMP/$1/check"
+          return 1; }
+}
+
+# --- nested groups: one group, launched at the outermost end, over two streams ------------
+job nested NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" nested 120
+if [ $rc -eq 0 ] && no_dry_pool nested && $CHECK settled "$TMP/nested/dumps" >"$TMP/nested/check" &&
+    probed nested &&
+    python3 - "$TMP"/nested/dumps/ncclguard-*.json >>"$TMP/nested/check" 2>&1 <<'PY'
+import collections, json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+groups = collections.Counter(o["group"] for o in ops if o["group"])
+newest = sorted(groups)[-3:]  # the oldest group left in the ring may be partly overwritten
+assert [groups[g] for g in newest] == [4, 4, 4], groups
+assert all(len({o["stream"] for o in ops if o["group"] == g}) == 2 for g in newest), ops
+print("3 groups of 4 ops over 2 streams")
+PY
+then
+    pass "nested groups, 120 times: every op completed, $(tail -n 1 "$TMP/nested/check")"
+else
+    fail "nested groups" "rc=$rc $(cat "$TMP/nested/check")"; show nested
+fi
+
+# --- single-op groups: each group marker is released by its only record ----------------
+job single NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 120
+if [ $rc -eq 0 ] && no_dry_pool single && $CHECK settled "$TMP/single/dumps" >"$TMP/single/check" &&
+    probed single; then
+    pass "120 groups of one op per stream: each group marker returned once ($(head -n 1 "$TMP/single/check"))"
+else
+    fail "single-op groups" "rc=$rc $(cat "$TMP/single/check")"; show single
+fi
+
+# --- NCCLGUARD_TRACK=end: end markers only, so no op is ever seen started ---------------
+job end NCCLGUARD_TRACK=end NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20
+if [ $rc -eq 0 ] && $CHECK settled "$TMP/end/dumps" >"$TMP/end/check" &&
+    python3 - "$TMP"/end/dumps/ncclguard-*.json >>"$TMP/end/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+started = [o["index"] for o in ops if o["gpu_start_ns"] or o["seen_start_ns"]]
+assert not started, f"ops with a start time: {started}"
+PY
+then
+    pass "track=end: every op completed, none with a start time"
+else
+    fail "track=end" "rc=$rc $(cat "$TMP/end/check")"; show end
+fi
+
+# --- a deferred record overwritten in the ring: its marker comes back exactly once ------
+# Lost, the pool runs dry; returned twice, two ops get the same one.
+job deferred NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" deferred 120
+if [ $rc -eq 0 ] && no_dry_pool deferred && probed deferred &&
+    $CHECK settled "$TMP/deferred/dumps" >>"$TMP/deferred/check" &&
+    [ "$(python3 -c 'import glob, json, sys
+print(json.load(open(glob.glob(sys.argv[1])[0]))["flight"]["dropped_inflight"] >= 120)' \
+        "$TMP/deferred/dumps/held-*.json")" = True ]; then
+    pass "120 deferred records overwritten in the ring: each marker returned once"
+else
+    fail "deferred record overwritten" "rc=$rc $(cat "$TMP/deferred/check")"; show deferred
+fi
+
+# --- the first op of a communicator gets NCCLGUARD_FIRST_TIMEOUT, later ones the other ---
+# AllReduce #1 and #2, Send p2p #1 and Recv p2p #2 (with the same peer) are held on the
+# GPU. Only #2 of each kind may time out: the first ones are older, so with the short
+# timeout they would have timed out in the same poll or before.
+go=$TMP/timeouts/go
+mkdir -p "$TMP/timeouts"
+job timeouts NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 "$PROG" timeouts "$go" &
+jobpid=$!
+python3 - "$TMP/timeouts/dumps" >"$TMP/timeouts/check" 2>&1 <<'PY'
+import glob, json, sys, time
+def flags(ops, kind, seq):
+    key = "p2p_seq" if kind in ("Send", "Recv") else "seq"
+    return ([o["flags"] for o in ops if o["op"] == kind and o[key] == seq] or [[]])[0]
+deadline = time.time() + 60
+while time.time() < deadline:
+    for path in glob.glob(sys.argv[1] + "/ncclguard-*.json"):
+        ops = json.load(open(path))["ops"]
+        if "timeout" in flags(ops, "AllReduce", 2) and "timeout" in flags(ops, "Recv", 2):
+            for kind in ("AllReduce", "Send"):
+                f = flags(ops, kind, 1)
+                assert "first" in f and "timeout" not in f, (kind, f)
+            print("AllReduce #2 and Recv #2 timed out; the first ones, older, did not")
+            sys.exit(0)
+    time.sleep(0.1)
+print("no timeout of AllReduce #2 and Recv #2 within 60 s")
+sys.exit(1)
+PY
+checked=$?
+touch "$go"
+wait $jobpid
+rc=$?
+if [ $checked -eq 0 ] && [ $rc -eq 0 ]; then
+    pass "first-op timeout (600 s) apart from the normal one (1 s): $(cat "$TMP/timeouts/check")"
+else
+    fail "first-op and normal timeouts" "rc=$rc $(cat "$TMP/timeouts/check")"; show timeouts
+fi
+
+# --- communicators ended every way: their state in the exit dump -------------------------
+job ends NCCLGUARD_DUMP_AT_EXIT=1 FAKENCCL_FAIL_OP=CommDestroy FAKENCCL_FAIL_NTH=3 "$PROG" ends
+if [ $rc -eq 0 ] && $CHECK sane "$TMP/ends/dumps" >"$TMP/ends/check" &&
+    python3 - "$TMP"/ends/dumps/*.json >>"$TMP/ends/check" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+state = {c["name"]: c["state"] for c in d["comms"] if c["name"]}
+want = {"finalized": "finalizing", "finalized-destroyed": "destroyed", "destroyed": "destroyed",
+        "revoked": "revoked", "revoked-in-flight": "revoked", "aborted": "aborted",
+        "destroy-refused": "ready"}
+assert state == want, state
+ids = {c["id"]: c["name"] for c in d["comms"]}
+ops = {}
+for o in d["ops"]:
+    ops.setdefault(ids[o["comm"]], []).append(o["state"])
+assert ops["revoked-in-flight"] == ["aborted"], ops
+assert sorted(ops["aborted"]) == ["aborted", "completed"], ops
+assert all(s == ["completed"] for n, s in ops.items() if n not in ("revoked-in-flight", "aborted") and n), ops
+print("states: " + ", ".join(f"{n} {s}" for n, s in sorted(state.items())))
+PY
+then
+    pass "communicator end states: $(tail -n 1 "$TMP/ends/check")"
+else
+    fail "communicator end states" "rc=$rc $(cat "$TMP/ends/check")"; show ends
+fi
+
+dumps_sane
+finish
