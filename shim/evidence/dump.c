@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "evidence/dump_body.h"
 #include "evidence/dump_format.h"
+#include "evidence/threads.h"
 #include "policy/config.h"
 
 #define BUF_SIZE (64 << 10) /* the JSON buffer; a dump of any size streams through it */
@@ -376,6 +377,12 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         errno = EBUSY;
         return -1;
     }
+    /* ---- issue 10: every thread's stack, taken only outside signal handlers ---- */
+    if (from_signal)
+        ncclguard_threads_forget();
+    else
+        ncclguard_threads_collect();
+    /* ---- */
     char name[NG_NAME_PART_MAX + 64], tmp[NG_NAME_PART_MAX + 72];
     file_names(name, sizeof name, tmp, sizeof tmp);
     const char *dir = dump_dir;

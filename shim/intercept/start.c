@@ -19,6 +19,8 @@
 #include "base/log.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
+#include "evidence/python.h"
+#include "evidence/threads.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -28,6 +30,7 @@
 #include "track/markers.h"
 #include "track/ops.h"
 #include "track/track.h"
+#include "track/unwind.h"
 #include "watch/escalation.h"
 #include "watch/nccl_calls.h"
 #include "watch/watchdog.h"
@@ -68,6 +71,7 @@ static void atfork_child(void)
     ncclguard_track_atfork_child();
     ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
+    ncclguard_threads_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -164,6 +168,10 @@ static void start_all(void)
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
+    /* issue 10: the unwinder, the stack signal and the interpreter, for the dump */
+    ncclguard_unwind_open();
+    ncclguard_threads_init(s->dump_signal);
+    ncclguard_python_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
     ncclguard_watchdog_start();

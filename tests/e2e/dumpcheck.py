@@ -13,6 +13,8 @@ usage: dumpcheck.py CHECK DIR [ARGS]
   differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
                             and differ first there, on RANK
   flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
+  stack DIR FUNCTION        every dump lists its main thread (tid = pid), and some thread
+                            of it has FUNCTION in its stack
 Prints what it found; exits 1 with a reason when the check fails.
 """
 import glob
@@ -162,15 +164,31 @@ def check_flight(dumps, capacity):
     print(f"dumpcheck: flight counters consistent on {len(dumps)} ranks")
 
 
+def check_stack(dumps, function):
+    if not dumps:
+        fail("no dumps")
+    for rank, doc in sorted(dumps.items()):
+        threads = doc.get("threads") or []
+        if not any(t["tid"] == doc["pid"] for t in threads):
+            fail(f"rank {rank}: its main thread is not listed")
+        names = {f["function"] for t in threads for f in t["frames"]}
+        if function not in names:
+            fail(f"rank {rank}: no thread has {function} in its stack ({sorted(map(str, names))})")
+    print(f"dumpcheck: {len(dumps)} dumps, each with a thread in {function}")
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
         sys.exit(64)
     check, d = sys.argv[1], sys.argv[2]
-    arg = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    arg = sys.argv[3] if len(sys.argv) > 3 else "0"
     dumps = load(d)
+    if check == "stack":
+        check_stack(dumps, arg)
+        return
     {"completed": check_completed, "stall": check_stall, "hang": check_hang,
-     "differ": check_differ, "flight": check_flight}[check](dumps, arg)
+     "differ": check_differ, "flight": check_flight}[check](dumps, int(arg))
 
 
 if __name__ == "__main__":

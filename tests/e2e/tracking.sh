@@ -101,6 +101,14 @@ if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
 else
     fail "host hang" "$(cat "$TMP/hang/check")"; show hang
 fi
+# Each peer's dump holds every thread's C stack, symbolized from the binary's
+# .symtab (trainloop exports nothing), and passes the schema check.
+if $CHECK stack "$TMP/hang/dumps" run_worker >"$TMP/hang/stack" &&
+    python3 "$ROOT/tests/unit/check_dump.py" "$TMP"/hang/dumps/*.json >>"$TMP/hang/stack" 2>&1; then
+    pass "host hang: the peers' dumps list their threads, the main one in run_worker"
+else
+    fail "host hang stacks" "$(cat "$TMP/hang/stack")"
+fi
 
 # --- skipped and mismatched collectives: the dumps differ exactly there -------------------
 for kind in skip mismatch; do
