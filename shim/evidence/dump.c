@@ -251,6 +251,16 @@ static int open_dir(const char *dir, int shared)
     return dfd;
 }
 
+int ncclguard_dump_dir_fd(void)
+{
+    if (!ng_atomic_load_acquire(&ready)) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fallen_back = ng_atomic_load_relaxed(&use_fallback);
+    return open_dir(fallen_back ? fallback_dir : dump_dir, fallen_back);
+}
+
 /* Creates the temp file; a stale one (an earlier crash, or something planted
  * there: a symlink is removed, never followed) is unlinked and the create
  * retried once. */

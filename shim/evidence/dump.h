@@ -50,6 +50,12 @@ int ncclguard_dump_write_signal(const char *reason, char *path_out, size_t path_
  * "" before init. For messages and tests. */
 const char *ncclguard_dump_dir(void);
 
+/* Opens the directory the next dump goes to, creating it (mode 0700) like a
+ * dump would: a descriptor (O_DIRECTORY, close-on-exec), or -1 with errno set.
+ * For the cross-rank trigger file, which lives there. Call it on the thread
+ * that writes the dumps, never during one (they share a path buffer). */
+int ncclguard_dump_dir_fd(void);
+
 /* fork(): the child may dump (its own ops) even if the parent was dumping. */
 void ncclguard_dump_atfork_child(void);
 

@@ -32,6 +32,7 @@
 
 struct dump_ctx {
     const char *reason;
+    const char *incident;
     int64_t time_ns;
     int64_t pid;
     const struct ng_identity *id;
@@ -78,6 +79,19 @@ static uint64_t listed[MAX_RING / 64];  /* slots written by the in-flight pass *
 void ncclguard_dump_set_config_writer(ng_dump_config_fn fn)
 {
     ng_atomic_store_release(&config_writer, fn);
+}
+
+static char incident_id[128];
+static ng_atomic(int) incident; /* incident_id is set */
+
+void ncclguard_dump_set_incident(const char *id)
+{
+    ng_atomic_store_relaxed(&incident, 0);
+    if (!id) return;
+    size_t n = strnlen(id, sizeof incident_id - 1);
+    memcpy(incident_id, id, n);
+    incident_id[n] = '\0';
+    ng_atomic_store_release(&incident, 1);
 }
 
 /* ---- scalar kinds ---- */
@@ -480,6 +494,7 @@ void ncclguard_dump_body(struct ng_json *j, const char *reason)
 {
     struct dump_ctx ctx = {
         .reason = reason,
+        .incident = ng_atomic_load_acquire(&incident) ? incident_id : NULL,
         .time_ns = ng_clock_ns(CLOCK_REALTIME),
         .pid = getpid(),
         .id = ncclguard_identity(),

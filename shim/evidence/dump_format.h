@@ -51,6 +51,7 @@
 #define NG_DUMP_TOP_FIELDS(X)                               \
     X("schema", STR, NG_DUMP_SCHEMA)                        \
     X("reason", STR, d->reason)                             \
+    X("incident", OPT_STR, d->incident)                     \
     X("time_ns", I64, d->time_ns)                           \
     X("host", STR, d->id->host)                             \
     X("pid", I64, d->pid)                                   \

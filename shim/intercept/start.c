@@ -21,6 +21,7 @@
 #include "evidence/dump_body.h"
 #include "evidence/python.h"
 #include "evidence/threads.h"
+#include "evidence/trigger.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -72,6 +73,7 @@ static void atfork_child(void)
     ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
     ncclguard_threads_atfork_child();
+    ncclguard_trigger_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -168,10 +170,11 @@ static void start_all(void)
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
-    /* issue 10: the unwinder, the stack signal and the interpreter, for the dump */
+    /* issue 10: the unwinder, the stack signal, the interpreter, the trigger */
     ncclguard_unwind_open();
     ncclguard_threads_init(s->dump_signal);
     ncclguard_python_init();
+    ncclguard_trigger_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
     ncclguard_watchdog_start();

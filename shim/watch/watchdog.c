@@ -23,6 +23,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "evidence/dump.h"
+#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "policy/envaudit.h"
 #include "track/comm.h"
@@ -42,9 +43,10 @@
 #define SLOW_WINDOW_NS (10LL * 1000000000)
 
 /* Why a dump is due: the reason of the most recent request wins. */
-enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT };
+enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER };
 static const char *const dump_reason_name[] = {
-    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout"};
+    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout",
+    [DUMP_TRIGGER] = "trigger"};
 
 static pthread_t thread;
 static ng_atomic(int) running;
@@ -434,6 +436,11 @@ static void poll(int full)
         check_comms(now_real);
         st.polls++;
         int why = ng_atomic_exchange_relaxed(&dump_requested, 0);
+        /* ---- issue 10: the cross-rank trigger (evidence/trigger.h): a timeout
+         * raises or joins an incident, one dump per rank and incident ---- */
+        if (why == DUMP_TIMEOUT && !ncclguard_trigger_raise()) why = DUMP_NONE;
+        if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
+        /* ---- */
         if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
         escalate(now_mono);
     }

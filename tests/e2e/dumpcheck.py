@@ -8,8 +8,10 @@ usage: dumpcheck.py CHECK DIR [ARGS]
                             all completed
   stall DIR RANK            RANK's oldest in-flight collective is scheduled; every other
                             rank has the same (comm, seq) started
-  hang DIR RANK             RANK wrote no dump; the others' oldest in-flight collective is
-                            the same (comm, seq) on all of them
+  hang DIR RANK             the others' oldest in-flight collective is the same (comm, seq) on
+                            all of them; RANK has none in flight, dumped on the trigger, and a
+                            thread of it is in trainloop_host_stall; one incident for all
+  incident DIR NRANKS       one dump per rank, all of one incident
   differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
                             and differ first there, on RANK
   flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
@@ -117,16 +119,33 @@ def check_stall(dumps, rank):
           f"{len(dumps) - 1} peers started there")
 
 
+def check_incident(dumps, nranks):
+    if sorted(dumps) != list(range(nranks)):
+        fail(f"dumps of ranks {sorted(dumps)}, expected 0..{nranks - 1}")
+    ids = {doc.get("incident") for doc in dumps.values()}
+    if len(ids) != 1 or None in ids:
+        fail(f"incidents {ids}: expected one")
+    print(f"dumpcheck: {nranks} dumps of incident {ids.pop()}")
+
+
 def check_hang(dumps, rank):
-    if rank in dumps:
-        fail(f"rank {rank} wrote a dump; it never entered NCCL")
+    if rank not in dumps:
+        fail(f"rank {rank} wrote no dump")
+    culprit = dumps.pop(rank)
     if not dumps:
-        fail("no dumps at all")
+        fail("no dumps of the peers")
     seen = {r: inflight(doc) for r, doc in dumps.items()}
     keys = {v[:2] if v else None for v in seen.values()}
     if len(keys) != 1 or None in keys:
         fail(f"peers disagree on the stuck op: {seen}")
-    print(f"dumpcheck: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}")
+    if inflight(culprit) is not None or culprit.get("reason") != "trigger":
+        fail(f"rank {rank}: {culprit.get('reason')} dump with {inflight(culprit)} in flight")
+    ids = {doc.get("incident") for doc in dumps.values()} | {culprit.get("incident")}
+    if len(ids) != 1 or None in ids:
+        fail(f"incidents {ids}: expected one")
+    check_stack({rank: culprit}, "trainloop_host_stall")
+    print(f"dumpcheck: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}; rank {rank} "
+          "dumped on the trigger, in trainloop_host_stall")
 
 
 def check_differ(dumps, rank):
@@ -188,7 +207,8 @@ def main():
         check_stack(dumps, arg)
         return
     {"completed": check_completed, "stall": check_stall, "hang": check_hang,
-     "differ": check_differ, "flight": check_flight}[check](dumps, int(arg))
+     "differ": check_differ, "flight": check_flight,
+     "incident": check_incident}[check](dumps, int(arg))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 \
     job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
     ! grep -q 'ncclguard: \[rank 1 .*in flight' "$TMP/hang/out"; then
-    pass "host hang on rank 1: peers time out on one op, rank 1 dumps nothing"
+    pass "host hang on rank 1: peers time out on one op, rank 1 dumps on their trigger"
 else
     fail "host hang" "$(cat "$TMP/hang/check")"; show hang
 fi

@@ -19,7 +19,8 @@ import sys
 SCHEMA = "ncclguard.dump/2"
 
 # (key, kind) in file order, as in shim/evidence/dump_format.h.
-TOP = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
+TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns", "I64"),
+       ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
        ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
        ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"), ("threads", "THREADS")]
