@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "evidence/dump_body.h"
 #include "evidence/dump_format.h"
+#include "evidence/python.h"
 #include "evidence/threads.h"
 #include "policy/config.h"
 
@@ -387,11 +388,14 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         errno = EBUSY;
         return -1;
     }
-    /* ---- issue 10: every thread's stack, taken only outside signal handlers ---- */
-    if (from_signal)
+    /* ---- issue 10: every thread's C and Python stack, only outside signal handlers ---- */
+    if (from_signal) {
         ncclguard_threads_forget();
-    else
+        ncclguard_python_forget();
+    } else {
         ncclguard_threads_collect();
+        ncclguard_python_collect();
+    }
     /* ---- */
     char name[NG_NAME_PART_MAX + 64], tmp[NG_NAME_PART_MAX + 72];
     file_names(name, sizeof name, tmp, sizeof tmp);

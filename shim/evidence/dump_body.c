@@ -42,7 +42,7 @@ struct dump_ctx {
     const char *python_version;
 };
 
-/* One frame of a thread, symbolized. */
+/* One frame of a thread, symbolized (put_FRAMES), named for the list's `f`. */
 struct frame_view {
     uint64_t pc;
     const char *module;
@@ -109,6 +109,11 @@ static void put_OPT_STR(struct ng_json *j, const char *key, const char *v)
 }
 
 static void put_STACK_FROM(struct ng_json *j, const char *key, const char *v)
+{
+    put_STR(j, key, v);
+}
+
+static void put_PY_METHOD(struct ng_json *j, const char *key, const char *v)
 {
     put_STR(j, key, v);
 }
@@ -488,6 +493,52 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
     }
     ncclguard_json_end_array(j);
     ncclguard_symbolize_end();
+}
+
+static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < p->nframes; i++) {
+        struct ng_py_frame view;
+        ncclguard_python_frame(p->first + i, &view);
+        const struct ng_py_frame *f = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PY_FRAME_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_py_view *y)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < y->nthreads; i++) {
+        struct ng_py_thread view;
+        ncclguard_python_thread(i, &view);
+        const struct ng_py_thread *p = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PY_THREAD_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+/* The Python stacks of the last collection (python.h); null without one. */
+static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_py_view view;
+    const struct ng_py_view *y = &view;
+    ncclguard_json_key(j, key);
+    if (ncclguard_python_view(&view) != 0) {
+        ncclguard_json_null(j);
+        return;
+    }
+    ncclguard_json_begin_object(j);
+    NG_DUMP_PYTHON_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
 }
 
 void ncclguard_dump_body(struct ng_json *j, const char *reason)

@@ -14,6 +14,7 @@
  *      STR          string
  *      OPT_STR      string, null when absent (a NULL pointer)
  *      STACK_FROM   "self", "signal", "scan" or "no_answer" (threads.h)
+ *      PY_METHOD    "faulthandler", "debug_offsets" or "none" (python.h)
  *      BUILD_ID     lowercase hex string, null when absent
  *      NAME         string from a fixed char array, null when empty
  *      I64, U64     integer
@@ -25,14 +26,16 @@
  *      BOOL         true or false
  *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
  *                   names, documented in docs/dump-format.md
- *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, THREADS, FRAMES
+ *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, THREADS, FRAMES,
+ *      PYTHON, PY_THREADS, PY_FRAMES
  *                   nested members (CONFIG is omitted when no config writer
  *                   is installed; ENV is an object of the allowed variables);
  *  - source: the expression the writer reads, in terms of its locals `d` (the
  *    dump), `s` (ring statistics), `c` (a communicator snapshot), `p` (one of
  *    its peers), `v` (an op: v->index, v->state), `r` (its struct
- *    ng_op_record), `t` (a thread, evidence/threads.h) and `f` (one of its
- *    frames, evidence/symbolize.h). A reader ignores it.
+ *    ng_op_record), `t` (a thread, evidence/threads.h), `f` (one of its
+ *    frames, or of a Python thread's), `y` (the Python collection) and `p`
+ *    (one Python thread, evidence/python.h). A reader ignores it.
  *
  * Changing a key, its kind or the order is a schema change: bump the version
  * in NG_DUMP_SCHEMA, and update docs/dump-format.md and check_dump.py.
@@ -64,7 +67,8 @@
     X("flight", FLIGHT, d)                                  \
     X("comms", COMMS, d)                                    \
     X("ops", OPS, d)                                        \
-    X("threads", THREADS, d)
+    X("threads", THREADS, d)                                \
+    X("python", PYTHON, d)
 
 /* "versions": what the process runs; null where not known (yet). */
 #define NG_DUMP_VERSION_FIELDS(X)                           \
@@ -94,6 +98,26 @@
     X("syscall", OPT_STR, t->syscall)                       \
     X("stack_from", STACK_FROM, t->stack_from)              \
     X("frames", FRAMES, t)
+
+/* "python": the Python stacks, null when the process is not CPython (or the
+ * dump was written from a signal handler). */
+#define NG_DUMP_PYTHON_FIELDS(X)                            \
+    X("method", PY_METHOD, y->method)                       \
+    X("why", OPT_STR, y->why)                               \
+    X("threads", PY_THREADS, y)                             \
+    X("raw", OPT_STR, y->raw)
+
+/* One element of "python"."threads". */
+#define NG_DUMP_PY_THREAD_FIELDS(X)                         \
+    X("thread_id", HEX, p->thread_id)                       \
+    X("tid", I64_NONNEG, p->tid)                            \
+    X("frames", PY_FRAMES, p)
+
+/* One element of a Python thread's "frames", innermost first. */
+#define NG_DUMP_PY_FRAME_FIELDS(X)                          \
+    X("file", STR, f->file)                                 \
+    X("line", I64_NONNEG, f->line)                          \
+    X("function", STR, f->function)
 
 /* One element of a thread's "frames", innermost first. */
 #define NG_DUMP_FRAME_FIELDS(X)                             \

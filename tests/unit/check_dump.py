@@ -23,7 +23,8 @@ TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns"
        ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
        ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
-       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"), ("threads", "THREADS")]
+       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"), ("threads", "THREADS"),
+       ("python", "PYTHON")]
 # ncclguard.dump/1.x: the versions were two top-level members, and there was no
 # env and no threads. 1.0 had no config, 1.0 and 1.1 no comms[].peers.
 TOP_V1 = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
@@ -37,6 +38,11 @@ THREAD = [("tid", "I64"), ("name", "STR"), ("state", "STR"), ("syscall", "OPT_ST
 FRAME = [("pc", "HEX"), ("module", "OPT_STR"), ("offset", "U64"),
          ("function", "OPT_STR"), ("function_offset", "I64_NONNEG"),
          ("build_id", "BUILD_ID")]
+PYTHON = [("method", "PY_METHOD"), ("why", "OPT_STR"), ("threads", "PY_THREADS"),
+          ("raw", "OPT_STR")]
+PY_THREAD = [("thread_id", "HEX"), ("tid", "I64_NONNEG"), ("frames", "PY_FRAMES")]
+PY_FRAME = [("file", "STR"), ("line", "I64_NONNEG"), ("function", "STR")]
+PY_METHODS = {"faulthandler", "debug_offsets", "none"}
 # The env allowlist, written out independently of the writer's.
 ENV_PREFIXES = ("NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
 ENV_NAMES = {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
@@ -65,14 +71,19 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
 LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
          "NG_DUMP_FLIGHT_FIELDS": FLIGHT, "NG_DUMP_COMM_FIELDS": COMM,
          "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP,
-         "NG_DUMP_THREAD_FIELDS": THREAD, "NG_DUMP_FRAME_FIELDS": FRAME}
+         "NG_DUMP_THREAD_FIELDS": THREAD, "NG_DUMP_FRAME_FIELDS": FRAME,
+         "NG_DUMP_PYTHON_FIELDS": PYTHON, "NG_DUMP_PY_THREAD_FIELDS": PY_THREAD,
+         "NG_DUMP_PY_FRAME_FIELDS": PY_FRAME}
 # Section of docs/dump-format.md that documents each list.
 DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_VERSION_FIELDS": "versions",
                 "NG_DUMP_FLIGHT_FIELDS": "flight",
                 "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_PEER_FIELDS": "comms[].peers[]",
                 "NG_DUMP_OP_FIELDS": "ops[]", "NG_DUMP_THREAD_FIELDS": "threads[]",
-                "NG_DUMP_FRAME_FIELDS": "threads[].frames[]"}
-NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "THREADS", "FRAMES")
+                "NG_DUMP_FRAME_FIELDS": "threads[].frames[]", "NG_DUMP_PYTHON_FIELDS": "python",
+                "NG_DUMP_PY_THREAD_FIELDS": "python.threads[]",
+                "NG_DUMP_PY_FRAME_FIELDS": "python.threads[].frames[]"}
+NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "THREADS", "FRAMES",
+          "PYTHON", "PY_THREADS", "PY_FRAMES")
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
 OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
@@ -105,6 +116,8 @@ def check_value(where, kind, v):
         ok = v is None or isinstance(v, str)
     elif kind == "STACK_FROM":
         ok = v in STACK_FROM
+    elif kind == "PY_METHOD":
+        ok = v in PY_METHODS
     elif kind == "BUILD_ID":
         ok = v is None or (isinstance(v, str) and re.fullmatch(r"[0-9a-f]{2,40}", v) is not None)
     elif kind == "NAME":
@@ -257,6 +270,24 @@ def check_threads(where, threads):
         fail(where, "a thread appears twice")
 
 
+def check_python(where, py):
+    """null (not Python, or not collected), or the stacks: a method, and a
+    reason exactly when there are none."""
+    if py is None:
+        return
+    top = check_object(where, pairs_of(where, py), PYTHON)
+    threads = top.get("threads")
+    if not isinstance(threads, list):
+        fail(f"{where}.threads", "is not an array")
+        return
+    if top.get("method") == "none" and (threads or not top.get("why")):
+        fail(where, "method none needs a reason and no threads")
+    for i, t in enumerate(threads):
+        th = check_object(f"{where}.threads[{i}]", pairs_of("thread", t), PY_THREAD)
+        for k, f in enumerate(th.get("frames") or []):
+            check_object(f"{where}.threads[{i}].frames[{k}]", pairs_of("frame", f), PY_FRAME)
+
+
 def check_dump(path):
     """Schema, kinds, names, and the rules that tie members together. Returns
     the dump as plain dicts."""
@@ -271,6 +302,7 @@ def check_dump(path):
         check_object("versions", pairs_of("versions", top.get("versions")), VERSIONS)
         check_env("env", top.get("env"))
         check_threads("threads", top.get("threads"))
+        check_python("python", top.get("python"))
     if "config" in top and not (isinstance(top["config"], tuple) or top["config"] is None):
         fail("config", "is neither an object nor null")
     check_object("flight", pairs_of("flight", top.get("flight")), FLIGHT)
