@@ -12,6 +12,7 @@ usage: dumpcheck.py CHECK DIR [ARGS]
                             all of them; RANK has none in flight, dumped on the trigger, and a
                             thread of it is in trainloop_host_stall; one incident for all
   incident DIR NRANKS       one dump per rank, all of one incident
+  mainloop DIR RANK         RANK's main thread is in the training loop (run_worker), not in NCCL
   differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
                             and differ first there, on RANK
   flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
@@ -128,6 +129,21 @@ def check_incident(dumps, nranks):
     print(f"dumpcheck: {nranks} dumps of incident {ids.pop()}")
 
 
+def check_mainloop(dumps, rank):
+    doc = dumps.get(rank)
+    if doc is None:
+        fail(f"no dump from rank {rank}")
+    main = [t for t in doc.get("threads") or [] if t["tid"] == doc["pid"]]
+    if not main:
+        fail(f"rank {rank}: its main thread is not listed")
+    frames = main[0]["frames"]
+    names = [f["function"] for f in frames]
+    in_nccl = [f["module"] for f in frames if "libnccl" in (f["module"] or "")]
+    if "run_worker" not in names or in_nccl:
+        fail(f"rank {rank}: main thread in {names} (NCCL frames: {in_nccl})")
+    print(f"dumpcheck: rank {rank}'s main thread is in the training loop, not in NCCL")
+
+
 def check_hang(dumps, rank):
     if rank not in dumps:
         fail(f"rank {rank} wrote no dump")
@@ -208,7 +224,7 @@ def main():
         return
     {"completed": check_completed, "stall": check_stall, "hang": check_hang,
      "differ": check_differ, "flight": check_flight,
-     "incident": check_incident}[check](dumps, int(arg))
+     "incident": check_incident, "mainloop": check_mainloop}[check](dumps, int(arg))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_EVENTS=$TMP/stall.events
     job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
     grep -q 'ncclguard: \[rank 0 .*in flight .*started on GPU, not finished' "$TMP/stall/out" &&
-    $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check"; then
+    $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check" &&
+    $CHECK mainloop "$TMP/stall/dumps" 2 >>"$TMP/stall/check"; then
     pass "stalled GPU on rank 2: scheduled there, started on the peers ($(cat "$TMP/stall/check"))"
 else
     fail "stalled GPU" "$(cat "$TMP/stall/check" 2>/dev/null)"; show stall
