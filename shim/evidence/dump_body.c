@@ -457,9 +457,10 @@ static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_threa
 {
     ncclguard_json_key(j, key);
     ncclguard_json_begin_array(j);
+    int symbols = ncclguard_threads_symbolizable();
     for (int i = 0; i < t->npcs; i++) {
-        struct ng_symbol sym;
-        ncclguard_symbolize((uintptr_t)t->pcs[i], &sym);
+        struct ng_symbol sym = {.module = "", .offset = (uintptr_t)t->pcs[i]};
+        if (symbols) ncclguard_symbolize((uintptr_t)t->pcs[i], &sym);
         struct frame_view view = {(uintptr_t)t->pcs[i], sym.module, sym.offset, sym.function,
                                   sym.function_offset, sym.build_id};
         const struct frame_view *f = &view;
@@ -471,7 +472,8 @@ static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_threa
 }
 
 /* The threads of the last collection (threads.h), null without one: a dump
- * from a signal handler cannot collect, and cannot symbolize either. */
+ * from a signal handler cannot collect, and cannot symbolize either (the crash
+ * path's own thread is written with bare addresses). */
 static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
@@ -481,7 +483,8 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
         ncclguard_json_null(j);
         return;
     }
-    ncclguard_symbolize_begin();
+    int symbols = ncclguard_threads_symbolizable();
+    if (symbols) ncclguard_symbolize_begin();
     ncclguard_json_begin_array(j);
     for (int i = 0; i < n; i++) {
         struct ng_thread_view view;
@@ -492,7 +495,7 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
         ncclguard_json_end_object(j);
     }
     ncclguard_json_end_array(j);
-    ncclguard_symbolize_end();
+    if (symbols) ncclguard_symbolize_end();
 }
 
 static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)

@@ -51,6 +51,7 @@ struct slot {
 
 static struct slot slots[MAX_THREADS];
 static ng_atomic(int) nslots = -1; /* -1: no collection */
+static ng_atomic(int) raw_sample;  /* the slots hold a crash sample: no symbols */
 static ng_atomic(int) stack_signal;
 static uint32_t round_no;
 
@@ -334,6 +335,7 @@ void ncclguard_threads_collect(void)
     pid_t self = (pid_t)syscall(SYS_gettid);
     round_no++;
     ng_atomic_store_relaxed(&nslots, -1);
+    ng_atomic_store_relaxed(&raw_sample, 0);
     ncclguard_stackscan_begin();
     int n = 0;
     for (int i = 0; i < ntids; i++) {
@@ -369,7 +371,32 @@ void ncclguard_threads_collect(void)
 
 void ncclguard_threads_forget(void)
 {
+    if (!ng_atomic_load_acquire(&raw_sample)) ng_atomic_store_release(&nslots, -1);
+}
+
+void ncclguard_threads_take_self(void)
+{
     ng_atomic_store_release(&nslots, -1);
+    struct slot *s = &slots[0];
+    s->tid = (pid_t)syscall(SYS_gettid);
+    s->from = FROM_SELF;
+    s->syscall[0] = '\0';
+    strcpy(s->state, "R");
+    s->name[0] = '\0';
+    char buf[32];
+    ssize_t n = read_task_file(s->tid, "comm", buf, sizeof s->name + 1);
+    for (ssize_t i = 0; i < n && buf[i] != '\n' && i < (ssize_t)sizeof s->name - 1; i++) {
+        s->name[i] = buf[i];
+        s->name[i + 1] = '\0';
+    }
+    s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
+    ng_atomic_store_relaxed(&raw_sample, 1);
+    ng_atomic_store_release(&nslots, 1);
+}
+
+int ncclguard_threads_symbolizable(void)
+{
+    return !ng_atomic_load_acquire(&raw_sample);
 }
 
 int ncclguard_threads_count(void)

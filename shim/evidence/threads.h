@@ -40,9 +40,18 @@ int ncclguard_threads_signal(void);
  * signalled threads. Not async-signal-safe (reads /proc, sleeps). */
 void ncclguard_threads_collect(void);
 
-/* Drops the last collection: the next put_json writes null (a dump from a
- * signal handler, which cannot collect). Async-signal-safe. */
+/* Drops the last collection: the next dump writes null (a dump from a signal
+ * handler, which cannot collect), unless the slots hold a crash sample.
+ * Async-signal-safe. */
 void ncclguard_threads_forget(void);
+
+/* The crash path: the calling thread alone, unwound, in place of any
+ * collection; its frames are written as bare addresses (symbolizing is not
+ * async-signal-safe). Async-signal-safe: open/read of /proc and the unwinder. */
+void ncclguard_threads_take_self(void);
+
+/* False while the slots hold a crash sample. */
+int ncclguard_threads_symbolizable(void);
 
 /* One thread of the last collection, for the dump writer (dump_body.c). */
 struct ng_thread_view {

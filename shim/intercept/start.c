@@ -18,6 +18,7 @@
 #include "base/identity.h"
 #include "base/log.h"
 #include "evidence/dump.h"
+#include "evidence/crash.h"
 #include "evidence/dump_body.h"
 #include "evidence/python.h"
 #include "evidence/threads.h"
@@ -74,6 +75,7 @@ static void atfork_child(void)
     ncclguard_dump_atfork_child();
     ncclguard_threads_atfork_child();
     ncclguard_trigger_atfork_child();
+    ncclguard_crash_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -170,11 +172,12 @@ static void start_all(void)
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
-    /* issue 10: the unwinder, the stack signal, the interpreter, the trigger */
+    /* issue 10: the unwinder, the stack signal, the interpreter, the trigger, crashes */
     ncclguard_unwind_open();
     ncclguard_threads_init(s->dump_signal);
     ncclguard_python_init();
     ncclguard_trigger_init();
+    ncclguard_crash_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
     ncclguard_watchdog_start();

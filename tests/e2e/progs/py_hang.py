@@ -3,7 +3,8 @@
 libnccl.so.2 is loaded RTLD_GLOBAL and the calls go through ctypes.CDLL(None),
 so they resolve in the global scope, where the preloaded shim comes first: the
 way a framework's linked calls reach it. After one AllReduce it prints "ready"
-and blocks in stuck_in_python_function, whose name the dump must show.
+and blocks in stuck_in_python_function, whose name the dump must show. With
+the argument "crash" it dereferences NULL instead (the crash path's test).
 """
 import ctypes
 import sys
@@ -53,6 +54,8 @@ def stuck_in_python_function():
 
 
 one_rank_allreduce()
+if sys.argv[1:] == ["crash"]:
+    ctypes.string_at(0)
 threading.Thread(target=data_loader_worker, name="loader", daemon=True).start()
 print("ready", flush=True)
 stuck_in_python_function()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The crash path (shim/evidence/crash.c), end to end: a rank that dies of SIGSEGV,
+# SIGABRT or a SIGBUS sent with kill leaves a parseable dump with "reason": "crash"
+# (its ops and its crashing thread's stack) and still dies of that signal; a handler
+# installed before the first communicator (Python's faulthandler) still runs after it.
+source "$(dirname "$0")/lib.sh"
+PROG=$E2E/crash_mid_job
+if [ ! -x "$PROG" ]; then skip "crash" "not built"; finish; exit; fi
+
+# crash_dump DIR: the dump is valid, of reason crash, with the ops and one thread.
+crash_dump() {
+    python3 "$ROOT/tests/unit/check_dump.py" "$1"/*.json >/dev/null &&
+        python3 - "$1"/*.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["threads"]
+assert d["reason"] == "crash" and len(d["ops"]) >= 1, (d["reason"], len(d["ops"]))
+assert len(t) == 1 and t[0]["stack_from"] == "self" and t[0]["frames"], t
+PY
+}
+
+for case in segv:139 abort:134 kill:135; do
+    how=${case%%:*} want=${case##*:}
+    d=$TMP/$how
+    NCCLGUARD_DUMP_DIR=$d under_shim "$PROG" "$how" >"$d.out" 2>&1
+    rc=$?
+    if [ $rc -eq "$want" ] && crash_dump "$d" 2>>"$d.out"; then
+        pass "crash ($how): a crash dump, and the process still dies of the signal ($rc)"
+    else
+        fail "crash ($how)" "rc=$rc (want $want) $(tail -n 5 "$d.out")"
+    fi
+done
+
+# Python's faulthandler (enabled before the first communicator) runs after the dump.
+d=$TMP/python
+NCCLGUARD_DUMP_DIR=$d under_shim python3 -X faulthandler "$ROOT/tests/e2e/progs/py_hang.py" crash \
+    >"$d.out" 2>&1
+rc=$?
+if [ $rc -eq 139 ] && grep -q 'Fatal Python error: Segmentation fault' "$d.out" &&
+    crash_dump "$d" 2>>"$d.out"; then
+    pass "crash under Python: the dump, then faulthandler's report, then death by SIGSEGV"
+else
+    fail "crash under Python" "rc=$rc $(tail -n 8 "$d.out")"
+fi
+finish
