@@ -3,14 +3,18 @@
 # the host, alone on its "node" (its own NCCLGUARD_NODE_DIR), so that it learns of the
 # incident only through the shared TRIGGER and its node's poller (NCCLGUARD_TRIGGER_POLL_S,
 # default 2). Prints the time from the first timeout to the last of the 16 dumps.
-# Target: <= 3 s. Usage: bench/incident.sh BUILD_DIR
+# Target: <= 3 s. tests/e2e/incident.sh runs the same job and checks its dumps.
+# Usage: bench/incident.sh BUILD_DIR [WORK_DIR]   (WORK_DIR is kept: dumps/, events, out;
+# PRELOAD replaces the LD_PRELOAD value, for the sanitizer runtimes)
 set -u
 B=$(cd "${1:-build}" && pwd)
-T=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-bench.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+if [ -n "${2:-}" ]; then T=$2; mkdir -p "$T"; else
+    T=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-bench.XXXXXX")
+    trap 'rm -rf "$T"' EXIT
+fi
 mkdir -p "$T/nodeA" "$T/nodeB"
 (cd "$T" && NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_DUMP_DIR=$T/dumps \
-    NCCLGUARD_EVENTS=$T/events LD_LIBRARY_PATH=$B/fakes LD_PRELOAD=$B/libncclguard.so \
+    NCCLGUARD_EVENTS=$T/events LD_LIBRARY_PATH=$B/fakes LD_PRELOAD=${PRELOAD:-$B/libncclguard.so} \
     "$B/apps/launch" -n 16 --timeout 300 -- /bin/sh -c \
     'if [ "$RANK" = 5 ]; then n=B; else n=A; fi; NCCLGUARD_NODE_DIR='"$T"'/node$n exec "$@"' \
     sh "$B/apps/trainloop" --steps 30 --hang-rank 5 --hang-step 3 --quiet >"$T/out" 2>&1) &

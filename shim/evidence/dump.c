@@ -48,6 +48,7 @@ static ng_atomic(int) ready;        /* init done */
 static ng_atomic(int) busy;         /* a dump is under way */
 static ng_atomic(int) use_fallback; /* the dump dir failed once: stay in the fallback */
 static ng_atomic(int) said_fallback, said_failure, said_uninit; /* each message once */
+static ng_atomic(int) written;      /* dumps written by this process */
 /* Used only while `busy` is held, so static: a signal handler may run on a
  * small alternate stack. */
 static char json_buf[BUF_SIZE];
@@ -155,9 +156,15 @@ const char *ncclguard_dump_dir(void)
     return ng_atomic_load_relaxed(&use_fallback) ? fallback_dir : dump_dir;
 }
 
+int ncclguard_dump_written(void)
+{
+    return ng_atomic_load_relaxed(&written);
+}
+
 void ncclguard_dump_atfork_child(void)
 {
     ng_atomic_store_relaxed(&busy, 0);
+    ng_atomic_store_relaxed(&written, 0);
 }
 
 /* ---- messages ---- */
@@ -425,6 +432,7 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
     } else if (rc != 0) {
         say_failure(name, primary_err, err, from_signal);
     }
+    if (rc == 0) ng_atomic_add_relaxed(&written, 1);
     ng_atomic_store_release(&busy, 0);
     errno = rc == 0 ? saved_errno : err;
     return rc;

@@ -56,6 +56,10 @@ const char *ncclguard_dump_dir(void);
  * that writes the dumps, never during one (they share a path buffer). */
 int ncclguard_dump_dir_fd(void);
 
+/* Dumps this process has written (a fork child counts its own). Any thread,
+ * signal handlers included. */
+int ncclguard_dump_written(void);
+
 /* fork(): the child may dump (its own ops) even if the parent was dumping. */
 void ncclguard_dump_atfork_child(void);
 

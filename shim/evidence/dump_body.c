@@ -430,9 +430,9 @@ static int env_allowed(const char *var, size_t name_len)
     return 0;
 }
 
-/* The allowed variables. environ is read as it is: a variable set meanwhile
- * by another thread may be missed, never half-read (setenv publishes whole
- * strings). */
+/* The allowed variables. environ is read without the lock that setenv takes
+ * (this may run in a signal handler): a variable set at that very moment may
+ * be missed. */
 static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;

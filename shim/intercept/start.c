@@ -21,6 +21,7 @@
 #include "evidence/crash.h"
 #include "evidence/dump_body.h"
 #include "evidence/python.h"
+#include "evidence/sigterm.h"
 #include "evidence/threads.h"
 #include "evidence/trigger.h"
 #include "intercept/real.h"
@@ -172,12 +173,14 @@ static void start_all(void)
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
-    /* issue 10: the unwinder, the stack signal, the interpreter, the trigger, crashes */
+    /* issue 10: the unwinder, the stack signal, the interpreter, the trigger, crashes,
+     * SIGTERM */
     ncclguard_unwind_open();
     ncclguard_threads_init(s->dump_signal);
     ncclguard_python_init();
     ncclguard_trigger_init();
     ncclguard_crash_init();
+    ncclguard_sigterm_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
     ncclguard_watchdog_start();

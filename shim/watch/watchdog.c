@@ -23,6 +23,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "evidence/dump.h"
+#include "evidence/sigterm.h"
 #include "evidence/trigger.h"
 #include "policy/config.h"
 #include "policy/envaudit.h"
@@ -440,6 +441,7 @@ static void poll(int full)
          * raises or joins an incident, one dump per rank and incident ---- */
         if (why == DUMP_TIMEOUT && !ncclguard_trigger_raise()) why = DUMP_NONE;
         if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
+        ncclguard_sigterm_rearm(); /* evidence/sigterm.h */
         /* ---- */
         if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
         escalate(now_mono);

@@ -3,6 +3,10 @@
 # SIGABRT or a SIGBUS sent with kill leaves a parseable dump with "reason": "crash"
 # (its ops and its crashing thread's stack) and still dies of that signal; a handler
 # installed before the first communicator (Python's faulthandler) still runs after it.
+# And SIGTERM, as torchrun sends it: a dump ("sigterm") while an op is in flight (unless
+# the process dumped already: tests/e2e/tracking.sh keeps its SIGUSR2 dumps), then
+# the application's own handler (installed before or after the first communicator) or
+# the default death; nothing when idle.
 source "$(dirname "$0")/lib.sh"
 PROG=$E2E/crash_mid_job
 if [ ! -x "$PROG" ]; then skip "crash" "not built"; finish; exit; fi
@@ -42,4 +46,25 @@ if [ $rc -eq 139 ] && grep -q 'Fatal Python error: Segmentation fault' "$d.out" 
 else
     fail "crash under Python" "rc=$rc $(tail -n 8 "$d.out")"
 fi
+# term_case HOW RC DUMP: HOW as in tests/e2e/progs/term_job.c; DUMP is 1 when a
+# "sigterm" dump must be there, 0 when none may be.
+term_case() {
+    local how=$1 want=$2 dump=$3 d=$TMP/term-$1
+    mkdir -p "$d"
+    NCCLGUARD_DUMP_DIR=$d under_shim "$E2E/term_job" "$how" >"$d.out" 2>&1
+    local rc=$? ok=0 n
+    n=$(ls "$d"/*.json 2>/dev/null | wc -l)
+    if [ $rc -eq "$want" ] && [ "$n" -eq "$dump" ]; then
+        ok=1
+        [ "$dump" = 0 ] || { python3 "$ROOT/tests/unit/check_dump.py" "$d"/*.json >/dev/null &&
+            grep -q '"reason":"sigterm"' "$d"/*.json; } || ok=0
+        [ "$want" != 42 ] || grep -q "application's handler ran" "$d.out" || ok=0
+    fi
+    if [ $ok = 1 ]; then pass "SIGTERM ($how): exit $rc, $n dump(s)"
+    else fail "SIGTERM ($how)" "rc=$rc (want $want), $n dumps (want $dump) $(tail -n 3 "$d.out")"; fi
+}
+term_case none 143 1
+term_case before 42 1
+term_case after 42 1
+term_case idle 143 0
 finish

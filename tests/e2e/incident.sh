@@ -37,24 +37,11 @@ PY
 # every NCCLGUARD_TRIGGER_POLL_S (default 2 s). The other 15 time out themselves and
 # join the first one's incident.
 J=$TMP/sixteen
-mkdir -p "$J/nodeA" "$J/nodeB"
-(cd "$J" && NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_DUMP_DIR=$J/dumps \
-    NCCLGUARD_EVENTS=$J/events under_shim "$LAUNCH" -n 16 --timeout 300 -- /bin/sh -c \
-    'if [ "$RANK" = 5 ]; then n=B; else n=A; fi; NCCLGUARD_NODE_DIR='"$J"'/node$n exec "$@"' \
-    sh "$TRAIN" --steps 30 --hang-rank 5 --hang-step 3 --quiet >"$J/out" 2>&1) &
-job=$!
-wait_for 200 count_files "$J/dumps" 'ncclguard-r*.json' 16
-kill -TERM $job 2>/dev/null; wait $job 2>/dev/null
+PRELOAD=$(preload) "$ROOT/bench/incident.sh" "$B" "$J" >"$J.figure" 2>&1
 if $CHECK incident "$J/dumps" 16 >"$J/check" && $CHECK hang "$J/dumps" 5 >>"$J/check" &&
     [ "$(events_per_rank "$J/events" dump)" = "$(seq -s ' ' -f '%g:1' 0 15)" ]; then
-    spread=$(python3 - "$J/events" "$J/dumps" <<'PY'
-import glob, json, sys
-first = min(json.loads(l)["time_ns"] for l in open(sys.argv[1]) if '"timeout"' in l)
-last = max(json.load(open(p))["time_ns"] for p in glob.glob(sys.argv[2] + "/*.json"))
-print(f"{(last - first) / 1e9:.2f}")
-PY
-)
-    pass "16 ranks: one dump each, one incident, the culprit in trainloop_host_stall (all dumped ${spread} s after the first timeout)"
+    what="16 ranks: one dump each, one incident, the culprit in trainloop_host_stall"
+    pass "$what (first timeout to $(grep -o 'last dump [0-9.]* s' "$J.figure"))"
 else
     fail "16-rank incident" "$(cat "$J/check") dumps per rank: $(events_per_rank "$J/events" dump)"
     tail -n 20 "$J/out"
@@ -91,8 +78,8 @@ print(sorted({json.load(open(p))["reason"] for p in glob.glob(sys.argv[1] + "/*.
 if [ $ok = 1 ] && [ "$reasons" = "['trigger']" ]; then
     pass "touch TRIGGER: each touch one incident, one dump per rank; an older TRIGGER none"
 else
-    fail "manual trigger" "incidents '${first:-}' then '${second:-}', reasons $reasons," \
-         "dumps $(events_per_rank "$J/events" dump)"
+    fail "manual trigger" "incidents '${first:-}' then '${second:-}', reasons $reasons, \
+dumps $(events_per_rank "$J/events" dump)"
     tail -n 20 "$J/out"
 fi
 finish
