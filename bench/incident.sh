@@ -20,7 +20,8 @@ mkdir -p "$T/nodeA" "$T/nodeB"
     sh "$B/apps/trainloop" --steps 30 --hang-rank 5 --hang-step 3 --quiet >"$T/out" 2>&1) &
 job=$!
 for _ in $(seq 600); do
-    [ "$(find "$T/dumps" -maxdepth 1 -name 'ncclguard-r*.json' 2>/dev/null | wc -l)" -ge 16 ] && break
+    n=$(find "$T/dumps" -maxdepth 1 -name 'ncclguard-r*.json' 2>/dev/null | wc -l)
+    [ "$n" -ge 16 ] && break
     sleep 0.2
 done
 kill -TERM $job 2>/dev/null; wait $job 2>/dev/null

@@ -61,7 +61,8 @@ term_case() {
         [ "$want" != 42 ] || grep -q "application's handler ran" "$d.out" || ok=0
     fi
     if [ $ok = 1 ]; then pass "SIGTERM ($how): exit $rc, $n dump(s)"
-    else fail "SIGTERM ($how)" "rc=$rc (want $want), $n dumps (want $dump) $(tail -n 3 "$d.out")"; fi
+    else fail "SIGTERM ($how)" "rc=$rc (want $want), $n dumps (want $dump) $(tail -n 3 "$d.out")"
+    fi
 }
 term_case none 143 1
 term_case before 42 1

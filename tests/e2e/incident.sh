@@ -57,25 +57,26 @@ touch "$J/dumps/TRIGGER"
     NCCLGUARD_EVENTS=$J/events under_shim "$LAUNCH" -n 2 --timeout 300 -- \
     "$TRAIN" --steps 1000000 --compute-ms 20 --quiet >"$J/out" 2>&1) &
 job=$!
-incidents() { python3 -c 'import glob, json, sys
-print(" ".join(sorted({json.load(open(p))["incident"] for p in glob.glob(sys.argv[1] + "/*.json")})))' "$J/dumps"; }
+# member KEY: the distinct values of KEY in the dumps of $J/dumps, sorted
+member() { python3 -c 'import glob, json, sys
+docs = [json.load(open(p)) for p in glob.glob(sys.argv[2] + "/*.json")]
+print(" ".join(sorted({d[sys.argv[1]] for d in docs})))' "$1" "$J/dumps"; }
 dumps_are() { [ "$(events_per_rank "$J/events" dump)" = "$1" ]; }
 ok=0
 if wait_for 60 grep -qs 'comm_created.*"rank":1' "$J/events" &&
     touch "$J/dumps/TRIGGER" && wait_for 60 dumps_are "0:1 1:1"; then
-    first=$(incidents)
+    first=$(member incident)
     touch -d '+1 second' "$J/dumps/TRIGGER"
     if wait_for 60 dumps_are "0:2 1:2"; then
-        second=$(incidents)
+        second=$(member incident)
         case "$first/$second" in
         *-manual/*-manual) [ "$first" != "$second" ] && [[ "$first" != *" "* ]] && ok=1 ;;
         esac
     fi
 fi
 kill -TERM $job 2>/dev/null; wait $job 2>/dev/null
-reasons=$(python3 -c 'import glob, json, sys
-print(sorted({json.load(open(p))["reason"] for p in glob.glob(sys.argv[1] + "/*.json")}))' "$J/dumps")
-if [ $ok = 1 ] && [ "$reasons" = "['trigger']" ]; then
+reasons=$(member reason)
+if [ $ok = 1 ] && [ "$reasons" = "trigger" ]; then
     pass "touch TRIGGER: each touch one incident, one dump per rank; an older TRIGGER none"
 else
     fail "manual trigger" "incidents '${first:-}' then '${second:-}', reasons $reasons, \

@@ -7,7 +7,10 @@
 source "$(dirname "$0")/lib.sh"
 PROG=$ROOT/tests/e2e/progs/py_hang.py
 if [ ! -e "$FAKES/libnccl.so.2" ]; then skip "python" "harness not built"; finish; exit; fi
-pyenv_python() { local p; p=$(pyenv prefix "$1" 2>/dev/null) && [ -x "$p/bin/python3" ] && echo "$p/bin/python3"; }
+pyenv_python() {
+    local p
+    p=$(pyenv prefix "$1" 2>/dev/null) && [ -x "$p/bin/python3" ] && echo "$p/bin/python3"
+}
 
 # run_one NAME PYTHON METHOD: dumps the program on SIGUSR2 and checks the dump.
 run_one() {
