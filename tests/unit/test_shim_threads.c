@@ -219,6 +219,14 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
     for (int i = 0; i < n; i++) {
         struct ng_thread_view v;
         find_thread(atomic_load(&t[i].tid), &v);
+#ifdef __SANITIZE_THREAD__
+        /* TSan runs a handler only when an intercepted blocking call returns: a
+         * thread blocked in read or futex cannot answer; its calls still must
+         * come back whole (checked above). */
+        if (t[i].syscall_nr >= 0 && !strcmp(t[i].from, "signal") &&
+            !strcmp(v.stack_from, "no_answer"))
+            continue;
+#endif
         ck_assert_msg(!strcmp(v.stack_from, t[i].from), "%s: stack from %s, expected %s",
                       t[i].function ? t[i].function : "masked", v.stack_from, t[i].from);
         if (t[i].function)
