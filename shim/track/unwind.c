@@ -31,6 +31,8 @@
 #define UNW_PREFIX "_ULx86_64_"
 #define UNW_GETCONTEXT "_Ux86_64_getcontext"
 #define UNW_REG_IP 16
+#else
+#define UNW_REG_IP 0 /* elsewhere resolve_libunwind fails: backtrace() is used */
 #endif
 typedef struct {
     uint64_t opaque[127];
