@@ -21,6 +21,7 @@ bench: deps
 	@bench/instructions $(B)
 	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
 	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
+	@bench/incident.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1

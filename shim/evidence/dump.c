@@ -34,6 +34,8 @@
 #include "base/log.h"
 #include "evidence/dump_body.h"
 #include "evidence/dump_format.h"
+#include "evidence/python.h"
+#include "evidence/threads.h"
 #include "policy/config.h"
 
 #define BUF_SIZE (64 << 10) /* the JSON buffer; a dump of any size streams through it */
@@ -46,6 +48,7 @@ static ng_atomic(int) ready;        /* init done */
 static ng_atomic(int) busy;         /* a dump is under way */
 static ng_atomic(int) use_fallback; /* the dump dir failed once: stay in the fallback */
 static ng_atomic(int) said_fallback, said_failure, said_uninit; /* each message once */
+static ng_atomic(int) written;      /* dumps written by this process */
 /* Used only while `busy` is held, so static: a signal handler may run on a
  * small alternate stack. */
 static char json_buf[BUF_SIZE];
@@ -153,9 +156,15 @@ const char *ncclguard_dump_dir(void)
     return ng_atomic_load_relaxed(&use_fallback) ? fallback_dir : dump_dir;
 }
 
+int ncclguard_dump_written(void)
+{
+    return ng_atomic_load_relaxed(&written);
+}
+
 void ncclguard_dump_atfork_child(void)
 {
     ng_atomic_store_relaxed(&busy, 0);
+    ng_atomic_store_relaxed(&written, 0);
 }
 
 /* ---- messages ---- */
@@ -248,6 +257,16 @@ static int open_dir(const char *dir, int shared)
         return -1;
     }
     return dfd;
+}
+
+int ncclguard_dump_dir_fd(void)
+{
+    if (!ng_atomic_load_acquire(&ready)) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fallen_back = ng_atomic_load_relaxed(&use_fallback);
+    return open_dir(fallen_back ? fallback_dir : dump_dir, fallen_back);
 }
 
 /* Creates the temp file; a stale one (an earlier crash, or something planted
@@ -376,6 +395,15 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         errno = EBUSY;
         return -1;
     }
+    /* every thread's C and Python stack, only outside signal handlers */
+    if (from_signal) {
+        ncclguard_threads_forget();
+        ncclguard_python_forget();
+    } else {
+        ncclguard_threads_collect();
+        ncclguard_python_collect();
+    }
+    /* ---- */
     char name[NG_NAME_PART_MAX + 64], tmp[NG_NAME_PART_MAX + 72];
     file_names(name, sizeof name, tmp, sizeof tmp);
     const char *dir = dump_dir;
@@ -404,6 +432,7 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
     } else if (rc != 0) {
         say_failure(name, primary_err, err, from_signal);
     }
+    if (rc == 0) ng_atomic_add_relaxed(&written, 1);
     ng_atomic_store_release(&busy, 0);
     errno = rc == 0 ? saved_errno : err;
     return rc;

@@ -31,7 +31,9 @@ void ncclguard_dump_init(void);
  * "exit", ...). Returns 0 and copies the final path (truncated to fit) into
  * path_out when path_out is not NULL (errno unchanged), or -1 with errno set.
  *
- * Async-signal-safe apart from its messages: the JSON is formatted by json.c
+ * Takes every thread's stack first (threads.h: /proc, the stack signal, up to
+ * 500 ms of waiting) and symbolizes them while writing, so it is not
+ * async-signal-safe. The file itself is: the JSON is formatted by json.c
  * into a static 64 KiB buffer, and the file is made with mkdir, open(at),
  * fchmod, write, fsync, renameat, unlinkat and close only (no malloc, stdio or
  * getenv). Its messages (a fallback to TMPDIR, a failure: each said once) go
@@ -39,13 +41,24 @@ void ncclguard_dump_init(void);
  * ncclguard_dump_write_signal instead. */
 int ncclguard_dump_write(const char *reason, char *path_out, size_t path_len);
 
-/* The same, fully async-signal-safe: its messages are composed by hand and
- * written to stderr with one write(2) each (not to NCCLGUARD_LOG). */
+/* The same, fully async-signal-safe: no thread stacks ("threads" is null), and
+ * its messages are composed by hand and written to stderr with one write(2)
+ * each (not to NCCLGUARD_LOG). */
 int ncclguard_dump_write_signal(const char *reason, char *path_out, size_t path_len);
 
 /* The directory the next dump goes to (the fallback once one was needed);
  * "" before init. For messages and tests. */
 const char *ncclguard_dump_dir(void);
+
+/* Opens the directory the next dump goes to, creating it (mode 0700) like a
+ * dump would: a descriptor (O_DIRECTORY, close-on-exec), or -1 with errno set.
+ * For the cross-rank trigger file, which lives there. Call it on the thread
+ * that writes the dumps, never during one (they share a path buffer). */
+int ncclguard_dump_dir_fd(void);
+
+/* Dumps this process has written (a fork child counts its own). Any thread,
+ * signal handlers included. */
+int ncclguard_dump_written(void);
 
 /* fork(): the child may dump (its own ops) even if the parent was dumping. */
 void ncclguard_dump_atfork_child(void);

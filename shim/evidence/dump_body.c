@@ -19,8 +19,12 @@
 #include "base/ops.h"
 #include "base/version.h"
 #include "evidence/dump_format.h"
+#include "evidence/python.h"
+#include "evidence/symbolize.h"
+#include "evidence/threads.h"
 #include "track/comm.h"
 #include "track/flight.h"
+#include "track/markers.h"
 
 /* Largest ring whose dump order is exact (NCCLGUARD_RING's upper bound in
  * settings.def). The bitmap lives in .bss: untouched, it costs no memory. */
@@ -28,11 +32,24 @@
 
 struct dump_ctx {
     const char *reason;
+    const char *incident;
     int64_t time_ns;
     int64_t pid;
     const struct ng_identity *id;
     const char *ncclguard_version;
     int64_t nccl_version;
+    int64_t cuda_driver_version;
+    const char *python_version;
+};
+
+/* One frame of a thread, symbolized (put_FRAMES), named for the list's `f`. */
+struct frame_view {
+    uint64_t pc;
+    const char *module;
+    uint64_t offset;
+    const char *function;
+    uint64_t function_offset;
+    const char *build_id;
 };
 
 /* A communicator record read field by field with atomic loads. */
@@ -65,12 +82,46 @@ void ncclguard_dump_set_config_writer(ng_dump_config_fn fn)
     ng_atomic_store_release(&config_writer, fn);
 }
 
+static char incident_id[128];
+static ng_atomic(int) incident; /* incident_id is set */
+
+void ncclguard_dump_set_incident(const char *id)
+{
+    ng_atomic_store_relaxed(&incident, 0);
+    if (!id) return;
+    size_t n = strnlen(id, sizeof incident_id - 1);
+    memcpy(incident_id, id, n);
+    incident_id[n] = '\0';
+    ng_atomic_store_release(&incident, 1);
+}
+
 /* ---- scalar kinds ---- */
 
 static void put_STR(struct ng_json *j, const char *key, const char *v)
 {
     ncclguard_json_key(j, key);
     ncclguard_json_string(j, v);
+}
+
+/* Strings whose kind tells the reader more (dump_format.h); NULL is null. */
+static void put_OPT_STR(struct ng_json *j, const char *key, const char *v)
+{
+    put_STR(j, key, v);
+}
+
+static void put_STACK_FROM(struct ng_json *j, const char *key, const char *v)
+{
+    put_STR(j, key, v);
+}
+
+static void put_PY_METHOD(struct ng_json *j, const char *key, const char *v)
+{
+    put_STR(j, key, v);
+}
+
+static void put_BUILD_ID(struct ng_json *j, const char *key, const char *v)
+{
+    put_STR(j, key, v);
 }
 
 static void put_NAME(struct ng_json *j, const char *key, const char *v)
@@ -362,15 +413,155 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     ncclguard_json_end_array(j);
 }
 
+static void put_VERSIONS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_object(j);
+    NG_DUMP_VERSION_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
+extern char **environ;
+
+/* True when the variable "NAME=value" is on the allowlist of dump_format.h. */
+static int env_allowed(const char *var, size_t name_len)
+{
+    static const char *const prefixes[] = NG_DUMP_ENV_PREFIXES;
+    static const char *const names[] = NG_DUMP_ENV_NAMES;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(var, prefixes[i], strlen(prefixes[i])) && name_len > strlen(prefixes[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == name_len && !strncmp(var, names[i], name_len)) return 1;
+    return 0;
+}
+
+/* The allowed variables. environ is read without the lock that setenv takes
+ * (this may run in a signal handler): a variable set at that very moment may
+ * be missed. */
+static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_object(j);
+    char **env = environ;
+    for (size_t i = 0; env && env[i]; i++) {
+        const char *eq = strchr(env[i], '=');
+        if (!eq || !env_allowed(env[i], (size_t)(eq - env[i]))) continue;
+        char name[256];
+        size_t n = (size_t)(eq - env[i]);
+        if (n >= sizeof name) continue;
+        memcpy(name, env[i], n);
+        name[n] = '\0';
+        ncclguard_json_key(j, name);
+        ncclguard_json_string(j, eq + 1);
+    }
+    ncclguard_json_end_object(j);
+}
+
+static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_thread_view *t)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    int symbols = ncclguard_threads_symbolizable();
+    for (int i = 0; i < t->npcs; i++) {
+        struct ng_symbol sym = {.module = "", .offset = (uintptr_t)t->pcs[i]};
+        if (symbols) ncclguard_symbolize((uintptr_t)t->pcs[i], &sym);
+        struct frame_view view = {(uintptr_t)t->pcs[i], sym.module, sym.offset, sym.function,
+                                  sym.function_offset, sym.build_id};
+        const struct frame_view *f = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_FRAME_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+/* The threads of the last collection (threads.h), null without one: a dump
+ * from a signal handler cannot collect, and cannot symbolize either (the crash
+ * path's own thread is written with bare addresses). */
+static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    int n = ncclguard_threads_count();
+    ncclguard_json_key(j, key);
+    if (n < 0) {
+        ncclguard_json_null(j);
+        return;
+    }
+    int symbols = ncclguard_threads_symbolizable();
+    if (symbols) ncclguard_symbolize_begin();
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < n; i++) {
+        struct ng_thread_view view;
+        ncclguard_threads_get(i, &view);
+        const struct ng_thread_view *t = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_THREAD_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+    if (symbols) ncclguard_symbolize_end();
+}
+
+static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < p->nframes; i++) {
+        struct ng_py_frame view;
+        ncclguard_python_frame(p->first + i, &view);
+        const struct ng_py_frame *f = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PY_FRAME_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_py_view *y)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < y->nthreads; i++) {
+        struct ng_py_thread view;
+        ncclguard_python_thread(i, &view);
+        const struct ng_py_thread *p = &view;
+        ncclguard_json_begin_object(j);
+        NG_DUMP_PY_THREAD_FIELDS(PUT_FIELD)
+        ncclguard_json_end_object(j);
+    }
+    ncclguard_json_end_array(j);
+}
+
+/* The Python stacks of the last collection (python.h); null without one. */
+static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_py_view view;
+    const struct ng_py_view *y = &view;
+    ncclguard_json_key(j, key);
+    if (ncclguard_python_view(&view) != 0) {
+        ncclguard_json_null(j);
+        return;
+    }
+    ncclguard_json_begin_object(j);
+    NG_DUMP_PYTHON_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
 void ncclguard_dump_body(struct ng_json *j, const char *reason)
 {
     struct dump_ctx ctx = {
         .reason = reason,
+        .incident = ng_atomic_load_acquire(&incident) ? incident_id : NULL,
         .time_ns = ng_clock_ns(CLOCK_REALTIME),
         .pid = getpid(),
         .id = ncclguard_identity(),
         .ncclguard_version = NCCLGUARD_VERSION,
         .nccl_version = ncclguard_identity_nccl_version(),
+        .cuda_driver_version = ncclguard_markers_driver_version(),
+        .python_version = ncclguard_python_version(),
     };
     const struct dump_ctx *d = &ctx;
     ncclguard_json_begin_object(j);

@@ -19,6 +19,11 @@
 typedef void (*ng_dump_config_fn)(struct ng_json *j);
 void ncclguard_dump_set_config_writer(ng_dump_config_fn fn);
 
+/* The incident the next dumps belong to ("incident"; null before any, or after
+ * NULL). Set on
+ * the thread that writes the dumps (trigger.c), between dumps. */
+void ncclguard_dump_set_incident(const char *id);
+
 /* Writes the whole top-level object of a dump. */
 void ncclguard_dump_body(struct ng_json *j, const char *reason);
 

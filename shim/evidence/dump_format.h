@@ -1,5 +1,5 @@
 /*
- * dump_format.h: the layout of a dump (schema "ncclguard.dump/1.2"), in one place.
+ * dump_format.h: the layout of a dump (schema "ncclguard.dump/2"), in one place.
  *
  * Owns: the member names of every object of a dump, their order in the file,
  * and the kind of value each holds. The writer (evidence/dump_body.c) expands
@@ -11,7 +11,11 @@
  * Each list is X(key, kind, source):
  *  - key: the JSON member name;
  *  - kind: how the value is written, one of
- *      STR          string (null for a NULL pointer)
+ *      STR          string
+ *      OPT_STR      string, null when absent (a NULL pointer)
+ *      STACK_FROM   "self", "signal", "scan" or "no_answer" (threads.h)
+ *      PY_METHOD    "faulthandler", "debug_offsets" or "none" (python.h)
+ *      BUILD_ID     lowercase hex string, null when absent
  *      NAME         string from a fixed char array, null when empty
  *      I64, U64     integer
  *      I64_NONNEG   integer, null when negative (unknown)
@@ -22,12 +26,16 @@
  *      BOOL         true or false
  *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
  *                   names, documented in docs/dump-format.md
- *      CONFIG, FLIGHT, COMMS, PEERS, OPS   nested members (CONFIG is omitted
- *                   when no config writer is installed);
+ *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, THREADS, FRAMES,
+ *      PYTHON, PY_THREADS, PY_FRAMES
+ *                   nested members (CONFIG is omitted when no config writer
+ *                   is installed; ENV is an object of the allowed variables);
  *  - source: the expression the writer reads, in terms of its locals `d` (the
  *    dump), `s` (ring statistics), `c` (a communicator snapshot), `p` (one of
- *    its peers), `v` (an op: v->index, v->state) and `r` (its struct
- *    ng_op_record). A reader ignores it.
+ *    its peers), `v` (an op: v->index, v->state), `r` (its struct
+ *    ng_op_record), `t` (a thread, evidence/threads.h), `f` (one of its
+ *    frames, or of a Python thread's), `y` (the Python collection) and `p`
+ *    (one Python thread, evidence/python.h). A reader ignores it.
  *
  * Changing a key, its kind or the order is a schema change: bump the version
  * in NG_DUMP_SCHEMA, and update docs/dump-format.md and check_dump.py.
@@ -35,7 +43,7 @@
 #ifndef NCCLGUARD_DUMP_FORMAT_H
 #define NCCLGUARD_DUMP_FORMAT_H
 
-#define NG_DUMP_SCHEMA "ncclguard.dump/1.2"
+#define NG_DUMP_SCHEMA "ncclguard.dump/2"
 
 /* File name: <dir>/NG_DUMP_PREFIX "r<rank>-<host>-<pid>" NG_DUMP_SUFFIX;
  * "rx" when the global rank is unknown. */
@@ -46,18 +54,79 @@
 #define NG_DUMP_TOP_FIELDS(X)                               \
     X("schema", STR, NG_DUMP_SCHEMA)                        \
     X("reason", STR, d->reason)                             \
+    X("incident", OPT_STR, d->incident)                     \
     X("time_ns", I64, d->time_ns)                           \
     X("host", STR, d->id->host)                             \
     X("pid", I64, d->pid)                                   \
     X("rank", I64_NONNEG, d->id->rank)                      \
     X("local_rank", I64_NONNEG, d->id->local_rank)          \
     X("job", STR, d->id->job)                               \
-    X("ncclguard_version", STR, d->ncclguard_version)       \
-    X("nccl_version", I64_NONZERO, d->nccl_version)         \
+    X("versions", VERSIONS, d)                              \
+    X("env", ENV, d)                                        \
     X("config", CONFIG, d)                                  \
     X("flight", FLIGHT, d)                                  \
     X("comms", COMMS, d)                                    \
-    X("ops", OPS, d)
+    X("ops", OPS, d)                                        \
+    X("threads", THREADS, d)                                \
+    X("python", PYTHON, d)
+
+/* "versions": what the process runs; null where not known (yet). */
+#define NG_DUMP_VERSION_FIELDS(X)                           \
+    X("ncclguard", STR, d->ncclguard_version)               \
+    X("nccl", I64_NONZERO, d->nccl_version)                 \
+    X("cuda_driver", I64_NONZERO, d->cuda_driver_version)   \
+    X("python", OPT_STR, d->python_version)
+
+/* "env": the variables of the process whose name starts with one of these
+ * prefixes or is one of these names, in the order of the environment; never
+ * any other variable. */
+#define NG_DUMP_ENV_PREFIXES {"NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_"}
+#define NG_DUMP_ENV_NAMES                                                               \
+    {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",     \
+     "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "NODE_RANK",      \
+     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",       \
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",  \
+     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",   \
+     "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID",                \
+     "TORCHELASTIC_RESTART_COUNT"}
+
+/* One element of "threads": a thread of the process and its C stack. */
+#define NG_DUMP_THREAD_FIELDS(X)                            \
+    X("tid", I64, t->tid)                                   \
+    X("name", STR, t->name)                                 \
+    X("state", STR, t->state)                               \
+    X("syscall", OPT_STR, t->syscall)                       \
+    X("stack_from", STACK_FROM, t->stack_from)              \
+    X("frames", FRAMES, t)
+
+/* "python": the Python stacks, null when the process is not CPython (or the
+ * dump was written from a signal handler). */
+#define NG_DUMP_PYTHON_FIELDS(X)                            \
+    X("method", PY_METHOD, y->method)                       \
+    X("why", OPT_STR, y->why)                               \
+    X("threads", PY_THREADS, y)                             \
+    X("raw", OPT_STR, y->raw)
+
+/* One element of "python"."threads". */
+#define NG_DUMP_PY_THREAD_FIELDS(X)                         \
+    X("thread_id", HEX, p->thread_id)                       \
+    X("tid", I64_NONNEG, p->tid)                            \
+    X("frames", PY_FRAMES, p)
+
+/* One element of a Python thread's "frames", innermost first. */
+#define NG_DUMP_PY_FRAME_FIELDS(X)                          \
+    X("file", STR, f->file)                                 \
+    X("line", I64_NONNEG, f->line)                          \
+    X("function", STR, f->function)
+
+/* One element of a thread's "frames", innermost first. */
+#define NG_DUMP_FRAME_FIELDS(X)                             \
+    X("pc", HEX, f->pc)                                     \
+    X("module", OPT_STR, f->module[0] ? f->module : NULL)   \
+    X("offset", U64, f->offset)                             \
+    X("function", OPT_STR, f->function)                     \
+    X("function_offset", I64_NONNEG, f->function ? (int64_t)f->function_offset : -1)   \
+    X("build_id", BUILD_ID, f->build_id)
 
 /* "flight": the ring's statistics. */
 #define NG_DUMP_FLIGHT_FIELDS(X)                            \

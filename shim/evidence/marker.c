@@ -20,6 +20,7 @@
 #include "base/identity.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "evidence/nodedir.h"
 
 static pid_t owner; /* the process that wrote the marker, 0 for none */
 static char path[96];
@@ -48,21 +49,6 @@ static unsigned long long start_time(int pid)
     for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
     if (p && sscanf(p + 1, "%llu", &t) != 1) t = 0;
     return t;
-}
-
-/* The per-user directory, made if needed; its descriptor, or -1. */
-static int open_dir(char *dir, size_t len)
-{
-    snprintf(dir, len, "%s/ncclguard-%u", NG_MARKER_ROOT, (unsigned)geteuid());
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (dfd >= 0 && (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022))) {
-        close(dfd);
-        errno = EPERM;
-        return -1;
-    }
-    return dfd;
 }
 
 /*
@@ -102,7 +88,7 @@ void ncclguard_marker_create(int dump_signal)
 {
     if (owner == getpid()) return;
     char dir[64], tmp[32], name[24], host[6 * 64 + 3], job[6 * 128 + 3], line[1200];
-    int dfd = open_dir(dir, sizeof dir);
+    int dfd = ncclguard_node_dir_open(dir, sizeof dir);
     if (dfd < 0) {
         NG_DEBUG("no node marker in %s (%s)", dir, strerror(errno));
         return;

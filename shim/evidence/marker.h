@@ -4,7 +4,8 @@
  * signal a process that would die of it: before its first communicator a
  * process has no handler, and SIGUSR2 ends it, as it would without the shim.
  *
- * Owns: the file /dev/shm/ncclguard-<uid>/<pid> (directory mode 0700, file mode
+ * Owns: the file <node_dir>/ncclguard-<uid>/<pid> (evidence/nodedir.h: /dev/shm
+ * by default; directory mode 0700, file mode
  * 0600), written atomically at the first communicator and removed at exit. Its
  * one line of JSON is documented in docs/node-marker.md. A process killed
  * before its exit handlers run leaves its file behind; the start_time in it
@@ -17,8 +18,6 @@
  */
 #ifndef NCCLGUARD_MARKER_H
 #define NCCLGUARD_MARKER_H
-
-#define NG_MARKER_ROOT "/dev/shm"
 
 /* The dump signal the watchdog will take: `sig` when this process has no handler
  * of its own for it (the watchdog never replaces one), else 0. Call it before the

@@ -19,8 +19,13 @@
 #include "base/log.h"
 #include "base/spool.h"
 #include "evidence/dump.h"
+#include "evidence/crash.h"
 #include "evidence/dump_body.h"
 #include "evidence/marker.h"
+#include "evidence/python.h"
+#include "evidence/sigterm.h"
+#include "evidence/threads.h"
+#include "evidence/trigger.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -30,6 +35,7 @@
 #include "track/markers.h"
 #include "track/ops.h"
 #include "track/track.h"
+#include "track/unwind.h"
 #include "watch/escalation.h"
 #include "watch/nccl_calls.h"
 #include "watch/watchdog.h"
@@ -71,6 +77,9 @@ static void atfork_child(void)
     ncclguard_watchdog_atfork_child();
     ncclguard_dump_atfork_child();
     ncclguard_spool_atfork_child();
+    ncclguard_threads_atfork_child();
+    ncclguard_trigger_atfork_child();
+    ncclguard_crash_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -183,6 +192,14 @@ static void start_all(void)
     if (ncclguard_track_start(&tp) != 0) return;
     ncclguard_dump_init();
     ncclguard_dump_set_config_writer(ncclguard_config_write_json);
+    /* evidence beyond the ring: the unwinder, the stack signal, the interpreter, the
+     * cross-rank trigger, the crash path, SIGTERM */
+    ncclguard_unwind_open();
+    ncclguard_threads_init(s->dump_signal);
+    ncclguard_python_init();
+    ncclguard_trigger_init();
+    ncclguard_crash_init();
+    ncclguard_sigterm_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
     int dump_signal = ncclguard_marker_signal_free(s->dump_signal); /* before the watchdog's */

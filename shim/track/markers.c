@@ -56,6 +56,7 @@ static ng_atomic(int) npools;
 static ng_atomic(CUcontext) wanted;   /* a context that asked for a pool */
 static int pool_size = 4096;
 static ng_atomic(int) driver_state;   /* 0 unknown, 1 open, -1 unusable */
+static ng_atomic(int) driver_version; /* cuDriverGetVersion, 0 unknown */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
 static ng_atomic(uint64_t) no_marker, captured;
 static ng_atomic(int) retired; /* pools whose context went away */
@@ -103,7 +104,15 @@ static void open_once(void)
         ng_atomic_store_release(&driver_state, -1);
         return;
     }
+    CUresult (*get_version)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDriverGetVersion");
+    int v = 0;
+    if (get_version && get_version(&v) == CUDA_SUCCESS) ng_atomic_store_relaxed(&driver_version, v);
     ng_atomic_store_release(&driver_state, resolve(lib) == 0 ? 1 : -1);
+}
+
+int ncclguard_markers_driver_version(void)
+{
+    return ng_atomic_load_relaxed(&driver_version);
 }
 
 int ncclguard_markers_open(void)

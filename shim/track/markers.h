@@ -23,6 +23,10 @@
 /* Opens libcuda.so.1 and resolves what the shim uses; 0, or -1 (logged once). */
 int ncclguard_markers_open(void);
 
+/* cuDriverGetVersion of the opened driver (13000 for CUDA 13.0); 0 when not
+ * known. Any thread, signal handlers included. */
+int ncclguard_markers_driver_version(void);
+
 /* Makes sure the context current on this thread has a marker pool (called at
  * communicator creation, off the hot path). */
 void ncclguard_markers_prepare_current(void);

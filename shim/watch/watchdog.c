@@ -26,6 +26,8 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "evidence/dump.h"
+#include "evidence/sigterm.h"
+#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
@@ -40,9 +42,10 @@
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
 /* Why a dump is due: the reason of the most recent request wins. */
-enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT };
+enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER };
 static const char *const dump_reason_name[] = {
-    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout"};
+    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout",
+    [DUMP_TRIGGER] = "trigger"};
 
 static pthread_t thread;
 static ng_atomic(int) running;
@@ -229,6 +232,12 @@ static void enforcer_pass(void)
     check_observer(p.now_mono);
     npasses++;
     int why = ng_atomic_exchange_relaxed(&dump_requested, DUMP_NONE);
+    /* The cross-rank trigger (evidence/trigger.h): a timeout raises or joins an
+     * incident, and an incident another rank raised makes this one dump too;
+     * one dump per rank and incident. */
+    if (why == DUMP_TIMEOUT && !ncclguard_trigger_raise()) why = DUMP_NONE;
+    if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
+    ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
     if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
     escalate(&p);
     pthread_mutex_unlock(&pass_lock);

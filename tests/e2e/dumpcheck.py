@@ -8,8 +8,11 @@ usage: dumpcheck.py CHECK DIR [ARGS]     (DIR may also be one dump file)
                             all completed
   stall DIR RANK            RANK's oldest in-flight collective is scheduled; every other
                             rank has the same (comm, seq) started
-  hang DIR RANK             RANK wrote no dump; the others' oldest in-flight collective is
-                            the same (comm, seq) on all of them
+  hang DIR RANK             the others' oldest in-flight collective is the same (comm, seq) on
+                            all of them; RANK has none in flight, dumped on the trigger, and a
+                            thread of it is in trainloop_host_stall; one incident for all
+  incident DIR NRANKS       one dump per rank, all of one incident
+  mainloop DIR RANK         RANK's main thread is in the training loop (run_worker), not in NCCL
   differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
                             and differ first there, on RANK
   flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
@@ -17,6 +20,8 @@ usage: dumpcheck.py CHECK DIR [ARGS]     (DIR may also be one dump file)
   sane DIR                  only the checks below
   tree DIR                  the checks below on every dump anywhere under DIR (what
                             the scripts run on their temp dir at the end)
+  stack DIR FUNCTION        every dump lists its main thread (tid = pid), and some thread
+                            of it has FUNCTION in its stack
 Every check first reads every dump of DIR and checks what must hold in any dump
 (sane): no two records in flight share a CUDA marker; a completed op has its end
 time (GPU or discovered); each op's communicator is in comms[], and its seq is
@@ -159,16 +164,48 @@ def check_stall(dumps, rank):
           f"{len(dumps) - 1} peers started there")
 
 
+def check_incident(dumps, nranks):
+    if sorted(dumps) != list(range(nranks)):
+        fail(f"dumps of ranks {sorted(dumps)}, expected 0..{nranks - 1}")
+    ids = {doc.get("incident") for doc in dumps.values()}
+    if len(ids) != 1 or None in ids:
+        fail(f"incidents {ids}: expected one")
+    print(f"dumpcheck: {nranks} dumps of incident {ids.pop()}")
+
+
+def check_mainloop(dumps, rank):
+    doc = dumps.get(rank)
+    if doc is None:
+        fail(f"no dump from rank {rank}")
+    main = [t for t in doc.get("threads") or [] if t["tid"] == doc["pid"]]
+    if not main:
+        fail(f"rank {rank}: its main thread is not listed")
+    frames = main[0]["frames"]
+    names = [f["function"] for f in frames]
+    in_nccl = [f["module"] for f in frames if "libnccl" in (f["module"] or "")]
+    if "run_worker" not in names or in_nccl:
+        fail(f"rank {rank}: main thread in {names} (NCCL frames: {in_nccl})")
+    print(f"dumpcheck: rank {rank}'s main thread is in the training loop, not in NCCL")
+
+
 def check_hang(dumps, rank):
-    if rank in dumps:
-        fail(f"rank {rank} wrote a dump; it never entered NCCL")
+    if rank not in dumps:
+        fail(f"rank {rank} wrote no dump")
+    culprit = dumps.pop(rank)
     if not dumps:
-        fail("no dumps at all")
+        fail("no dumps of the peers")
     seen = {r: inflight(doc) for r, doc in dumps.items()}
     keys = {v[:2] if v else None for v in seen.values()}
     if len(keys) != 1 or None in keys:
         fail(f"peers disagree on the stuck op: {seen}")
-    print(f"dumpcheck: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}")
+    if inflight(culprit) is not None or culprit.get("reason") != "trigger":
+        fail(f"rank {rank}: {culprit.get('reason')} dump with {inflight(culprit)} in flight")
+    ids = {doc.get("incident") for doc in dumps.values()} | {culprit.get("incident")}
+    if len(ids) != 1 or None in ids:
+        fail(f"incidents {ids}: expected one")
+    check_stack({rank: culprit}, "trainloop_host_stall")
+    print(f"dumpcheck: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}; rank {rank} "
+          "dumped on the trigger, in trainloop_host_stall")
 
 
 def check_differ(dumps, rank):
@@ -228,6 +265,17 @@ def check_tree(d):
     for path in paths:
         load(path)
     print(f"dumpcheck: {len(paths)} dumps under the tree, each consistent")
+def check_stack(dumps, function):
+    if not dumps:
+        fail("no dumps")
+    for rank, doc in sorted(dumps.items()):
+        threads = doc.get("threads") or []
+        if not any(t["tid"] == doc["pid"] for t in threads):
+            fail(f"rank {rank}: its main thread is not listed")
+        names = {f["function"] for t in threads for f in t["frames"]}
+        if function not in names:
+            fail(f"rank {rank}: no thread has {function} in its stack ({sorted(map(str, names))})")
+    print(f"dumpcheck: {len(dumps)} dumps, each with a thread in {function}")
 
 
 def main():
@@ -237,11 +285,15 @@ def main():
     check, d = sys.argv[1], sys.argv[2]
     if check == "tree":
         return check_tree(d)
-    arg = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    arg = sys.argv[3] if len(sys.argv) > 3 else "0"
     dumps = load(d)
+    if check == "stack":
+        check_stack(dumps, arg)
+        return
     {"completed": check_completed, "stall": check_stall, "hang": check_hang,
      "differ": check_differ, "flight": check_flight, "settled": check_settled,
-     "sane": check_sane}[check](dumps, arg)
+     "sane": check_sane, "incident": check_incident,
+     "mainloop": check_mainloop}[check](dumps, int(arg))
 
 
 if __name__ == "__main__":

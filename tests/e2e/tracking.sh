@@ -85,7 +85,8 @@ NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_EVENTS=$TMP/stall.even
     job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
     grep -q 'ncclguard: \[rank 0 .*in flight .*started on GPU, not finished' "$TMP/stall/out" &&
-    $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check"; then
+    $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check" &&
+    $CHECK mainloop "$TMP/stall/dumps" 2 >>"$TMP/stall/check"; then
     pass "stalled GPU on rank 2: scheduled there, started on the peers ($(cat "$TMP/stall/check"))"
 else
     fail "stalled GPU" "$(cat "$TMP/stall/check" 2>/dev/null)"; show stall
@@ -128,9 +129,17 @@ NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
     job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
     ! grep -q 'ncclguard: \[rank 1 .*in flight' "$TMP/hang/out"; then
-    pass "host hang on rank 1: peers time out on one op, rank 1 dumps nothing"
+    pass "host hang on rank 1: peers time out on one op, rank 1 dumps on their trigger"
 else
     fail "host hang" "$(cat "$TMP/hang/check")"; show hang
+fi
+# Each peer's dump holds every thread's C stack, symbolized from the binary's
+# .symtab (trainloop exports nothing), and passes the schema check.
+if $CHECK stack "$TMP/hang/dumps" run_worker >"$TMP/hang/stack" &&
+    python3 "$ROOT/tests/unit/check_dump.py" "$TMP"/hang/dumps/*.json >>"$TMP/hang/stack" 2>&1; then
+    pass "host hang: the peers' dumps list their threads, the main one in run_worker"
+else
+    fail "host hang stacks" "$(cat "$TMP/hang/stack")"
 fi
 
 # --- skipped and mismatched collectives: the dumps differ exactly there -------------------

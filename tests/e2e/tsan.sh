@@ -19,6 +19,15 @@ else
     fail "flight recorder under TSan" "rc=$rc"; tail -n 30 "$TMP/flight.out"
 fi
 
+# The stack signal: threads unwind themselves into slots that the dumping thread reads.
+"$ROOT/$B/tests/unit/test_shim_threads" >"$TMP/threads.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/threads.out")" = 0 ]; then
+    pass "all-thread stacks: handler slots and the collector, no race"
+else
+    fail "thread stacks under TSan" "rc=$rc"; tail -n 30 "$TMP/threads.out"
+fi
+
 for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --graph"; do
     (cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 under_shim "$APPS/launch" \
         -n 2 --timeout 300 -- "$APPS/trainloop" $args --quiet >"$TMP/job.out" 2>&1)

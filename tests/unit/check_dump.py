@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/1.2.
+"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/2,
+or against ncclguard.dump/1.x for dumps of earlier versions.
 
 Usage:
   check_dump.py [--expect EXPECT.json] DUMP...   check dumps (and expected values)
@@ -15,13 +16,43 @@ import json
 import re
 import sys
 
-SCHEMA = "ncclguard.dump/1.2"
+SCHEMA = "ncclguard.dump/2"
 
 # (key, kind) in file order, as in shim/evidence/dump_format.h.
-TOP = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
+TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns", "I64"),
+       ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
-       ("ncclguard_version", "STR"), ("nccl_version", "I64_NONZERO"), ("config", "CONFIG"),
-       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS")]
+       ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
+       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"), ("threads", "THREADS"),
+       ("python", "PYTHON")]
+# ncclguard.dump/1.x: the versions were two top-level members, and there was no
+# env and no threads. 1.0 had no config, 1.0 and 1.1 no comms[].peers.
+TOP_V1 = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
+          ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
+          ("ncclguard_version", "STR"), ("nccl_version", "I64_NONZERO"), ("config", "CONFIG"),
+          ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS")]
+VERSIONS = [("ncclguard", "STR"), ("nccl", "I64_NONZERO"), ("cuda_driver", "I64_NONZERO"),
+            ("python", "OPT_STR")]
+THREAD = [("tid", "I64"), ("name", "STR"), ("state", "STR"), ("syscall", "OPT_STR"),
+          ("stack_from", "STACK_FROM"), ("frames", "FRAMES")]
+FRAME = [("pc", "HEX"), ("module", "OPT_STR"), ("offset", "U64"),
+         ("function", "OPT_STR"), ("function_offset", "I64_NONNEG"),
+         ("build_id", "BUILD_ID")]
+PYTHON = [("method", "PY_METHOD"), ("why", "OPT_STR"), ("threads", "PY_THREADS"),
+          ("raw", "OPT_STR")]
+PY_THREAD = [("thread_id", "HEX"), ("tid", "I64_NONNEG"), ("frames", "PY_FRAMES")]
+PY_FRAME = [("file", "STR"), ("line", "I64_NONNEG"), ("function", "STR")]
+PY_METHODS = {"faulthandler", "debug_offsets", "none"}
+# The env allowlist, written out independently of the writer's.
+ENV_PREFIXES = ("NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+ENV_NAMES = {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+             "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "NODE_RANK",
+             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+             "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",
+             "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",
+             "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID",
+             "TORCHELASTIC_RESTART_COUNT"}
+STACK_FROM = {"self", "signal", "scan", "no_answer"}
 FLIGHT = [("capacity", "U64"), ("recorded", "U64"), ("overwritten", "U64"),
           ("dropped_inflight", "U64")]
 COMM = [("id", "HEX"), ("rank", "I64"), ("nranks", "I64"), ("device", "I64_NONNEG"),
@@ -37,12 +68,22 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("gpu_start_ns", "I64_NONZERO"), ("gpu_end_ns", "I64_NONZERO"),
       ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
       ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG")]
-LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_FLIGHT_FIELDS": FLIGHT,
-         "NG_DUMP_COMM_FIELDS": COMM, "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP}
+LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
+         "NG_DUMP_FLIGHT_FIELDS": FLIGHT, "NG_DUMP_COMM_FIELDS": COMM,
+         "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP,
+         "NG_DUMP_THREAD_FIELDS": THREAD, "NG_DUMP_FRAME_FIELDS": FRAME,
+         "NG_DUMP_PYTHON_FIELDS": PYTHON, "NG_DUMP_PY_THREAD_FIELDS": PY_THREAD,
+         "NG_DUMP_PY_FRAME_FIELDS": PY_FRAME}
 # Section of docs/dump-format.md that documents each list.
-DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_FLIGHT_FIELDS": "flight",
+DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_VERSION_FIELDS": "versions",
+                "NG_DUMP_FLIGHT_FIELDS": "flight",
                 "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_PEER_FIELDS": "comms[].peers[]",
-                "NG_DUMP_OP_FIELDS": "ops[]"}
+                "NG_DUMP_OP_FIELDS": "ops[]", "NG_DUMP_THREAD_FIELDS": "threads[]",
+                "NG_DUMP_FRAME_FIELDS": "threads[].frames[]", "NG_DUMP_PYTHON_FIELDS": "python",
+                "NG_DUMP_PY_THREAD_FIELDS": "python.threads[]",
+                "NG_DUMP_PY_FRAME_FIELDS": "python.threads[].frames[]"}
+NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "THREADS", "FRAMES",
+          "PYTHON", "PY_THREADS", "PY_FRAMES")
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
 OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
@@ -71,6 +112,14 @@ def check_value(where, kind, v):
     ok = True
     if kind == "STR":
         ok = isinstance(v, str)
+    elif kind == "OPT_STR":
+        ok = v is None or isinstance(v, str)
+    elif kind == "STACK_FROM":
+        ok = v in STACK_FROM
+    elif kind == "PY_METHOD":
+        ok = v in PY_METHODS
+    elif kind == "BUILD_ID":
+        ok = v is None or (isinstance(v, str) and re.fullmatch(r"[0-9a-f]{2,40}", v) is not None)
     elif kind == "NAME":
         ok = v is None or (isinstance(v, str) and v != "")
     elif kind == "I64":
@@ -126,7 +175,7 @@ def check_object(where, pairs, spec, optional=()):
         fail(where, f"members {keys} differ from {want}")
     obj = dict(pairs)
     for key, kind in spec:
-        if key in obj and kind not in ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS"):
+        if key in obj and kind not in NESTED:
             check_value(f"{where}.{key}", kind, obj[key])
     return obj
 
@@ -179,13 +228,81 @@ def check_peers(where, peers, nranks):
         fail(where, f"peers {ranks} are not in strictly increasing order")
 
 
+def schema_major(doc):
+    """1 or 2 from "ncclguard.dump/N[.M]"; None for anything else."""
+    pairs = doc[1] if isinstance(doc, tuple) and doc and doc[0] == "OBJ" else []
+    m = re.fullmatch(r"ncclguard\.dump/([12])(?:\.\d+)?", str(dict(pairs).get("schema")))
+    return int(m.group(1)) if m else None
+
+
+def check_env(where, env):
+    """An object of strings, each named on the allowlist."""
+    for name, value in pairs_of(where, env):
+        if not (name in ENV_NAMES or any(name.startswith(p) and len(name) > len(p)
+                                         for p in ENV_PREFIXES)):
+            fail(f"{where}.{name}", "is not on the allowlist")
+        if not isinstance(value, str):
+            fail(f"{where}.{name}", f"{value!r} is not a string")
+
+
+def check_threads(where, threads):
+    """null (not collected), or threads with distinct ids and their frames."""
+    if threads is None:
+        return
+    if not isinstance(threads, list):
+        fail(where, "is neither an array nor null")
+        return
+    tids = []
+    for i, t in enumerate(threads):
+        th = check_object(f"{where}[{i}]", pairs_of(f"{where}[{i}]", t), THREAD)
+        tids.append(th.get("tid"))
+        frames = th.get("frames")
+        if not isinstance(frames, list):
+            fail(f"{where}[{i}].frames", "is not an array")
+            continue
+        for k, f in enumerate(frames):
+            fr = check_object(f"{where}[{i}].frames[{k}]", pairs_of("frame", f), FRAME)
+            if (fr.get("function") is None) != (fr.get("function_offset") is None):
+                fail(f"{where}[{i}].frames[{k}]", "function and function_offset disagree")
+        if th.get("stack_from") == "no_answer" and frames:
+            fail(f"{where}[{i}]", "a thread that did not answer has frames")
+    if len(set(tids)) != len(tids):
+        fail(where, "a thread appears twice")
+
+
+def check_python(where, py):
+    """null (not Python, or not collected), or the stacks: a method, and a
+    reason exactly when there are none."""
+    if py is None:
+        return
+    top = check_object(where, pairs_of(where, py), PYTHON)
+    threads = top.get("threads")
+    if not isinstance(threads, list):
+        fail(f"{where}.threads", "is not an array")
+        return
+    if top.get("method") == "none" and (threads or not top.get("why")):
+        fail(where, "method none needs a reason and no threads")
+    for i, t in enumerate(threads):
+        th = check_object(f"{where}.threads[{i}]", pairs_of("thread", t), PY_THREAD)
+        for k, f in enumerate(th.get("frames") or []):
+            check_object(f"{where}.threads[{i}].frames[{k}]", pairs_of("frame", f), PY_FRAME)
+
+
 def check_dump(path):
     """Schema, kinds, names, and the rules that tie members together. Returns
     the dump as plain dicts."""
     doc = load(path)
-    top = check_object("top", pairs_of("top", doc), TOP, optional=("config",))
-    if top.get("schema") != SCHEMA:
-        fail("schema", f"{top.get('schema')!r} is not {SCHEMA}")
+    major = schema_major(doc)
+    if major is None:
+        fail("schema", f"{plain(doc).get('schema')!r} is neither {SCHEMA} nor ncclguard.dump/1.x")
+        return plain(doc)
+    top = check_object("top", pairs_of("top", doc), TOP if major == 2 else TOP_V1,
+                       optional=("config",))
+    if major == 2:
+        check_object("versions", pairs_of("versions", top.get("versions")), VERSIONS)
+        check_env("env", top.get("env"))
+        check_threads("threads", top.get("threads"))
+        check_python("python", top.get("python"))
     if "config" in top and not (isinstance(top["config"], tuple) or top["config"] is None):
         fail("config", "is neither an object nor null")
     check_object("flight", pairs_of("flight", top.get("flight")), FLIGHT)
@@ -194,8 +311,10 @@ def check_dump(path):
         fail("comms", "is not an array")
         comms = []
     for i, c in enumerate(comms):
-        comm = check_object(f"comms[{i}]", pairs_of(f"comms[{i}]", c), COMM)
-        check_peers(f"comms[{i}].peers", comm.get("peers"), comm.get("nranks"))
+        comm = check_object(f"comms[{i}]", pairs_of(f"comms[{i}]", c), COMM,
+                            optional=("peers",) if major == 1 else ())
+        if "peers" in comm:
+            check_peers(f"comms[{i}].peers", comm.get("peers"), comm.get("nranks"))
     ops = top.get("ops")
     if not isinstance(ops, list):
         fail("ops", "is not an array")

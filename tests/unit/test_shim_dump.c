@@ -322,9 +322,10 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
     ck_assert_ptr_nonnull(f);
     const struct ng_identity *id = ncclguard_identity();
     fprintf(f,
-            "{\"top\":{\"schema\":\"ncclguard.dump/1.2\",\"reason\":\"%s\",\"host\":\"%s\","
+            "{\"top\":{\"schema\":\"ncclguard.dump/2\",\"reason\":\"%s\",\"host\":\"%s\","
             "\"pid\":%d,\"rank\":3,\"local_rank\":1,\"job\":\"job42\","
-            "\"ncclguard_version\":\"%s\",\"nccl_version\":null},\n",
+            "\"versions\":{\"ncclguard\":\"%s\",\"nccl\":null,\"python\":null},"
+            "\"env\":{\"RANK\":\"3\",\"LOCAL_RANK\":\"1\",\"NCCL_DEBUG\":\"WARN\"}},\n",
             reason, id->host, (int)getpid(), NCCLGUARD_VERSION);
     fprintf(f, "\"time_ns\":[%lld,%lld],\n", (long long)t_lo, (long long)t_hi);
     fprintf(f, "\"flight\":{\"capacity\":%d,\"recorded\":%d,\"overwritten\":%d,"
@@ -368,6 +369,12 @@ static void dump_name(char *out, const char *r, const char *h)
 
 START_TEST(round_trip)
 {
+    /* env: the allowed variable is written; the others are not (the checker
+     * fails on any name off its own allowlist). */
+    setenv("NCCL_DEBUG", "WARN", 1);
+    setenv("SECRET_TOKEN", "do-not-dump", 1);
+    setenv("NCCL_", "a prefix alone is no name", 1);
+    setenv("MY_NCCL_HOME", "/opt", 1);
     setup("3", "job42", "dumps/a/b");
     build_registry();
     build_ring();
@@ -403,6 +410,22 @@ START_TEST(schema_header_docs_agree)
     int rc = system(cmd);
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
                   "shim/evidence/dump_format.h, docs/dump-format.md and check_dump.py disagree");
+}
+END_TEST
+
+/* A reader of version 2 still reads 1.x files, and rejects unknown majors. */
+START_TEST(checker_reads_1x_and_rejects_3)
+{
+    char old[PATH_MAX], cmd[3 * PATH_MAX];
+    fmt_path(old, "%s/tests/unit/dump-1.2.json", repo);
+    run_checker(old, NULL);
+    make_root();
+    char three[PATH_MAX];
+    path_of(three, "three.json");
+    fmt_path(cmd, "sed 's#ncclguard.dump/1.2#ncclguard.dump/3#' '%s' > '%s' && "
+             "python3 '%s' '%s' >/dev/null 2>&1", old, three, checker, three);
+    int rc = system(cmd);
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "a /3 dump was accepted (%d)", rc);
 }
 END_TEST
 
@@ -854,6 +877,7 @@ int main(void)
     tcase_add_checked_fixture(tc, NULL, cleanup);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, schema_header_docs_agree);
+    tcase_add_test(tc, checker_reads_1x_and_rejects_3);
     tcase_add_test(tc, large_dump_streams_through_the_buffer);
     tcase_add_test(tc, dump_while_writers_append);
     tcase_add_test(tc, later_dump_replaces_earlier);

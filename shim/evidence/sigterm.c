@@ -1,0 +1,88 @@
+/*
+ * sigterm.c: see sigterm.h.
+ */
+#include "evidence/sigterm.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "base/atomic.h"
+#include "base/ops.h"
+#include "evidence/dump.h"
+#include "evidence/python.h"
+#include "evidence/threads.h"
+#include "track/flight.h"
+
+static struct sigaction app;       /* the disposition we chain to */
+static ng_atomic(int) app_ready;   /* app is being replaced while 0 */
+static ng_atomic(int) installed;
+static ng_atomic(int) dumped;      /* one SIGTERM dump per process */
+
+/* True when a record of the ring is neither finished nor being written. */
+static int op_in_flight(void)
+{
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    uint64_t head = ncclguard_flight_head();
+    uint64_t oldest = head > st.capacity ? head - st.capacity : 0;
+    for (uint64_t i = head; i-- > oldest;) {
+        int s = ncclguard_flight_state(i);
+        if (s >= 0 && !ng_op_state_final(s)) return 1;
+    }
+    return 0;
+}
+
+static void on_sigterm(int sig, siginfo_t *si, void *uc)
+{
+    int saved_errno = errno;
+    /* A process that dumped already (an incident, a request) has left evidence
+     * richer than a handler can write (every thread, Python): it is kept. */
+    if (!ncclguard_dump_written() && op_in_flight() && !ng_atomic_exchange_acq_rel(&dumped, 1)) {
+        ncclguard_threads_take_self();
+        ncclguard_python_forget();
+        ncclguard_dump_write_signal("sigterm", NULL, 0);
+    }
+    errno = saved_errno;
+    struct sigaction a = app;
+    if (!ng_atomic_load_acquire(&app_ready) || a.sa_handler == SIG_DFL) {
+        /* The default: die of SIGTERM, which is blocked until we return. */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else if (a.sa_flags & SA_SIGINFO) {
+        a.sa_sigaction(sig, si, uc);
+    } else if (a.sa_handler != SIG_IGN) {
+        a.sa_handler(sig);
+    }
+}
+
+/* Installs our handler, keeping the one in place as the application's. */
+static void install(void)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigterm;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    ng_atomic_store_release(&app_ready, 0);
+    if (sigaction(SIGTERM, &sa, &old) != 0) return;
+    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_sigterm) {
+        ng_atomic_store_release(&app_ready, 1); /* ours already: keep the saved one */
+        return;
+    }
+    app = old;
+    ng_atomic_store_release(&app_ready, 1);
+    ng_atomic_store_release(&installed, 1);
+}
+
+void ncclguard_sigterm_init(void)
+{
+    install();
+}
+
+void ncclguard_sigterm_rearm(void)
+{
+    struct sigaction cur;
+    if (!ng_atomic_load_acquire(&installed) || sigaction(SIGTERM, NULL, &cur) != 0) return;
+    if (!((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigterm)) install();
+}

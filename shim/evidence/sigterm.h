@@ -1,0 +1,27 @@
+/*
+ * sigterm.h: evidence before teardown. SIGTERM is how torchrun ends the other
+ * ranks once one has failed; those are often the only dumps left of a job. A
+ * SIGTERM that arrives while an op is in flight writes a dump ("reason":
+ * "sigterm", from the handler: the receiving thread's stack as bare
+ * addresses), unless the process dumped already (for an incident, on request:
+ * that dump is richer, and it is kept), then goes on to the disposition the application chose:
+ * its handler is called, a default SIGTERM still kills, an ignored one is
+ * still ignored. Never swallowed.
+ *
+ * Owns: the SIGTERM handler and the application's disposition behind it. An
+ * application that installs its own handler after the first communicator
+ * (Megatron, Lightning) replaces ours; the watchdog's next poll wraps it again
+ * (ncclguard_sigterm_rearm), so its handler still runs, after the dump.
+ *
+ * Threads: init under the start lock; rearm on the watchdog; the handler on
+ * whichever thread receives the signal.
+ */
+#ifndef NCCLGUARD_SIGTERM_H
+#define NCCLGUARD_SIGTERM_H
+
+void ncclguard_sigterm_init(void);
+
+/* Puts our handler back in front of one installed since (watchdog poll). */
+void ncclguard_sigterm_rearm(void);
+
+#endif

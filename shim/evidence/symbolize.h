@@ -1,0 +1,36 @@
+/*
+ * symbolize.h: return addresses turned into module, offset, function and
+ * build-id, when a dump is written (never on the hot path, never in a signal
+ * handler).
+ *
+ * Owns: a per-dump cache of the modules met (the module's file mapped
+ * read-only to read its .symtab, else its .dynsym; its build-id from the
+ * loaded PT_NOTE) and of the addresses already resolved.
+ *
+ * Threads: the thread that writes a dump (one dump at a time, dump.c), between
+ * ncclguard_symbolize_begin and ncclguard_symbolize_end. Not async-signal-safe
+ * (dl_iterate_phdr, open, mmap).
+ */
+#ifndef NCCLGUARD_SYMBOLIZE_H
+#define NCCLGUARD_SYMBOLIZE_H
+
+#include <stdint.h>
+
+struct ng_symbol {
+    const char *module;      /* path of the object, "" when no object holds pc */
+    uint64_t offset;         /* pc minus the object's load address */
+    const char *function;    /* NULL when the object's symbols do not say */
+    uint64_t function_offset;
+    const char *build_id;    /* lowercase hex, NULL when the object has none */
+};
+
+void ncclguard_symbolize_begin(void);
+
+/* Resolves a return address (looked up at pc - 1, inside the call). The
+ * strings stay valid until ncclguard_symbolize_end. */
+void ncclguard_symbolize(uintptr_t pc, struct ng_symbol *out);
+
+/* Unmaps the files and forgets the cache. */
+void ncclguard_symbolize_end(void);
+
+#endif

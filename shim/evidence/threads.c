@@ -1,0 +1,424 @@
+/*
+ * threads.c: see threads.h.
+ *
+ * A request is a token in the thread's slot, sent as the signal's value with
+ * rt_tgsigqueueinfo: bits 2.. hold the slot and a per-collection count, bit 0
+ * means "being written", bit 1 "done". The handler claims its slot only by
+ * compare-and-swap from the exact token, so an answer that comes after the
+ * collector gave up (it swapped the token to 0) writes nothing, and a stray
+ * signal of the same number from elsewhere is ignored.
+ */
+#include "evidence/threads.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "base/atomic.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "evidence/stackscan.h"
+#include "track/unwind.h"
+
+#define MAX_THREADS 256 /* a power of two: the slot is token >> 2 & (MAX_THREADS - 1) */
+#define MAX_FRAMES 48
+#define ANSWER_WAIT_NS (500LL * 1000000)
+#define WRITING_GRACE_NS (50LL * 1000000)
+
+enum from { FROM_SELF, FROM_SIGNAL, FROM_SCAN, FROM_NO_ANSWER };
+static const char *const from_name[] = {"self", "signal", "scan", "no_answer"};
+
+struct slot {
+    ng_atomic(uint32_t) token;
+    pid_t tid;
+    int from;
+    int npcs;
+    char name[16];
+    char state[2];
+    char syscall[24];
+    void *pcs[MAX_FRAMES];
+};
+
+static struct slot slots[MAX_THREADS];
+static ng_atomic(int) nslots = -1; /* -1: no collection */
+static ng_atomic(int) raw_sample;  /* the slots hold a crash sample: no symbols */
+static ng_atomic(int) stack_signal;
+static uint32_t round_no;
+
+/* ---- the handler ---- */
+
+/* The interrupted pc, to drop the handler's own frames from the unwind. */
+static uintptr_t interrupted_pc(void *uc)
+{
+#if defined(__x86_64__)
+    return (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)((ucontext_t *)uc)->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static void on_stack_signal(int signo, siginfo_t *si, void *uc)
+{
+    (void)signo;
+    int saved_errno = errno;
+    if (si->si_code == SI_QUEUE && si->si_pid == getpid()) {
+        uint32_t token = (uint32_t)si->si_value.sival_int, want = token;
+        struct slot *s = &slots[token >> 2 & (MAX_THREADS - 1)];
+        if (token && !(token & 3) && ng_atomic_cas_acq_rel(&s->token, &want, token | 1)) {
+            void *raw[MAX_FRAMES + 4];
+            int n = ncclguard_unwind_here(raw, MAX_FRAMES + 4), first = -1;
+            uintptr_t pc = interrupted_pc(uc);
+            for (int i = 0; i < n && i < 4 && first < 0; i++)
+                if ((uintptr_t)raw[i] == pc) first = i;
+            if (first < 0) first = n > 2 ? 2 : 0; /* the handler and the signal trampoline */
+            int k = 0;
+            for (int i = first; i < n && k < MAX_FRAMES; i++) s->pcs[k++] = raw[i];
+            s->npcs = k;
+            want = token | 1;
+            ng_atomic_cas_acq_rel(&s->token, &want, token | 2);
+        }
+    }
+    errno = saved_errno;
+}
+
+/* ---- the signal ---- */
+
+int ncclguard_threads_signal(void)
+{
+    return ng_atomic_load_acquire(&stack_signal);
+}
+
+int ncclguard_threads_init(int avoid)
+{
+    if (ncclguard_threads_signal()) return ncclguard_threads_signal();
+    const char *proxy = getenv("NCCL_PROXY_DUMP_SIGNAL");
+    int proxy_sig = proxy ? atoi(proxy) : 0;
+    for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
+        struct sigaction old;
+        if (sig == avoid || sig == proxy_sig || sigaction(sig, NULL, &old) != 0) continue;
+        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_stack_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigfillset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) != 0) continue;
+        ng_atomic_store_release(&stack_signal, sig);
+        return sig;
+    }
+    NG_WARN("every real-time signal has a handler already (threads.c): dumps will list "
+            "threads without their stacks");
+    return 0;
+}
+
+/* The handler still ours? An application may install its own later. */
+static int signal_usable(int sig)
+{
+    struct sigaction cur;
+    return sig && sigaction(sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == on_stack_signal;
+}
+
+/* ---- /proc ---- */
+
+/* Reads /proc/self/task/<tid>/<leaf> into buf (NUL-terminated); its length or -1. */
+static ssize_t read_task_file(pid_t tid, const char *leaf, char *buf, size_t len)
+{
+    char path[64];
+    char digits[21];
+    ncclguard_fmt_int64(digits, tid);
+    strcpy(path, "/proc/self/task/");
+    strcat(path, digits);
+    strcat(path, "/");
+    strcat(path, leaf);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+static void read_name_state(struct slot *s)
+{
+    char buf[512];
+    ssize_t n = read_task_file(s->tid, "comm", buf, sizeof s->name + 1);
+    if (n > 0 && buf[n - 1] == '\n') buf[n - 1] = '\0';
+    size_t len = n > 0 ? strnlen(buf, sizeof s->name - 1) : 0;
+    memcpy(s->name, buf, len);
+    s->name[len] = '\0';
+    strcpy(s->state, "?");
+    if (read_task_file(s->tid, "stat", buf, sizeof buf) > 0) {
+        char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+        if (paren && paren[1] == ' ' && paren[2]) s->state[0] = paren[2];
+    }
+}
+
+/* The calls that a handler would make fail with EINTR even with SA_RESTART
+ * (signal(7)), by number; socket calls are decided by the socket's timeouts. */
+static const struct {
+    long nr;
+    const char *name;
+} cut_short[] = {
+    {SYS_nanosleep, "nanosleep"}, {SYS_clock_nanosleep, "clock_nanosleep"},
+    {SYS_ppoll, "ppoll"}, {SYS_pselect6, "pselect6"}, {SYS_epoll_pwait, "epoll_pwait"},
+#ifdef SYS_poll
+    {SYS_poll, "poll"}, {SYS_select, "select"}, {SYS_epoll_wait, "epoll_wait"},
+    {SYS_pause, "pause"},
+#endif
+#ifdef SYS_epoll_pwait2
+    {SYS_epoll_pwait2, "epoll_pwait2"},
+#endif
+    {SYS_rt_sigsuspend, "rt_sigsuspend"}, {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
+    {SYS_msgrcv, "msgrcv"}, {SYS_msgsnd, "msgsnd"}, {SYS_semtimedop, "semtimedop"},
+#ifdef SYS_semop
+    {SYS_semop, "semop"},
+#endif
+    {SYS_io_getevents, "io_getevents"},
+};
+
+static const struct {
+    long nr;
+    const char *name;
+} socket_calls[] = {
+    {SYS_read, "read"}, {SYS_readv, "readv"}, {SYS_recvfrom, "recvfrom"},
+    {SYS_recvmsg, "recvmsg"}, {SYS_recvmmsg, "recvmmsg"}, {SYS_write, "write"},
+    {SYS_writev, "writev"}, {SYS_sendto, "sendto"}, {SYS_sendmsg, "sendmsg"},
+    {SYS_accept, "accept"}, {SYS_accept4, "accept4"}, {SYS_connect, "connect"},
+};
+
+/* True when fd is a socket with a receive or send timeout. */
+static int socket_with_timeout(long fd)
+{
+    struct timeval tv[2];
+    socklen_t len = sizeof tv[0];
+    if (getsockopt((int)fd, SOL_SOCKET, SO_RCVTIMEO, &tv[0], &len) != 0) return 0;
+    len = sizeof tv[1];
+    if (getsockopt((int)fd, SOL_SOCKET, SO_SNDTIMEO, &tv[1], &len) != 0) return 0;
+    return tv[0].tv_sec || tv[0].tv_usec || tv[1].tv_sec || tv[1].tv_usec;
+}
+
+/* Reads what the thread is blocked in. Returns 1 when a signal would cut that
+ * call short, and sets *pc and *sp for the scan. */
+static int must_not_interrupt(struct slot *s, uintptr_t *pc, uintptr_t *sp)
+{
+    char buf[256];
+    s->syscall[0] = '\0';
+    if (read_task_file(s->tid, "syscall", buf, sizeof buf) <= 0 || buf[0] == 'r') return 0;
+    unsigned long v[9] = {0};
+    char *p = buf;
+    long nr = strtol(p, &p, 10);
+    int n = 0;
+    while (n < 9 && *p == ' ') v[n++] = strtoul(p + 1, &p, 16);
+    if (nr < 0 || n != 8) return 0; /* not in a call, or an unknown layout */
+    *sp = v[6];
+    *pc = v[7];
+    const char *name = NULL;
+    int cut = 0;
+    for (size_t i = 0; i < sizeof cut_short / sizeof cut_short[0] && !name; i++)
+        if (cut_short[i].nr == nr) name = cut_short[i].name, cut = 1;
+    for (size_t i = 0; i < sizeof socket_calls / sizeof socket_calls[0] && !name; i++)
+        if (socket_calls[i].nr == nr)
+            name = socket_calls[i].name, cut = socket_with_timeout((long)v[0]);
+    if (nr == SYS_futex) {
+        int cmd = (int)(v[1] & FUTEX_CMD_MASK);
+        int waits = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET || cmd == FUTEX_LOCK_PI ||
+                    cmd == FUTEX_WAIT_REQUEUE_PI;
+        name = "futex";
+        cut = waits && v[3] != 0; /* a timed wait returns EINTR */
+    }
+    if (name) {
+        size_t len = strnlen(name, sizeof s->syscall - 1);
+        memcpy(s->syscall, name, len);
+        s->syscall[len] = '\0';
+    } else {
+        strcpy(s->syscall, "syscall ");
+        ncclguard_fmt_int64(s->syscall + 8, nr);
+    }
+    return cut;
+}
+
+/* True when the thread blocks sig (SigBlk of /proc/self/task/<tid>/status):
+ * it would never answer, so it is scanned at once instead of waited for. */
+static int blocks_signal(pid_t tid, int sig)
+{
+    char buf[2048];
+    if (!sig || read_task_file(tid, "status", buf, sizeof buf) <= 0) return 0;
+    const char *p = strstr(buf, "\nSigBlk:");
+    if (!p) return 0;
+    unsigned long long mask = strtoull(p + 8, NULL, 16);
+    return (mask >> (sig - 1)) & 1;
+}
+
+/* ---- the collection ---- */
+
+/* The thread ids of the process, from /proc/self/task. */
+static int list_threads(pid_t *tids, int max)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[4096];
+    int n = 0;
+    long got;
+    while (n < max && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && n < max;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            if (d->d_name[0] >= '1' && d->d_name[0] <= '9') tids[n++] = atoi(d->d_name);
+            off += d->d_reclen;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+static int send_request(int sig, pid_t tid, uint32_t token)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_int = (int)token;
+    return (int)syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, sig, &si);
+}
+
+/* Waits for the signalled slots until the deadline; then gives up on the rest. */
+static void wait_answers(int n)
+{
+    int64_t start = ng_clock_ns(CLOCK_MONOTONIC);
+    struct timespec tick = {0, 1000000};
+    for (;;) {
+        int pending = 0;
+        int64_t waited = ng_clock_ns(CLOCK_MONOTONIC) - start;
+        for (int i = 0; i < n; i++) {
+            struct slot *s = &slots[i];
+            if (s->from != FROM_SIGNAL) continue;
+            uint32_t t = ng_atomic_load_acquire(&s->token);
+            if (t & 2) continue;
+            /* Give up on a thread that never started; one that is writing
+             * gets a short grace. */
+            if ((!(t & 1) && waited >= ANSWER_WAIT_NS) ||
+                waited >= ANSWER_WAIT_NS + WRITING_GRACE_NS) {
+                if (ng_atomic_cas_acq_rel(&s->token, &t, 0) || !(t & 2)) {
+                    s->from = FROM_NO_ANSWER;
+                    s->npcs = 0;
+                }
+                continue;
+            }
+            pending++;
+        }
+        if (!pending) return;
+        nanosleep(&tick, NULL);
+    }
+}
+
+void ncclguard_threads_collect(void)
+{
+    pid_t tids[MAX_THREADS];
+    int ntids = list_threads(tids, MAX_THREADS);
+    int sig = ncclguard_threads_signal();
+    int usable = signal_usable(sig);
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    round_no++;
+    ng_atomic_store_relaxed(&nslots, -1);
+    ng_atomic_store_relaxed(&raw_sample, 0);
+    ncclguard_stackscan_begin();
+    int n = 0;
+    for (int i = 0; i < ntids; i++) {
+        struct slot *s = &slots[n];
+        s->tid = tids[i];
+        s->npcs = 0;
+        read_name_state(s);
+        uintptr_t pc = 0, sp = 0;
+        if (s->tid == self) {
+            s->from = FROM_SELF;
+            s->syscall[0] = '\0';
+            s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
+        } else if (must_not_interrupt(s, &pc, &sp) || !usable || blocks_signal(s->tid, sig)) {
+            /* No pc when it runs: a running thread that blocks the signal. */
+            s->from = pc ? FROM_SCAN : FROM_NO_ANSWER;
+            s->npcs = pc ? ncclguard_stackscan(pc, sp, s->pcs, MAX_FRAMES) : 0;
+        } else {
+            uint32_t token = (round_no << 10 | (uint32_t)n << 2) & ~3u;
+            if (!token) token = 1u << 10 | (uint32_t)n << 2;
+            s->from = FROM_SIGNAL;
+            ng_atomic_store_release(&s->token, token);
+            if (send_request(sig, s->tid, token) != 0) {
+                ng_atomic_store_relaxed(&s->token, 0);
+                if (errno == ESRCH) continue; /* it exited meanwhile */
+                s->from = FROM_NO_ANSWER;
+            }
+        }
+        n++;
+    }
+    wait_answers(n);
+    ng_atomic_store_release(&nslots, n);
+}
+
+void ncclguard_threads_forget(void)
+{
+    if (!ng_atomic_load_acquire(&raw_sample)) ng_atomic_store_release(&nslots, -1);
+}
+
+void ncclguard_threads_take_self(void)
+{
+    ng_atomic_store_release(&nslots, -1);
+    struct slot *s = &slots[0];
+    s->tid = (pid_t)syscall(SYS_gettid);
+    s->from = FROM_SELF;
+    s->syscall[0] = '\0';
+    strcpy(s->state, "R");
+    s->name[0] = '\0';
+    char buf[32];
+    ssize_t n = read_task_file(s->tid, "comm", buf, sizeof s->name + 1);
+    for (ssize_t i = 0; i < n && buf[i] != '\n' && i < (ssize_t)sizeof s->name - 1; i++) {
+        s->name[i] = buf[i];
+        s->name[i + 1] = '\0';
+    }
+    s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
+    ng_atomic_store_relaxed(&raw_sample, 1);
+    ng_atomic_store_release(&nslots, 1);
+}
+
+int ncclguard_threads_symbolizable(void)
+{
+    return !ng_atomic_load_acquire(&raw_sample);
+}
+
+int ncclguard_threads_count(void)
+{
+    return ng_atomic_load_acquire(&nslots);
+}
+
+void ncclguard_threads_get(int i, struct ng_thread_view *out)
+{
+    const struct slot *s = &slots[i];
+    *out = (struct ng_thread_view){
+        .tid = s->tid,
+        .name = s->name,
+        .state = s->state,
+        .syscall = s->syscall[0] ? s->syscall : NULL,
+        .stack_from = from_name[s->from],
+        .pcs = s->pcs,
+        .npcs = s->npcs,
+    };
+}
+
+void ncclguard_threads_atfork_child(void)
+{
+    ng_atomic_store_relaxed(&nslots, -1);
+}

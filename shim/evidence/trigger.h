@@ -1,0 +1,50 @@
+/*
+ * trigger.h: the cross-rank dump. A rank that times out, or a person who runs
+ * `touch <dump dir>/TRIGGER`, makes every rank of the job dump once, the ranks
+ * that wait on nothing included.
+ *
+ * Owns: the incident id, the trigger file in the job's shared dump directory,
+ * the node's poller election and the node-local fan-out:
+ *  - <dump dir>/TRIGGER: its first line names who raised the incident (empty
+ *    when a person touched it); the incident id is "<mtime>-<first line or
+ *    'manual'>", so every node derives the same id from the same file, and a
+ *    touch of an old file starts a new incident;
+ *  - /dev/shm/ncclguard-<uid>/poller-<h>.lock: one process per node holds its
+ *    flock and stats TRIGGER every NCCLGUARD_TRIGGER_POLL_S seconds (default
+ *    2): one metadata operation per node and period on the shared file system
+ *    (<h> is a hash of the dump directory: one channel per job);
+ *  - /dev/shm/ncclguard-<uid>/trigger-<h>: the poller (or a rank that timed
+ *    out) writes the incident id there; every process of the node stats it at
+ *    each watchdog poll, which costs nothing on tmpfs.
+ * NCCLGUARD_NODE_DIR names another node-local directory in place of /dev/shm
+ * (a container with a private /dev/shm; tests that play two nodes on one).
+ * A trigger file older than the process's start is history, never an
+ * incident. A rank that times out within TRIGGER_JOIN_S of an incident joins
+ * it instead of raising a new one.
+ *
+ * Threads: init under the start lock; the rest on the watchdog thread (the
+ * thread that writes the dumps), between dumps. raise and check hand the
+ * incident to the dump (dump_body.h).
+ */
+#ifndef NCCLGUARD_TRIGGER_H
+#define NCCLGUARD_TRIGGER_H
+
+/* Computes the paths (after ncclguard_dump_init) and reads
+ * NCCLGUARD_TRIGGER_POLL_S. Creates /dev/shm/ncclguard-<uid> and the lock
+ * file; nothing in the dump directory. */
+void ncclguard_trigger_init(void);
+
+/* A timeout: joins the incident of a recent trigger file or raises a new one
+ * (TRIGGER written, node fanned out). Returns 1 when this rank has not dumped
+ * for that incident yet (it is then counted as dumped), 0 otherwise. */
+int ncclguard_trigger_raise(void);
+
+/* One watchdog poll: the node's fan-out (and, for the poller, the shared file
+ * every period). Returns 1 when an incident arrived that this rank has not
+ * dumped for (counted as dumped now), 0 otherwise. */
+int ncclguard_trigger_check(void);
+
+/* fork(): the child holds no poller lock and has seen no incident. */
+void ncclguard_trigger_atfork_child(void);
+
+#endif
