@@ -141,12 +141,18 @@ END_TEST
 #define LAPS_PER_WRITER 1000000
 static ng_atomic(int) race_stop;
 static ng_atomic(uint64_t) race_wrong, race_checked;
+#define CHECKS_WANTED 300000
 
 static void *lapper(void *arg)
 {
     (void)arg;
     struct ng_op_record r = make(1);
-    for (int k = 0; k < LAPS_PER_WRITER; k++) ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    /* On to the checker's first CHECKS_WANTED checks, however late it was
+     * scheduled (up to 20 times the laps). */
+    for (int k = 0; k < 20 * LAPS_PER_WRITER; k++) {
+        if (k >= LAPS_PER_WRITER && ng_atomic_load_relaxed(&race_checked) >= CHECKS_WANTED) break;
+        ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    }
     return NULL;
 }
 
