@@ -63,7 +63,8 @@ docs = [json.load(open(p)) for p in glob.glob(sys.argv[2] + "/*.json")]
 print(" ".join(sorted({d[sys.argv[1]] for d in docs})))' "$1" "$J/dumps"; }
 dumps_are() { [ "$(events_per_rank "$J/events" dump)" = "$1" ]; }
 ok=0
-if wait_for 60 grep -qs 'comm_created.*"comm_rank":1' "$J/events" &&
+# Two trigger periods with both communicators up: the older TRIGGER was polled, and left alone.
+if wait_for 60 grep -qs 'comm_created.*"comm_rank":1' "$J/events" && sleep 2 && dumps_are "" &&
     touch "$J/dumps/TRIGGER" && wait_for 60 dumps_are "0:1 1:1"; then
     first=$(member incident)
     touch -d '+1 second' "$J/dumps/TRIGGER"
