@@ -35,6 +35,15 @@ static struct shared *new_shared(void)
     return sh;
 }
 
+/* Runs fn on nranks ranks of one fresh communicator id; they must all pass and
+ * leave no shared segment behind. */
+static void run_clean(int nranks, fnt_rank_fn fn)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(nranks, fn, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+
 static void arrive(struct shared *sh, int n)
 {
     __atomic_fetch_add(&sh->count, 1, __ATOMIC_ACQ_REL);
@@ -88,9 +97,7 @@ static void nonblocking_rank(int rank, int n, void *arg)
 
 START_TEST(nonblocking_init_op_group_finalize)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, nonblocking_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    run_clean(2, nonblocking_rank);
 }
 END_TEST
 
@@ -114,8 +121,7 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
 
 START_TEST(nccl_comm_blocking_env)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, env_nonblocking_rank, sh), 0);
+    run_clean(2, env_nonblocking_rank);
 }
 END_TEST
 
@@ -166,9 +172,7 @@ static void split_rank(int rank, int n, void *arg)
 
 START_TEST(split_membership_and_results)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(4, split_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    run_clean(4, split_rank);
 }
 END_TEST
 
@@ -215,9 +219,7 @@ static void shrink_rank(int rank, int n, void *arg)
 
 START_TEST(shrink_membership_and_abort_mode)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(4, shrink_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    run_clean(4, shrink_rank);
 }
 END_TEST
 
@@ -326,9 +328,7 @@ static void notify_rank(int rank, int n, void *arg)
 
 START_TEST(abort_notify_gives_remote_error_after_delay)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, notify_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    run_clean(2, notify_rank);
 }
 END_TEST
 
@@ -379,8 +379,7 @@ static void revoke_rank(int rank, int n, void *arg)
 
 START_TEST(revoke_ends_pending_ops_and_keeps_handle)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, revoke_rank, sh), 0);
+    run_clean(2, revoke_rank);
 }
 END_TEST
 
@@ -430,9 +429,7 @@ static void destroy_waits_rank(int rank, int n, void *arg)
 
 START_TEST(destroy_and_finalize_wait_for_outstanding_ops)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, destroy_waits_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    run_clean(2, destroy_waits_rank);
 }
 END_TEST
 
