@@ -14,6 +14,7 @@
 
 #include "check_main.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -473,8 +474,13 @@ START_TEST(use_after_destroy_is_rejected_loudly)
 END_TEST
 
 /* A thread keeps calling into the fake (taking its locks) while the process forks: the child
- * is never stuck on a lock, and it can create and use a fresh communicator. */
+ * is never stuck on a lock, and it can create and use a fresh communicator. The caller runs
+ * at most CALLS_PER_FORK rounds past the last fork, and each fork comes once it has run half
+ * of them: every fork lands among calls, and the call log stays a few megabytes (unbounded,
+ * it grew by a gigabyte a run). */
+#define CALLS_PER_FORK 1000
 static volatile int stop_calls;
+static unsigned long calls_made, calls_at_fork;
 
 static void *caller(void *p)
 {
@@ -482,10 +488,16 @@ static void *caller(void *p)
     ncclUniqueId id;
     int version;
     while (!__atomic_load_n(&stop_calls, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&calls_made, __ATOMIC_RELAXED) -
+                __atomic_load_n(&calls_at_fork, __ATOMIC_ACQUIRE) >= CALLS_PER_FORK) {
+            sched_yield();
+            continue;
+        }
         ncclGetUniqueId(&id);
         ncclGetVersion(&version);
         ncclGetLastError(NULL);
         ncclGroupEnd(); /* an error: writes the last-error text under its lock */
+        __atomic_add_fetch(&calls_made, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -513,9 +525,13 @@ START_TEST(fork_child_starts_clean)
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, caller, NULL), 0);
     for (int i = 0; i < 20; i++) {
+        while (__atomic_load_n(&calls_made, __ATOMIC_ACQUIRE) - calls_at_fork < CALLS_PER_FORK / 2)
+            sched_yield();
         pid_t pid = fork();
         if (pid == 0)
             _exit(fork_child());
+        __atomic_store_n(&calls_at_fork, __atomic_load_n(&calls_made, __ATOMIC_RELAXED),
+                         __ATOMIC_RELEASE);
         int st;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
