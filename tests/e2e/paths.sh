@@ -100,26 +100,29 @@ fi
 # --- the first op of a communicator gets NCCLGUARD_FIRST_TIMEOUT, later ones the other ---
 # AllReduce #1 and #2, Send p2p #1 and Recv p2p #2 (with the same peer) are held on the
 # GPU. Only #2 of each kind may time out: the first ones are older, so with the short
-# timeout they would have timed out in the same poll or before.
+# timeout they would have timed out in the same poll or before. The two timeouts can
+# come in different polls and one incident gets one dump, so the checker waits for
+# both in the event log, releases the ops, and reads the flags in the exit dump.
 go=$TMP/timeouts/go
 mkdir -p "$TMP/timeouts"
-job timeouts NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 "$PROG" timeouts "$go" &
+job timeouts NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_EVENTS="$TMP/timeouts/events" "$PROG" timeouts "$go" &
 jobpid=$!
-python3 - "$TMP/timeouts/dumps" >"$TMP/timeouts/check" 2>&1 <<'PY'
-import glob, json, sys, time
-def flags(ops, kind, seq):
-    key = "p2p_seq" if kind in ("Send", "Recv") else "seq"
-    return ([o["flags"] for o in ops if o["op"] == kind and o[key] == seq] or [[]])[0]
+python3 - "$TMP/timeouts/events" >"$TMP/timeouts/check" 2>&1 <<'PY'
+import json, os, sys, time
+def timed_out():
+    if not os.path.exists(sys.argv[1]): return set()
+    events = [json.loads(line) for line in open(sys.argv[1]) if line.endswith("\n")]
+    return {(e["op"], e["p2p_seq"] if e["op"] in ("Send", "Recv") else e["seq"])
+            for e in events if e["event"] == "timeout"}
 deadline = time.time() + 60
 while time.time() < deadline:
-    for path in glob.glob(sys.argv[1] + "/ncclguard-*.json"):
-        ops = json.load(open(path))["ops"]
-        if "timeout" in flags(ops, "AllReduce", 2) and "timeout" in flags(ops, "Recv", 2):
-            for kind in ("AllReduce", "Send"):
-                f = flags(ops, kind, 1)
-                assert "first" in f and "timeout" not in f, (kind, f)
-            print("AllReduce #2 and Recv #2 timed out; the first ones, older, did not")
-            sys.exit(0)
+    if {("AllReduce", 2), ("Recv", 2)} <= timed_out():
+        time.sleep(0.5)  # 500 polls more: the first ones, past the short timeout, would go too
+        seen = timed_out()
+        assert seen == {("AllReduce", 2), ("Recv", 2)}, seen
+        print("AllReduce #2 and Recv #2 timed out; the first ones, older, did not")
+        sys.exit(0)
     time.sleep(0.1)
 print("no timeout of AllReduce #2 and Recv #2 within 60 s")
 sys.exit(1)
@@ -128,8 +131,20 @@ checked=$?
 touch "$go"
 wait $jobpid
 rc=$?
-if [ $checked -eq 0 ] && [ $rc -eq 0 ]; then
-    pass "first-op timeout (600 s) apart from the normal one (1 s): $(cat "$TMP/timeouts/check")"
+if [ $checked -eq 0 ] && [ $rc -eq 0 ] &&
+    python3 - "$TMP"/timeouts/dumps/ncclguard-*.json >>"$TMP/timeouts/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+def flags(kind, seq):
+    key = "p2p_seq" if kind in ("Send", "Recv") else "seq"
+    return [o["flags"] for o in ops if o["op"] == kind and o[key] == seq][0]
+for kind in ("AllReduce", "Send"):
+    assert "first" in flags(kind, 1) and "timeout" not in flags(kind, 1), (kind, flags(kind, 1))
+for kind in ("AllReduce", "Recv"):
+    assert "first" not in flags(kind, 2) and "timeout" in flags(kind, 2), (kind, flags(kind, 2))
+PY
+then
+    pass "first-op timeout (600 s) apart from the normal one (1 s): $(head -n 1 "$TMP/timeouts/check")"
 else
     fail "first-op and normal timeouts" "rc=$rc $(cat "$TMP/timeouts/check")"; show timeouts
 fi
