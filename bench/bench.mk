@@ -11,7 +11,8 @@ $(B)/bench/libempty.so: bench/noop.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Dmain=ng_bench_unused -o $@ $<
 
-BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead
+BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead \
+    $(B)/bench/stacks
 ALL += $(BENCH_PROGS)
 
 # The last lines printed are `added_instr_per_call=...` (bench/instructions, with
@@ -22,8 +23,13 @@ bench: deps
 	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
 	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
 	@bench/incident.sh $(B)
+	@bench/stacks.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
+
+$(B)/bench/stacks: bench/stacks.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fno-optimize-sibling-calls -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1

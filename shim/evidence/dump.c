@@ -285,7 +285,7 @@ static int create_temp(int dfd, const char *tmp)
 /* Writes the dump into `dir` as name, via tmp. 0, or -1 with errno set and no
  * temp file left behind. */
 static int write_in(const char *dir, int shared, const char *name, const char *tmp,
-                    const char *reason)
+                    const char *reason, int from_signal)
 {
     int dfd = open_dir(dir, shared);
     if (dfd < 0) return -1;
@@ -299,7 +299,7 @@ static int write_in(const char *dir, int shared, const char *name, const char *t
     struct ng_json j;
     ncclguard_json_init(&j, fd, json_buf, sizeof json_buf);
     ncclguard_json_set_newlines(&j, 2);
-    ncclguard_dump_body(&j, reason);
+    ncclguard_dump_body(&j, reason, from_signal);
     int rc = ncclguard_json_finish(&j);
     if (rc == 0 && fsync(fd) != 0) rc = -1;
     int e = errno;
@@ -411,12 +411,12 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
     int rc = -1;
     int fallen_back = ng_atomic_load_relaxed(&use_fallback);
     if (!fallen_back) {
-        rc = write_in(dump_dir, 0, name, tmp, reason);
+        rc = write_in(dump_dir, 0, name, tmp, reason, from_signal);
         if (rc != 0 && strcmp(dump_dir, fallback_dir) != 0) primary_err = errno ? errno : EIO;
     }
     if (rc != 0 && (fallen_back || primary_err)) {
         dir = fallback_dir;
-        rc = write_in(fallback_dir, 1, name, tmp, reason);
+        rc = write_in(fallback_dir, 1, name, tmp, reason, from_signal);
         if (rc == 0 && primary_err) {
             ng_atomic_store_relaxed(&use_fallback, 1);
             say_fallback(primary_err, from_signal);

@@ -25,6 +25,7 @@
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
+#include "track/stacks.h"
 
 /* Largest ring whose dump order is exact (NCCLGUARD_RING's upper bound in
  * settings.def). The bitmap lives in .bss: untouched, it costs no memory. */
@@ -40,6 +41,15 @@ struct dump_ctx {
     int64_t nccl_version;
     int64_t cuda_driver_version;
     const char *python_version;
+    int symbols; /* not in a signal handler: frames may be symbolized */
+};
+
+/* One enqueue stack (put_STACKS), named for the list's `e`. */
+struct stack_view {
+    int64_t id;
+    const uint64_t *pcs;
+    int npcs;
+    int symbols;
 };
 
 /* One frame of a thread, symbolized (put_FRAMES), named for the list's `f`. */
@@ -459,21 +469,67 @@ static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d
     ncclguard_json_end_object(j);
 }
 
+/* One element of a list of frames; symbolized between ncclguard_symbolize_begin
+ * and _end, else a bare address. */
+static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
+{
+    struct ng_symbol sym = {.module = "", .offset = pc};
+    if (symbols) ncclguard_symbolize(pc, &sym);
+    struct frame_view view = {pc, sym.module, sym.offset, sym.function, sym.function_offset,
+                              sym.build_id};
+    const struct frame_view *f = &view;
+    ncclguard_json_begin_object(j);
+    NG_DUMP_FRAME_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
 static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_thread_view *t)
 {
     ncclguard_json_key(j, key);
     ncclguard_json_begin_array(j);
     int symbols = ncclguard_threads_symbolizable();
-    for (int i = 0; i < t->npcs; i++) {
-        struct ng_symbol sym = {.module = "", .offset = (uintptr_t)t->pcs[i]};
-        if (symbols) ncclguard_symbolize((uintptr_t)t->pcs[i], &sym);
-        struct frame_view view = {(uintptr_t)t->pcs[i], sym.module, sym.offset, sym.function,
-                                  sym.function_offset, sym.build_id};
-        const struct frame_view *f = &view;
+    for (int i = 0; i < t->npcs; i++) put_frame(j, (uintptr_t)t->pcs[i], symbols);
+    ncclguard_json_end_array(j);
+}
+
+static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    const struct ng_stacks_stats *k = &st;
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_object(j);
+    NG_DUMP_STACK_TABLE_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
+static void put_STACK_FRAMES(struct ng_json *j, const char *key, const struct stack_view *e)
+{
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols);
+    ncclguard_json_end_array(j);
+}
+
+/* Every stack of the table (an entry still being written is left out). */
+static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    ncclguard_json_key(j, key);
+    ncclguard_json_begin_array(j);
+    if (d->symbols) ncclguard_symbolize_begin();
+    for (int i = 0; i < st.used; i++) {
+        struct stack_view view = {.id = i, .symbols = d->symbols};
+        const struct stack_view *e = &view;
+        view.npcs = ncclguard_stack_frames(i, &view.pcs);
+        if (view.npcs == 0) continue;
         ncclguard_json_begin_object(j);
-        NG_DUMP_FRAME_FIELDS(PUT_FIELD)
+        NG_DUMP_STACK_FIELDS(PUT_FIELD)
         ncclguard_json_end_object(j);
     }
+    if (d->symbols) ncclguard_symbolize_end();
     ncclguard_json_end_array(j);
 }
 
@@ -482,14 +538,13 @@ static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_threa
  * path's own thread is written with bare addresses). */
 static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
-    (void)d;
     int n = ncclguard_threads_count();
     ncclguard_json_key(j, key);
     if (n < 0) {
         ncclguard_json_null(j);
         return;
     }
-    int symbols = ncclguard_threads_symbolizable();
+    int symbols = d->symbols && ncclguard_threads_symbolizable();
     if (symbols) ncclguard_symbolize_begin();
     ncclguard_json_begin_array(j);
     for (int i = 0; i < n; i++) {
@@ -550,7 +605,7 @@ static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx
     ncclguard_json_end_object(j);
 }
 
-void ncclguard_dump_body(struct ng_json *j, const char *reason)
+void ncclguard_dump_body(struct ng_json *j, const char *reason, int from_signal)
 {
     struct dump_ctx ctx = {
         .reason = reason,
@@ -562,6 +617,7 @@ void ncclguard_dump_body(struct ng_json *j, const char *reason)
         .nccl_version = ncclguard_identity_nccl_version(),
         .cuda_driver_version = ncclguard_markers_driver_version(),
         .python_version = ncclguard_python_version(),
+        .symbols = !from_signal,
     };
     const struct dump_ctx *d = &ctx;
     ncclguard_json_begin_object(j);

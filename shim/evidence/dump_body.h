@@ -5,7 +5,8 @@
  * communicators, ring statistics, op records in dump order) and the optional
  * config writer. dump.c owns the file around it.
  *
- * Threads: one dump at a time (dump.c guarantees it); async-signal-safe.
+ * Threads: one dump at a time (dump.c guarantees it); async-signal-safe when
+ * told it runs in a signal handler.
  */
 #ifndef NCCLGUARD_DUMP_BODY_H
 #define NCCLGUARD_DUMP_BODY_H
@@ -24,7 +25,8 @@ void ncclguard_dump_set_config_writer(ng_dump_config_fn fn);
  * the thread that writes the dumps (trigger.c), between dumps. */
 void ncclguard_dump_set_incident(const char *id);
 
-/* Writes the whole top-level object of a dump. */
-void ncclguard_dump_body(struct ng_json *j, const char *reason);
+/* Writes the whole top-level object of a dump; from a signal handler, frames
+ * are written as bare addresses (symbolize.h is not async-signal-safe). */
+void ncclguard_dump_body(struct ng_json *j, const char *reason, int from_signal);
 
 #endif

@@ -26,14 +26,15 @@
  *      BOOL         true or false
  *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
  *                   names, documented in docs/dump-format.md
- *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, THREADS, FRAMES,
- *      PYTHON, PY_THREADS, PY_FRAMES
+ *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, STACK_TABLE, STACKS,
+ *      STACK_FRAMES, THREADS, FRAMES, PYTHON, PY_THREADS, PY_FRAMES
  *                   nested members (CONFIG is omitted when no config writer
  *                   is installed; ENV is an object of the allowed variables);
  *  - source: the expression the writer reads, in terms of its locals `d` (the
  *    dump), `s` (ring statistics), `c` (a communicator snapshot), `p` (one of
  *    its peers), `v` (an op: v->index, v->state), `r` (its struct
- *    ng_op_record), `t` (a thread, evidence/threads.h), `f` (one of its
+ *    ng_op_record), `k` (the stack table's statistics), `e` (one enqueue
+ *    stack), `t` (a thread, evidence/threads.h), `f` (one of its
  *    frames, or of a Python thread's), `y` (the Python collection) and `p`
  *    (one Python thread, evidence/python.h). A reader ignores it.
  *
@@ -67,6 +68,8 @@
     X("flight", FLIGHT, d)                                  \
     X("comms", COMMS, d)                                    \
     X("ops", OPS, d)                                        \
+    X("stack_table", STACK_TABLE, d)                        \
+    X("stacks", STACKS, d)                                  \
     X("threads", THREADS, d)                                \
     X("python", PYTHON, d)
 
@@ -185,7 +188,22 @@
     X("seen_end_ns", I64_NONZERO, r->seen_end_ns)           \
     X("result", I64, r->result)                             \
     X("flags", OP_FLAGS, r->flags)                          \
-    X("marker", I64_NONNEG, r->marker)
+    X("marker", I64_NONNEG, r->marker)                      \
+    X("stack", I64_NONNEG, r->stack)
+
+/* "stack_table": the table of enqueue stacks (track/stacks.h). */
+#define NG_DUMP_STACK_TABLE_FIELDS(X)                       \
+    X("depth", I64, k->depth)                               \
+    X("capacity", I64, k->capacity)                         \
+    X("used", I64, k->used)                                 \
+    X("lost", U64, k->lost)
+
+/* One element of "stacks": an enqueue stack, named by the ops' "stack". Its
+ * frames are those of "threads", innermost first, from the caller of the NCCL
+ * function on. */
+#define NG_DUMP_STACK_FIELDS(X)                             \
+    X("id", I64, e->id)                                     \
+    X("frames", STACK_FRAMES, e)
 
 /* Names of the bits of ng_op_record.flags (NG_REC_* of track/flight.h), in bit order;
  * a bit without a name is written as "bit<N>". */

@@ -14,6 +14,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,10 +47,22 @@ static int nmodules;
 static struct cached cache[MAX_CACHED];
 static int ncached;
 
+/* The cache is one: a dump and the watchdog's log lines take turns. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
 void ncclguard_symbolize_begin(void)
 {
+    pthread_mutex_lock(&lock);
     nmodules = 0;
     ncached = 0;
+}
+
+int ncclguard_symbolize_try_begin(void)
+{
+    if (pthread_mutex_trylock(&lock) != 0) return -1;
+    nmodules = 0; /* what the last holder left: nothing, as after begin */
+    ncached = 0;
+    return 0;
 }
 
 void ncclguard_symbolize_end(void)
@@ -57,6 +70,14 @@ void ncclguard_symbolize_end(void)
     for (int i = 0; i < nmodules; i++)
         if (modules[i].map != MAP_FAILED) munmap((void *)modules[i].map, modules[i].len);
     nmodules = 0;
+    ncached = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+void ncclguard_symbolize_atfork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    nmodules = 0; /* the parent's maps are the child's too: left to the parent */
     ncached = 0;
 }
 

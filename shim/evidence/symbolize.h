@@ -7,9 +7,10 @@
  * read-only to read its .symtab, else its .dynsym; its build-id from the
  * loaded PT_NOTE) and of the addresses already resolved.
  *
- * Threads: the thread that writes a dump (one dump at a time, dump.c), between
- * ncclguard_symbolize_begin and ncclguard_symbolize_end. Not async-signal-safe
- * (dl_iterate_phdr, open, mmap).
+ * Threads: any thread but a signal handler, between ncclguard_symbolize_begin
+ * and ncclguard_symbolize_end, which hold a lock: a dump and the watchdog's
+ * log lines take turns. Not async-signal-safe (a lock, dl_iterate_phdr, open,
+ * mmap).
  */
 #ifndef NCCLGUARD_SYMBOLIZE_H
 #define NCCLGUARD_SYMBOLIZE_H
@@ -26,11 +27,17 @@ struct ng_symbol {
 
 void ncclguard_symbolize_begin(void);
 
+/* The same without waiting: -1 when another thread is symbolizing. */
+int ncclguard_symbolize_try_begin(void);
+
 /* Resolves a return address (looked up at pc - 1, inside the call). The
  * strings stay valid until ncclguard_symbolize_end. */
 void ncclguard_symbolize(uintptr_t pc, struct ng_symbol *out);
 
-/* Unmaps the files and forgets the cache. */
+/* Unmaps the files, forgets the cache and lets the next thread in. */
 void ncclguard_symbolize_end(void);
+
+/* fork(): the child may symbolize even if another thread of the parent was. */
+void ncclguard_symbolize_atfork_child(void);
 
 #endif

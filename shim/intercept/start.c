@@ -24,6 +24,7 @@
 #include "evidence/marker.h"
 #include "evidence/python.h"
 #include "evidence/sigterm.h"
+#include "evidence/symbolize.h"
 #include "evidence/threads.h"
 #include "evidence/trigger.h"
 #include "intercept/real.h"
@@ -80,6 +81,7 @@ static void atfork_child(void)
     ncclguard_threads_atfork_child();
     ncclguard_trigger_atfork_child();
     ncclguard_crash_atfork_child();
+    ncclguard_symbolize_atfork_child();
     pthread_mutex_init(&start_lock, NULL);
     ng_atomic_store_relaxed(&started, 0);
 }
@@ -184,6 +186,7 @@ static void start_all(void)
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,
         .anchor_period_ns = anchor_ms > 0 ? (int64_t)anchor_ms * 1000000 : 0,
+        .stack_depth = s->stacks ? (int)s->stack_depth : 0,
         .observer = {.settle = ncclguard_watchdog_settle,
                      .async_error = ncclguard_watchdog_async_error,
                      .wake = ncclguard_watchdog_wake},

@@ -70,6 +70,7 @@ struct ng_op_record {
     int64_t comm_slot;       /* index of the communicator in the registry, -1 if none */
     int64_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
     int64_t result;          /* ncclResult_t the enqueue returned */
+    int64_t stack;           /* enqueue stack id (track/stacks.h), NG_NO_STACK if none */
     /* learnt by the watchdog: 0 in what the writer appends, merged into copies */
     int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale; 0 unknown */
     int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */

@@ -16,6 +16,7 @@
 #include "track/groups.h"
 #include "track/lifecycle.h"
 #include "track/markers.h"
+#include "track/stacks.h"
 #include "track/track.h"
 
 static NG_TLS int group_depth;
@@ -104,6 +105,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->gpu_start_ns = r->gpu_end_ns = r->seen_start_ns = r->seen_end_ns = 0;
     r->flags = 0;
     r->marker = NG_NO_MARKER;
+    r->stack = ncclguard_stack_capture();
     enum ng_track_mode mode = ncclguard_track_mode;
     if (mode == NG_TRACK_OFF) return;
     if (group_depth > 0) {

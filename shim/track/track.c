@@ -9,6 +9,7 @@
 #include "track/flight.h"
 #include "track/groups.h"
 #include "track/markers.h"
+#include "track/stacks.h"
 
 ng_atomic(int) ncclguard_tracking;
 enum ng_track_mode ncclguard_track_mode = NG_TRACK_FULL;
@@ -44,6 +45,7 @@ int ncclguard_track_start(const struct ng_track_params *p)
     }
     ncclguard_flight_on_drop(release_dropped);
     ncclguard_groups_init(p->ring);
+    ncclguard_stacks_init(p->stack_depth);
     if (p->mode != NG_TRACK_OFF) {
         /* A marker for each record of the ring, and a few for the ops being
          * enqueued: each takes its marker before its record drops an

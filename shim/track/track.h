@@ -41,6 +41,7 @@ struct ng_track_params {
     enum ng_track_mode mode;
     uint64_t ring;            /* flight recorder records */
     int64_t anchor_period_ns; /* 0: the default (markers.h) */
+    int stack_depth;          /* enqueue stack frames, 0: none (track/stacks.h) */
     struct ng_track_observer observer;
 };
 

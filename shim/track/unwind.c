@@ -21,11 +21,12 @@
  * libunwind's API without its header (libunwind-dev is not a build
  * dependency): the x86-64 names behind unw_getcontext, unw_init_local, unw_step
  * and unw_get_reg, a cursor of UNW_TDEP_CURSOR_LEN (127) words, ucontext_t as
- * the context, UNW_REG_IP = 16. unw_backtrace is not used: its fast path keeps
- * a per-thread cache in libunwind's __thread variables, and a library loaded
- * with dlopen gets its TLS allocated (malloc) on a thread's first access,
- * which must not happen inside a signal handler. unw_step with the default
- * global cache touches no TLS.
+ * the context, UNW_REG_IP = 16, and unw_backtrace. unw_backtrace serves only
+ * the hot path (ncclguard_unwind_fast): its fast path keeps a per-thread cache
+ * in libunwind's __thread variables, and a library loaded with dlopen gets its
+ * TLS allocated (malloc) on a thread's first access, which must not happen
+ * inside a signal handler. unw_step with the default global cache touches no
+ * TLS, so the signal handler's ncclguard_unwind_here uses it.
  */
 #if defined(__x86_64__)
 #define UNW_PREFIX "_ULx86_64_"
@@ -49,6 +50,7 @@ static unw_getcontext_fn unw_getcontext;
 static unw_init_local_fn unw_init_local;
 static unw_step_fn unw_step;
 static unw_get_reg_fn unw_get_reg;
+static int (*unw_backtrace)(void **, int);
 
 static int unwind_libunwind(void **pcs, int max)
 {
@@ -74,7 +76,8 @@ static int resolve_libunwind(void)
     unw_init_local = (unw_init_local_fn)dlsym(lib, UNW_PREFIX "init_local");
     unw_step = (unw_step_fn)dlsym(lib, UNW_PREFIX "step");
     unw_get_reg = (unw_get_reg_fn)dlsym(lib, UNW_PREFIX "get_reg");
-    return unw_getcontext && unw_init_local && unw_step && unw_get_reg ? 0 : -1;
+    unw_backtrace = (int (*)(void **, int))dlsym(lib, "unw_backtrace");
+    return unw_getcontext && unw_init_local && unw_step && unw_get_reg && unw_backtrace ? 0 : -1;
 #else
     return -1;
 #endif
@@ -114,4 +117,10 @@ int ncclguard_unwind_here(void **pcs, int max)
     int out = 0;
     for (int i = 1; i < n && out < max; i++) pcs[out++] = buf[i]; /* skip our own frame */
     return out;
+}
+
+int ncclguard_unwind_fast(void **pcs, int max)
+{
+    if (ng_atomic_load_acquire(&method) != LIBUNWIND || max <= 0) return 0;
+    return unw_backtrace(pcs, max);
 }

@@ -9,7 +9,8 @@
  * there and never inside a signal handler.
  *
  * Threads: ncclguard_unwind_open under the start lock, once; the others from
- * any thread, ncclguard_unwind_here also from a signal handler (after open).
+ * any thread, ncclguard_unwind_here also from a signal handler (after open),
+ * ncclguard_unwind_fast never from one.
  */
 #ifndef NCCLGUARD_UNWIND_H
 #define NCCLGUARD_UNWIND_H
@@ -26,5 +27,13 @@ const char *ncclguard_unwind_method(void);
  * own mmap pool, and backtrace() has loaded libgcc_s at open. */
 __attribute__((noinline)) int ncclguard_unwind_here(void **pcs, int max);
 
+/* The same for the hot path (enqueue stacks): libunwind's unw_backtrace, which
+ * keeps per-thread caches of the frames it met and costs about 0.3 us at 24
+ * frames where unw_step and backtrace() cost 6 to 11 us. Returns 0 when
+ * libunwind is not loaded: backtrace() is too slow to run on every call. Not
+ * async-signal-safe: a thread's first call allocates its cache (libunwind's
+ * thread-local storage, malloc and mmap). Innermost first, from this function
+ * or its caller on. */
+int ncclguard_unwind_fast(void **pcs, int max);
 
 #endif

@@ -79,14 +79,14 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
         snprintf(more, sizeof more, " (%llu more slow ops not shown)",
                  (unsigned long long)slow_suppressed);
     slow_suppressed = 0;
-    char ref[64] = "", what[96];
+    char ref[64] = "", what[96], at[256];
     if (median_ns)
         snprintf(ref, sizeof ref, ", %.1fx the median %.3f ms", (double)dur_ns / (double)median_ns,
                  median_ns / 1e6);
-    NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s",
+    NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s%s",
             ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
             ncclguard_record_comm_size(r), (unsigned long long)r->bytes, dur_ns / 1e6, ref,
-            more);
+            more, ncclguard_describe_where(r, at, sizeof at));
 }
 
 static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_start,

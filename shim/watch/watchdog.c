@@ -104,13 +104,14 @@ static void report_timeouts(const struct pass *p)
     for (int i = 0; i < p->ntimeouts; i++) {
         const struct timed_out *t = &p->timeouts[i];
         const struct ng_op_record *r = &t->rec;
-        char idb[8], what[96], more[64] = "";
+        char idb[8], what[96], more[64] = "", at[256];
         const char *where = t->state == NG_OP_STARTED ? "started on GPU, not finished"
                                                       : "not started on GPU";
         if (t->more) snprintf(more, sizeof more, " (%d more ops queued behind it)", t->more);
-        NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s",
+        NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s%s",
                 ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
-                ncclguard_record_comm_size(r), t->age, where, more);
+                ncclguard_record_comm_size(r), t->age, where, more,
+                ncclguard_describe_where(r, at, sizeof at));
     }
 }
 

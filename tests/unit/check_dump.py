@@ -23,7 +23,8 @@ TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns"
        ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
        ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
-       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"), ("threads", "THREADS"),
+       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"),
+       ("stack_table", "STACK_TABLE"), ("stacks", "STACKS"), ("threads", "THREADS"),
        ("python", "PYTHON")]
 # ncclguard.dump/1.x: the versions were two top-level members, and there was no
 # env and no threads. 1.0 had no config, 1.0 and 1.1 no comms[].peers.
@@ -67,10 +68,15 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("enqueue_ns", "I64"), ("enqueue_mono_ns", "I64"), ("state", "OP_STATE"),
       ("gpu_start_ns", "I64_NONZERO"), ("gpu_end_ns", "I64_NONZERO"),
       ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
-      ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG")]
+      ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG"), ("stack", "I64_NONNEG")]
+# ncclguard.dump/1.x had no enqueue stacks.
+OP_V1 = OP[:-1]
+STACK_TABLE = [("depth", "I64"), ("capacity", "I64"), ("used", "I64"), ("lost", "U64")]
+STACK = [("id", "I64"), ("frames", "STACK_FRAMES")]
 LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
          "NG_DUMP_FLIGHT_FIELDS": FLIGHT, "NG_DUMP_COMM_FIELDS": COMM,
          "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP,
+         "NG_DUMP_STACK_TABLE_FIELDS": STACK_TABLE, "NG_DUMP_STACK_FIELDS": STACK,
          "NG_DUMP_THREAD_FIELDS": THREAD, "NG_DUMP_FRAME_FIELDS": FRAME,
          "NG_DUMP_PYTHON_FIELDS": PYTHON, "NG_DUMP_PY_THREAD_FIELDS": PY_THREAD,
          "NG_DUMP_PY_FRAME_FIELDS": PY_FRAME}
@@ -78,12 +84,13 @@ LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
 DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_VERSION_FIELDS": "versions",
                 "NG_DUMP_FLIGHT_FIELDS": "flight",
                 "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_PEER_FIELDS": "comms[].peers[]",
-                "NG_DUMP_OP_FIELDS": "ops[]", "NG_DUMP_THREAD_FIELDS": "threads[]",
+                "NG_DUMP_OP_FIELDS": "ops[]", "NG_DUMP_STACK_TABLE_FIELDS": "stack_table",
+                "NG_DUMP_STACK_FIELDS": "stacks[]", "NG_DUMP_THREAD_FIELDS": "threads[]",
                 "NG_DUMP_FRAME_FIELDS": "threads[].frames[]", "NG_DUMP_PYTHON_FIELDS": "python",
                 "NG_DUMP_PY_THREAD_FIELDS": "python.threads[]",
                 "NG_DUMP_PY_FRAME_FIELDS": "python.threads[].frames[]"}
-NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "THREADS", "FRAMES",
-          "PYTHON", "PY_THREADS", "PY_FRAMES")
+NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "STACK_TABLE",
+          "STACKS", "STACK_FRAMES", "THREADS", "FRAMES", "PYTHON", "PY_THREADS", "PY_FRAMES")
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
 OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
@@ -256,18 +263,45 @@ def check_threads(where, threads):
     for i, t in enumerate(threads):
         th = check_object(f"{where}[{i}]", pairs_of(f"{where}[{i}]", t), THREAD)
         tids.append(th.get("tid"))
-        frames = th.get("frames")
-        if not isinstance(frames, list):
-            fail(f"{where}[{i}].frames", "is not an array")
-            continue
-        for k, f in enumerate(frames):
-            fr = check_object(f"{where}[{i}].frames[{k}]", pairs_of("frame", f), FRAME)
-            if (fr.get("function") is None) != (fr.get("function_offset") is None):
-                fail(f"{where}[{i}].frames[{k}]", "function and function_offset disagree")
+        frames = check_frames(f"{where}[{i}].frames", th.get("frames"))
         if th.get("stack_from") == "no_answer" and frames:
             fail(f"{where}[{i}]", "a thread that did not answer has frames")
     if len(set(tids)) != len(tids):
         fail(where, "a thread appears twice")
+
+
+def check_frames(where, frames):
+    if not isinstance(frames, list):
+        fail(where, "is not an array")
+        return []
+    for k, f in enumerate(frames):
+        fr = check_object(f"{where}[{k}]", pairs_of("frame", f), FRAME)
+        if (fr.get("function") is None) != (fr.get("function_offset") is None):
+            fail(f"{where}[{k}]", "function and function_offset disagree")
+    return frames
+
+
+def check_stacks(table, stacks, ops):
+    """The table's figures, stacks listed once each with 1 to depth frames, and
+    every op's stack among them. Returns the ids listed."""
+    t = check_object("stack_table", pairs_of("stack_table", table), STACK_TABLE)
+    if not isinstance(stacks, list):
+        fail("stacks", "is not an array")
+        return
+    ids = []
+    for i, s in enumerate(stacks):
+        st = check_object(f"stacks[{i}]", pairs_of(f"stacks[{i}]", s), STACK)
+        ids.append(st.get("id"))
+        frames = check_frames(f"stacks[{i}].frames", st.get("frames"))
+        if not 1 <= len(frames) <= (t.get("depth") or 0):
+            fail(f"stacks[{i}]", f"{len(frames)} frames, depth {t.get('depth')}")
+    if len(set(ids)) != len(ids) or len(ids) > (t.get("used") or 0):
+        fail("stacks", f"ids {ids} repeat or outnumber the {t.get('used')} entries used")
+    if (t.get("used") or 0) > (t.get("capacity") or 0):
+        fail("stack_table", "more entries used than the table holds")
+    for i, o in enumerate(ops):
+        if o.get("stack") is not None and o["stack"] not in ids:
+            fail(f"ops[{i}]", f"stack {o['stack']} is not listed in stacks")
 
 
 def check_python(where, py):
@@ -321,12 +355,14 @@ def check_dump(path):
         ops = []
     plain_ops = []
     for i, o in enumerate(ops):
-        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP)
+        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP if major == 2 else OP_V1)
         plain_ops.append(op)
         if op.get("op") in P2P and op.get("root") is not None:
             fail(f"ops[{i}]", "a Send/Recv has a root")
         if op.get("op") not in P2P and op.get("peer") is not None:
             fail(f"ops[{i}]", "a collective has a peer")
+    if major == 2:
+        check_stacks(top.get("stack_table"), top.get("stacks"), plain_ops)
     # Order: in flight first, then the others; each group newest (highest index) first.
     groups = [[o for o in plain_ops if o.get("state") in IN_FLIGHT],
               [o for o in plain_ops if o.get("state") not in IN_FLIGHT]]

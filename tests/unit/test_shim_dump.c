@@ -40,6 +40,7 @@
 #include "policy/config_load.h"
 #include "track/comm.h"
 #include "track/flight.h"
+#include "track/stacks.h"
 #include "track/ops.h"
 
 static char checker[PATH_MAX]; /* absolute path of tests/unit/check_dump.py */
@@ -224,6 +225,7 @@ static void fill(struct ng_op_record *r, int i)
     r->enqueue_ns = T0 + i * 1000;
     r->enqueue_mono_ns = 5000000 + i * 1000;
     r->marker = i % 3 == 0 ? NG_NO_MARKER : i;
+    r->stack = NG_NO_STACK; /* stacks with frames: tests/e2e/stacks.sh */
     r->result = w->state == NG_OP_FAILED ? ncclInvalidUsage : ncclSuccess;
     r->flags = w->flags;
     if (has_start(w->state) && i != 19) {

@@ -5,3 +5,11 @@ $(B)/tests/unit/test_shim_%: tests/unit/test_shim_%.c tests/unit/check_main.h $(
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(SHIM_OBJS) $(LDFLAGS) $(CHECK_LIBS) -ldl
 
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_shim_*.c))
+
+# test_shim_stacks calls the stack table from a library of its own (stack_sites.c).
+$(B)/tests/unit/libstacksites.so: tests/unit/stack_sites.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fno-optimize-sibling-calls -shared -o $@ $< $(LDFLAGS)
+$(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so
+$(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
+    -Wl,-rpath,$(abspath $(B)/tests/unit)

@@ -1,0 +1,72 @@
+/*
+ * stacks: what the enqueue stacks cost per call.
+ *
+ *   stacks N DEPTH   N 8-byte AllReduce calls made DEPTH frames below main
+ *                    (each frame a function of its own), after a warm-up;
+ *                    prints ns per call
+ *
+ * bench/stacks.sh runs it under the shim with NCCLGUARD_STACKS=1 and =0, on
+ * the fake NCCL in no-op mode, for instructions (callgrind) and time (A/B
+ * interleaved). A real job calls NCCL from deep in the framework: PyTorch's
+ * c10d sits 20 to 40 C frames below the interpreter's, so the default depth
+ * of 24 is what it pays.
+ */
+#include <cuda.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "timing.h"
+
+static ncclComm_t comm;
+static CUstream stream;
+static void *buf;
+
+static int setup(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr p;
+    ncclUniqueId id;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx) || cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) ||
+        cuMemAlloc(&p, 8) || ncclGetUniqueId(&id) || ncclCommInitRank(&comm, 1, id, 0))
+        return -1;
+    buf = (void *)p;
+    return 0;
+}
+
+static void calls(long n)
+{
+    for (long i = 0; i < n; i++) ncclAllReduce(buf, buf, 2, ncclFloat, ncclSum, comm, stream);
+}
+
+/* depth frames of their own (noinline, and work after the call so that it is
+ * not a tail call), then the loop: prints ns per call */
+__attribute__((noinline)) static double below(int depth, long n)
+{
+    if (depth > 0) {
+        double r = below(depth - 1, n);
+        __asm__ volatile("" ::: "memory");
+        return r;
+    }
+    calls(n / 10 + 1); /* warm-up: the unwinder's caches, the stack table */
+    cuStreamSynchronize(stream);
+    double t0 = bench_now_ns();
+    calls(n);
+    double t1 = bench_now_ns();
+    cuStreamSynchronize(stream);
+    return (t1 - t0) / (double)n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: stacks N DEPTH\n");
+        return 2;
+    }
+    if (setup()) return 2;
+    /* below() itself, calls() and main take 3 frames */
+    printf("%.1f\n", below(atoi(argv[2]) > 3 ? atoi(argv[2]) - 3 : 0, atol(argv[1])));
+    return 0;
+}
