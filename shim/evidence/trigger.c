@@ -47,6 +47,7 @@ static int64_t start_ns;      /* CLOCK_REALTIME at init: older triggers are hist
 static int64_t poll_ns, next_poll_mono;
 static struct key shared_seen, fanout_seen;
 static char dumped[ID_MAX];    /* the incident this rank dumped for */
+static char raised[ID_MAX];    /* the last incident this rank raised */
 
 static int64_t mtime_ns(const struct stat *st)
 {
@@ -193,6 +194,7 @@ int ncclguard_trigger_raise(void)
          * agree on the first one's incident; replacing when it is old. */
         if (put_file(dfd, TRIGGER_NAME, text, !have, &st) == 0) {
             format_id(&st, origin, id);
+            snprintf(raised, sizeof raised, "%s", id);
         } else if (!(errno == EEXIST && read_id(dfd, TRIGGER_NAME, id, &st) == 0)) {
             close(dfd);
             dfd = -1;
@@ -201,12 +203,25 @@ int ncclguard_trigger_raise(void)
     if (dfd < 0) { /* no dump directory: an incident of this node alone */
         snprintf(id, sizeof id, "%lld.%09lld-local", (long long)(now / 1000000000),
                  (long long)(now % 1000000000));
+        snprintf(raised, sizeof raised, "%s", id);
     } else {
         shared_seen = key_of(&st);
         close(dfd);
     }
     fan_out(id);
     return take(id);
+}
+
+const char *ncclguard_trigger_incident(void)
+{
+    return dumped[0] ? dumped : NULL;
+}
+
+int ncclguard_trigger_is_reporter(const char *id)
+{
+    if (!strcmp(id, raised)) return 1;
+    size_t n = strlen(id), m = strlen("-manual");
+    return n > m && !strcmp(id + n - m, "-manual") && ncclguard_identity()->rank <= 0;
 }
 
 int ncclguard_trigger_check(void)
@@ -243,6 +258,6 @@ void ncclguard_trigger_atfork_child(void)
     if (lock_fd >= 0) close(lock_fd); /* the lock stays with the parent's descriptor */
     lock_fd = -1;
     is_poller = 0;
-    dumped[0] = '\0';
+    dumped[0] = raised[0] = '\0';
     ncclguard_dump_set_incident(NULL);
 }

@@ -44,6 +44,14 @@ int ncclguard_trigger_raise(void);
  * dumped for (counted as dumped now), 0 otherwise. */
 int ncclguard_trigger_check(void);
 
+/* True when this process reports incident `id` (evidence/verdict.h): it raised
+ * it, or the id names no rank (a manual trigger, a node-local incident) and
+ * this is global rank 0 or the only process. */
+int ncclguard_trigger_is_reporter(const char *id);
+
+/* The incident this rank dumped for last; NULL before any. */
+const char *ncclguard_trigger_incident(void);
+
 /* fork(): the child holds no poller lock and has seen no incident. */
 void ncclguard_trigger_atfork_child(void);
 

@@ -27,6 +27,7 @@
 #include "evidence/symbolize.h"
 #include "evidence/threads.h"
 #include "evidence/trigger.h"
+#include "evidence/verdict.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -201,6 +202,7 @@ static void start_all(void)
     ncclguard_threads_init(s->dump_signal);
     ncclguard_python_init();
     ncclguard_trigger_init();
+    ncclguard_verdict_init(s->verdict_wait_s);
     ncclguard_crash_init();
     ncclguard_sigterm_init();
     ncclguard_events_open(s->events);

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "evidence/dump.h"
+#include "evidence/verdict.h"
 #include "evidence/sigterm.h"
 #include "evidence/trigger.h"
 #include "policy/config.h"
@@ -240,6 +241,8 @@ static void enforcer_pass(void)
     if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
     if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
+    if (why == DUMP_TIMEOUT || why == DUMP_TRIGGER)
+        ncclguard_verdict_after_dump(ncclguard_trigger_incident());
     escalate(&p);
     pthread_mutex_unlock(&pass_lock);
 }

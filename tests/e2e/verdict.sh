@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The verdict in the job's log (evidence/verdict.h): after an incident, the rank
+# that raised it waits for every rank's dump, runs the ncclguard command found
+# next to the library, and logs its verdict lines. Here the library is copied
+# beside a stand-in command that shows what it was given; tests/e2e/analyze.sh
+# runs the real analyzer on the same kind of job.
+source "$(dirname "$0")/lib.sh"
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
+    skip "verdict" "harness not built"; finish; exit
+fi
+mkdir -p "$TMP/lib"
+cp "$SHIM" "$TMP/lib/libncclguard.so"
+cat >"$TMP/lib/ncclguard" <<'SH'
+#!/bin/sh
+# stand-in analyzer: the verdict block, an empty line, then evidence
+n=$(grep -l "\"incident\":\"$4\"" "$2"/ncclguard-*.json | wc -l)
+echo "culprit: stand-in saw $n dumps of incident $4 in $2 ($1)"
+echo "LD_PRELOAD=${LD_PRELOAD:-unset}"
+echo
+echo "evidence: not part of the verdict"
+SH
+chmod +x "$TMP/lib/ncclguard"
+SHIM=$TMP/lib/libncclguard.so
+job() { # NAME ENV...: a 4-rank job whose rank 1 hangs in host code
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
+        NCCLGUARD_DUMP_DIR=$TMP/$name/dumps && under_shim "$LAUNCH" -n 4 --timeout 15 -- \
+        "$TRAIN" --steps 100 --hang-rank 1 --hang-step 3 --quiet >"$TMP/$name/out" 2>&1)
+}
+
+job hang NCCLGUARD_VERDICT_WAIT_S=20
+lines=$(grep -c 'verdict (4 dumps): ' "$TMP/hang/out")
+if grep -q "ncclguard: \[rank [0-9] .*verdict (4 dumps): culprit: stand-in saw 4 dumps of incident [0-9.]*-r[0-9]@[^ ]* in $TMP/hang/dumps (analyze)" \
+        "$TMP/hang/out" &&
+    grep -q 'verdict (4 dumps): LD_PRELOAD=unset$' "$TMP/hang/out" && [ "$lines" = 2 ]; then
+    pass "one rank logs the verdict once, after all 4 dumps, from the command beside the library, without LD_PRELOAD"
+else
+    fail "verdict in the log" "$lines verdict lines"; grep -a 'ncclguard:' "$TMP/hang/out" | tail -n 12
+fi
+
+job off NCCLGUARD_VERDICT_WAIT_S=0
+if grep -q 'dump written' "$TMP/off/out" && ! grep -q 'verdict' "$TMP/off/out"; then
+    pass "NCCLGUARD_VERDICT_WAIT_S=0: dumps, and no verdict"
+else
+    fail "verdict off"; tail -n 8 "$TMP/off/out"
+fi
+finish
