@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "evidence/dump_format.h"
 #include "evidence/python.h"
+#include "evidence/ras.h"
 #include "evidence/symbolize.h"
 #include "evidence/threads.h"
 #include "track/comm.h"
@@ -602,6 +603,22 @@ static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx
     }
     ncclguard_json_begin_object(j);
     NG_DUMP_PYTHON_FIELDS(PUT_FIELD)
+    ncclguard_json_end_object(j);
+}
+
+/* NCCL's RAS answer (ras.h); null when there is none. */
+static void put_RAS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+{
+    (void)d;
+    struct ng_ras_view view;
+    const struct ng_ras_view *a = &view;
+    ncclguard_json_key(j, key);
+    if (ncclguard_ras_view(&view) != 0) {
+        ncclguard_json_null(j);
+        return;
+    }
+    ncclguard_json_begin_object(j);
+    NG_DUMP_RAS_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
 }
 

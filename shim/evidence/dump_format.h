@@ -27,14 +27,14 @@
  *      COMM_STATE, OP_NAME, DATATYPE, REDOP, ROOT, PEER, OP_STATE, OP_FLAGS
  *                   names, documented in docs/dump-format.md
  *      CONFIG, FLIGHT, COMMS, PEERS, OPS, VERSIONS, ENV, STACK_TABLE, STACKS,
- *      STACK_FRAMES, THREADS, FRAMES, PYTHON, PY_THREADS, PY_FRAMES
+ *      STACK_FRAMES, THREADS, FRAMES, PYTHON, PY_THREADS, PY_FRAMES, RAS
  *                   nested members (CONFIG is omitted when no config writer
  *                   is installed; ENV is an object of the allowed variables);
  *  - source: the expression the writer reads, in terms of its locals `d` (the
  *    dump), `s` (ring statistics), `c` (a communicator snapshot), `p` (one of
  *    its peers), `v` (an op: v->index, v->state), `r` (its struct
  *    ng_op_record), `k` (the stack table's statistics), `e` (one enqueue
- *    stack), `t` (a thread, evidence/threads.h), `f` (one of its
+ *    stack), `a` (the RAS answer), `t` (a thread, evidence/threads.h), `f` (one of its
  *    frames, or of a Python thread's), `y` (the Python collection) and `p`
  *    (one Python thread, evidence/python.h). A reader ignores it.
  *
@@ -71,7 +71,8 @@
     X("stack_table", STACK_TABLE, d)                        \
     X("stacks", STACKS, d)                                  \
     X("threads", THREADS, d)                                \
-    X("python", PYTHON, d)
+    X("python", PYTHON, d)                                  \
+    X("ras", RAS, d)
 
 /* "versions": what the process runs; null where not known (yet). */
 #define NG_DUMP_VERSION_FIELDS(X)                           \
@@ -130,6 +131,14 @@
     X("function", OPT_STR, f->function)                     \
     X("function_offset", I64_NONNEG, f->function ? (int64_t)f->function_offset : -1)   \
     X("build_id", BUILD_ID, f->build_id)
+
+/* "ras": NCCL's RAS answer (evidence/ras.h), null when it was not asked. */
+#define NG_DUMP_RAS_FIELDS(X)                               \
+    X("incident", STR, a->incident)                         \
+    X("format", STR, a->format)                             \
+    X("error", OPT_STR, a->error)                           \
+    X("truncated", BOOL, a->truncated)                      \
+    X("status", STR, a->status)
 
 /* "flight": the ring's statistics. */
 #define NG_DUMP_FLIGHT_FIELDS(X)                            \

@@ -24,8 +24,8 @@
  * PMI_SIZE, SLURM_NTASKS). wait_s 0 turns the verdict off. */
 void ncclguard_verdict_init(double wait_s);
 
-/* A dump of incident `id` was written: starts the verdict when this rank
- * reports the incident and has not yet for this one. */
+/* A dump of incident `id` was written, and this rank reports it
+ * (trigger.h): starts the verdict unless it has for this one. */
 void ncclguard_verdict_after_dump(const char *id);
 
 #endif

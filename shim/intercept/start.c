@@ -23,6 +23,7 @@
 #include "evidence/dump_body.h"
 #include "evidence/marker.h"
 #include "evidence/python.h"
+#include "evidence/ras.h"
 #include "evidence/sigterm.h"
 #include "evidence/symbolize.h"
 #include "evidence/threads.h"
@@ -203,6 +204,7 @@ static void start_all(void)
     ncclguard_python_init();
     ncclguard_trigger_init();
     ncclguard_verdict_init(s->verdict_wait_s);
+    ncclguard_ras_init(s->ras, ncclguard_watchdog_request_ras_dump);
     ncclguard_crash_init();
     ncclguard_sigterm_init();
     ncclguard_events_open(s->events);

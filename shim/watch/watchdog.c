@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "evidence/dump.h"
+#include "evidence/ras.h"
 #include "evidence/verdict.h"
 #include "evidence/sigterm.h"
 #include "evidence/trigger.h"
@@ -43,10 +44,11 @@
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
 /* Why a dump is due: the reason of the most recent request wins. */
-enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER };
+enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER,
+                   DUMP_RAS };
 static const char *const dump_reason_name[] = {
     [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout",
-    [DUMP_TRIGGER] = "trigger"};
+    [DUMP_TRIGGER] = "trigger", [DUMP_RAS] = "ras"};
 
 static pthread_t thread;
 static ng_atomic(int) running;
@@ -241,8 +243,12 @@ static void enforcer_pass(void)
     if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
     if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
-    if (why == DUMP_TIMEOUT || why == DUMP_TRIGGER)
-        ncclguard_verdict_after_dump(ncclguard_trigger_incident());
+    const char *incident = ncclguard_trigger_incident();
+    if ((why == DUMP_TIMEOUT || why == DUMP_TRIGGER) && incident &&
+        ncclguard_trigger_is_reporter(incident)) {
+        ncclguard_verdict_after_dump(incident);
+        ncclguard_ras_after_dump(incident);
+    }
     escalate(&p);
     pthread_mutex_unlock(&pass_lock);
 }
@@ -323,6 +329,11 @@ void ncclguard_watchdog_start(void)
 void ncclguard_watchdog_request_dump(void)
 {
     ng_atomic_store_relaxed(&dump_requested, DUMP_SIGNAL);
+}
+
+void ncclguard_watchdog_request_ras_dump(void)
+{
+    ng_atomic_store_relaxed(&dump_requested, DUMP_RAS);
 }
 
 void ncclguard_watchdog_at_exit(void)

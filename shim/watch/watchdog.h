@@ -22,6 +22,10 @@ void ncclguard_watchdog_start(void);
 /* Async-signal-safe: asks the watchdog for a dump at its next poll. */
 void ncclguard_watchdog_request_dump(void);
 
+/* The same for the dump that carries NCCL's RAS answer (evidence/ras.h):
+ * reason "ras". */
+void ncclguard_watchdog_request_ras_dump(void);
+
 /* At exit: one last poll on the calling thread, the exit dump if configured,
  * and the summary line. */
 void ncclguard_watchdog_at_exit(void);

@@ -33,8 +33,8 @@ gone() {
     return 0
 }
 
-# wait_for FILE PATTERN SECONDS: true once FILE matches PATTERN, false after SECONDS.
-wait_for() {
+# wait_grep FILE PATTERN SECONDS: true once FILE matches PATTERN, false after SECONDS.
+wait_grep() {
     local i
     for ((i = 0; i < $3 * 10; i++)); do
         grep -q -- "$2" "$1" 2>/dev/null && return 0
@@ -262,7 +262,7 @@ test_hang() {
     with_fakes "$LAUNCH" -n 2 --timeout 12 -- "$TRAIN" --steps 4 --quiet \
         --hang-rank 1 --hang-step 2 >"$out" 2>&1 &
     lp=$!
-    if wait_for "$out" 'rank 1: host stall before step 2' 28 && pid=$(rank_pid $lp 1); then
+    if wait_grep "$out" 'rank 1: host stall before step 2' 28 && pid=$(rank_pid $lp 1); then
         timeout 60 gdb -batch -p "$pid" -ex 'thread apply all bt' >"$bt" 2>&1
         if grep -q 'trainloop_host_stall' "$bt"; then
             pass trainloop_hang_stack

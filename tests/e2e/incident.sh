@@ -12,13 +12,6 @@ if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "incident" "harness not built"; finish; exit
 fi
 
-# wait_for N CMD...: polls CMD every 0.2 s, up to N seconds (a bound for a broken
-# run, not a measurement); fails when CMD never succeeded.
-wait_for() {
-    local n=$1; shift
-    for _ in $(seq $((n * 5))); do "$@" && return 0; sleep 0.2; done
-    return 1
-}
 # count_files DIR GLOB WANT: true when DIR holds at least WANT files matching GLOB
 count_files() { [ "$(find "$1" -maxdepth 1 -name "$2" 2>/dev/null | wc -l)" -ge "$3" ]; }
 # events_per_rank FILE EVENT: "rank:count ..." of EVENT in the event log

@@ -28,6 +28,14 @@ dumps_sane() {
     else fail "every dump consistent" "$out"; fi
 }
 
+# wait_for N CMD...: polls CMD every 0.2 s, up to N seconds (a bound for a broken
+# run, not a measurement); fails when CMD never succeeded.
+wait_for() {
+    local n=$1; shift
+    for _ in $(seq $((n * 5))); do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
 preload() {
     case "${SANITIZE:-}" in

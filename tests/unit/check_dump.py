@@ -25,7 +25,7 @@ TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns"
        ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
        ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"),
        ("stack_table", "STACK_TABLE"), ("stacks", "STACKS"), ("threads", "THREADS"),
-       ("python", "PYTHON")]
+       ("python", "PYTHON"), ("ras", "RAS")]
 # ncclguard.dump/1.x: the versions were two top-level members, and there was no
 # env and no threads. 1.0 had no config, 1.0 and 1.1 no comms[].peers.
 TOP_V1 = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "STR"),
@@ -73,10 +73,13 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
 OP_V1 = OP[:-1]
 STACK_TABLE = [("depth", "I64"), ("capacity", "I64"), ("used", "I64"), ("lost", "U64")]
 STACK = [("id", "I64"), ("frames", "STACK_FRAMES")]
+RAS = [("incident", "STR"), ("format", "STR"), ("error", "OPT_STR"), ("truncated", "BOOL"),
+       ("status", "STR")]
 LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
          "NG_DUMP_FLIGHT_FIELDS": FLIGHT, "NG_DUMP_COMM_FIELDS": COMM,
          "NG_DUMP_PEER_FIELDS": PEER, "NG_DUMP_OP_FIELDS": OP,
          "NG_DUMP_STACK_TABLE_FIELDS": STACK_TABLE, "NG_DUMP_STACK_FIELDS": STACK,
+         "NG_DUMP_RAS_FIELDS": RAS,
          "NG_DUMP_THREAD_FIELDS": THREAD, "NG_DUMP_FRAME_FIELDS": FRAME,
          "NG_DUMP_PYTHON_FIELDS": PYTHON, "NG_DUMP_PY_THREAD_FIELDS": PY_THREAD,
          "NG_DUMP_PY_FRAME_FIELDS": PY_FRAME}
@@ -85,12 +88,14 @@ DOC_SECTIONS = {"NG_DUMP_TOP_FIELDS": "Top level", "NG_DUMP_VERSION_FIELDS": "ve
                 "NG_DUMP_FLIGHT_FIELDS": "flight",
                 "NG_DUMP_COMM_FIELDS": "comms[]", "NG_DUMP_PEER_FIELDS": "comms[].peers[]",
                 "NG_DUMP_OP_FIELDS": "ops[]", "NG_DUMP_STACK_TABLE_FIELDS": "stack_table",
-                "NG_DUMP_STACK_FIELDS": "stacks[]", "NG_DUMP_THREAD_FIELDS": "threads[]",
+                "NG_DUMP_STACK_FIELDS": "stacks[]", "NG_DUMP_RAS_FIELDS": "ras",
+                "NG_DUMP_THREAD_FIELDS": "threads[]",
                 "NG_DUMP_FRAME_FIELDS": "threads[].frames[]", "NG_DUMP_PYTHON_FIELDS": "python",
                 "NG_DUMP_PY_THREAD_FIELDS": "python.threads[]",
                 "NG_DUMP_PY_FRAME_FIELDS": "python.threads[].frames[]"}
 NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "STACK_TABLE",
-          "STACKS", "STACK_FRAMES", "THREADS", "FRAMES", "PYTHON", "PY_THREADS", "PY_FRAMES")
+          "STACKS", "STACK_FRAMES", "THREADS", "FRAMES", "PYTHON", "PY_THREADS", "PY_FRAMES",
+          "RAS")
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
 OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
@@ -337,6 +342,12 @@ def check_dump(path):
         check_env("env", top.get("env"))
         check_threads("threads", top.get("threads"))
         check_python("python", top.get("python"))
+        if top.get("ras") is not None:
+            ras = check_object("ras", pairs_of("ras", top["ras"]), RAS)
+            if ras.get("format") not in ("json", "text", "none"):
+                fail("ras.format", f"{ras.get('format')!r} is not json, text or none")
+            if ras.get("format") == "none" and not ras.get("error"):
+                fail("ras", "no answer and no error")
     if "config" in top and not (isinstance(top["config"], tuple) or top["config"] is None):
         fail("config", "is neither an object nor null")
     check_object("flight", pairs_of("flight", top.get("flight")), FLIGHT)
