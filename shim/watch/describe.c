@@ -35,14 +35,6 @@ const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_
     return buf;
 }
 
-/* A frame of NCCL's or of ncclguard's own (libnccl.so.2, libncclguard.so,
- * NCCL's plugins): not where the job called from. */
-static int ours_or_nccl(const char *module)
-{
-    const char *base = strrchr(module, '/');
-    return !strncmp(base ? base + 1 : module, "libnccl", 7);
-}
-
 const char *ncclguard_describe_where(const struct ng_op_record *r, char *buf, size_t len)
 {
     const uint64_t *pcs;
@@ -54,7 +46,6 @@ const char *ncclguard_describe_where(const struct ng_op_record *r, char *buf, si
         for (int i = 0, shown = 0; i < n && shown < WHERE_FRAMES && used < len; i++) {
             struct ng_symbol s = {.module = ""};
             ncclguard_symbolize((uintptr_t)pcs[i], &s);
-            if (ours_or_nccl(s.module)) continue;
             const char *base = strrchr(s.module, '/');
             const char *sep = shown++ ? " ← " : " at ";
             if (s.function)

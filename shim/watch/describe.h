@@ -24,8 +24,8 @@ long long ncclguard_record_comm_size(const struct ng_op_record *r);
 const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len);
 
 /* Where the op was enqueued, from its enqueue stack: " at trainloop_step ←
- * run ← main (stack 3)", the innermost frames outside NCCL and ncclguard (a
- * function, else module+offset); " (stack 3)" while a dump holds the
+ * run ← main (stack 3)", its innermost frames (a function, else
+ * module+offset; the stack starts at the caller of NCCL: track/stacks.h); " (stack 3)" while a dump holds the
  * symbolizer; "" without a stack. Not for signal handlers. */
 const char *ncclguard_describe_where(const struct ng_op_record *r, char *buf, size_t len);
 
