@@ -43,11 +43,11 @@ const char *ncclguard_describe_where(const struct ng_op_record *r, char *buf, si
     if (n == 0) return buf;
     size_t used = 0;
     if (ncclguard_symbolize_try_begin() == 0) {
-        for (int i = 0, shown = 0; i < n && shown < WHERE_FRAMES && used < len; i++) {
+        for (int i = 0; i < n && i < WHERE_FRAMES && used < len; i++) {
             struct ng_symbol s = {.module = ""};
             ncclguard_symbolize((uintptr_t)pcs[i], &s);
             const char *base = strrchr(s.module, '/');
-            const char *sep = shown++ ? " ← " : " at ";
+            const char *sep = i ? " ← " : " at ";
             if (s.function)
                 used += (size_t)snprintf(buf + used, len - used, "%s%s", sep, s.function);
             else
