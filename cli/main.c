@@ -14,6 +14,8 @@ static const struct {
 } commands[] = {
     {"envcheck", ncclguard_cli_envcheck,
      "audit the NCCL_* variables against the NCCL library that would be loaded"},
+    {"run", ncclguard_cli_run, "run a command (torchrun, srun, mpirun...) with the library preloaded"},
+    {"dump", ncclguard_cli_dump, "ask processes on this node, or a whole job, for a dump now"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The ncclguard command's job tools, end to end: `run` (the library preloaded from
+# beside the command), `dump` (by signal to the processes that have a communicator,
+# or by the job's trigger file), `diagnose` (against fixture trees) and `trace` (a
+# Chrome trace of real dumps). No timing thresholds: conditions are waited for with
+# generous bounds.
+source "$(dirname "$0")/lib.sh"
+NG=$ROOT/$B/ncclguard
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+if [ ! -x "$NG" ] || [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
+    skip "cli tools" "ncclguard or the harness not built"; finish; exit
+fi
+
+# wait_for N CMD...: polls CMD every 0.2 s, up to N seconds (a bound for a broken run)
+wait_for() {
+    local n=$1; shift
+    for _ in $(seq $((n * 5))); do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+# The sanitizer runtime alone (empty in a plain build): what LD_PRELOAD holds before `run`.
+SANRT=$(p=$(preload); [ "$p" = "$SHIM" ] && echo "" || echo "${p%:*}")
+# ng_run ARGS...: `ncclguard run ARGS` with the fakes on the library path
+ng_run() { LD_PRELOAD=$SANRT with_fakes "$NG" run "$@"; }
+# one_line_usage NAME CMD...: CMD exits 64 with exactly one line on stderr, naming usage
+one_line_usage() {
+    local name=$1 out rc; shift
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 64 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *usage:* ]]
+    then pass "$name: one-line usage error"
+    else fail "$name" "rc=$rc out=$out"; fi
+}
+# dump_members DIR KEY: the distinct values of KEY in the dumps of DIR, sorted, one line
+dump_members() { python3 -c 'import glob, json, sys
+docs = [json.load(open(p)) for p in glob.glob(sys.argv[1] + "/*.json")]
+print(" ".join(sorted({str(d[sys.argv[2]]) for d in docs})))' "$1" "$2"; }
+ndumps() { find "$1" -maxdepth 1 -name 'ncclguard-r*.json' 2>/dev/null | wc -l; }
+dumps_are() { [ "$(ndumps "$1")" -eq "$2" ]; }
+
+# --- run ----------------------------------------------------------------------------------
+J=$TMP/run
+mkdir -p "$J"
+(cd "$J" && NCCLGUARD_DUMP_AT_EXIT=1 ng_run --dump-dir dumps -- \
+    "$LAUNCH" -n 2 --timeout 300 -- "$TRAIN" --steps 5 --quiet >"$J/out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(ndumps "$J/dumps")" -eq 2 ] && grep -q '^ncclguard: ' "$J/out" &&
+    [ "$(dump_members "$J/dumps" reason)" = exit ]; then
+    pass "run: a 2-rank launch job under run has the library (ncclguard: lines, 2 exit dumps in --dump-dir)"
+else
+    fail "run preloads the library" "rc=$rc dumps=$(ls "$J/dumps" 2>&1)"; tail -n 5 "$J/out"
+fi
+# The exit status is the command's, and the environment is what run promises.
+ng_run -- sh -c 'exit 7'
+check "run: the exit status is the command's (7)" [ $? -eq 7 ]
+: >"$J/job.conf"
+got=$(cd "$J" && LD_PRELOAD=${SANRT:+$SANRT:}/lib/x86_64-linux-gnu/libm.so.6 "$NG" run --config \
+    job.conf -- sh -c 'echo "$LD_PRELOAD|$NCCLGUARD_CONFIG"' 2>/dev/null)
+want="${SANRT:+$SANRT:}$SHIM:/lib/x86_64-linux-gnu/libm.so.6|$J/job.conf"
+check "run: prepends the library to an existing LD_PRELOAD, sets NCCLGUARD_CONFIG (absolute)" \
+    [ "$got" = "$want" ]
+got=$(LD_PRELOAD=${SANRT:+$SANRT:}$SHIM "$NG" run -- sh -c 'echo "$LD_PRELOAD"' 2>&1)
+check "run: a library already in LD_PRELOAD is not added twice" [ "$got" = "${SANRT:+$SANRT:}$SHIM" ]
+# Installed layout: PREFIX/bin/ncclguard finds PREFIX/lib/libncclguard.so (make install).
+mkdir -p "$J/prefix/bin" "$J/prefix/lib"
+cp "$NG" "$J/prefix/bin/" && cp "$SHIM" "$J/prefix/lib/"
+got=$(LD_PRELOAD=$SANRT "$J/prefix/bin/ncclguard" run -- sh -c 'echo "$LD_PRELOAD"' 2>&1)
+check "run: an installed ncclguard preloads PREFIX/lib/libncclguard.so" \
+    [ "$got" = "${SANRT:+$SANRT:}$J/prefix/lib/libncclguard.so" ]
+rm "$J/prefix/lib/libncclguard.so"
+out=$(LD_PRELOAD=$SANRT "$J/prefix/bin/ncclguard" run -- true 2>&1); rc=$?
+check "run: no library beside the command: exit 2 with one line" \
+    [ $rc -eq 2 -a "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]
+# Open MPI does not forward the environment to other nodes: run adds -x; MPICH's
+# mpiexec (Hydra) forwards all of it, and gets nothing added.
+mkdir -p "$J/ompi" "$J/mpich"
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "mpirun (Open MPI) 4.1.5"; exit 0; }\necho "$*"\n' \
+    >"$J/ompi/mpirun"
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "HYDRA build details:"; exit 0; }\necho "$*"\n' \
+    >"$J/mpich/mpiexec"
+chmod +x "$J/ompi/mpirun" "$J/mpich/mpiexec"
+got=$(NCCLGUARD_TIMEOUT=60 ng_run --dump-dir /d -- "$J/ompi/mpirun" -np 2 app 2>&1)
+case "$got" in
+"-x LD_PRELOAD "*"-x NCCLGUARD_DUMP_DIR"*"-np 2 app") pass "run: Open MPI's mpirun gets -x LD_PRELOAD and -x NCCLGUARD_*" ;;
+*) fail "run: Open MPI forwarding" "got: $got" ;;
+esac
+[[ "$got" == *"-x NCCLGUARD_TIMEOUT"* ]] || fail "run: -x for NCCLGUARD_TIMEOUT" "got: $got"
+got=$(ng_run -- "$J/mpich/mpiexec" -n 2 app 2>&1)
+check "run: MPICH's mpiexec is left as it is" [ "$got" = "-n 2 app" ]
+one_line_usage "run with no command" "$NG" run
+one_line_usage "run with an unknown option" "$NG" run --bogus -- true
+one_line_usage "run with an unreadable --config" "$NG" run --config "$J/none.conf" -- true
+out=$("$NG" run -- "$J/no-such-program" 2>&1); rc=$?
+check "run: a missing command exits 127 with one line" \
+    [ $rc -eq 127 -a "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]
+
+# --- dump -----------------------------------------------------------------------------------
+# A healthy 2-rank job that runs until stopped. Its launcher has the library preloaded
+# too, but no communicator: dump must refuse it (SIGUSR2 would end it).
+J=$TMP/dump
+mkdir -p "$J/dumps" "$J/node"
+(cd "$J" && NCCLGUARD_TRIGGER_POLL_S=1 NCCLGUARD_NODE_DIR=$J/node ng_run --dump-dir dumps -- \
+    "$LAUNCH" -n 2 --timeout 600 -- "$TRAIN" --steps 100000000 --compute-ms 20 --quiet \
+    >"$J/out" 2>&1) &
+job=$!
+markers_are() { [ "$(find "$J/node" -regex '.*/[0-9]+' 2>/dev/null | wc -l)" -eq "$1" ]; }
+if wait_for 120 markers_are 2; then
+    pids=$(find "$J/node" -regex '.*/[0-9]+' -printf '%f\n' | sort -n | tr '\n' ' ')
+    launcher=$(pgrep -P $job -x launch || echo $job)
+    out=$("$NG" dump --node-dir "$J/node" $pids 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c 'asked pid' <<<"$out")" -eq 2 ] &&
+        wait_for 120 dumps_are "$J/dumps" 2 &&
+        [ "$(dump_members "$J/dumps" reason)" = signal ]; then
+        pass "dump PID...: both ranks dump (reason signal)"
+    else
+        fail "dump PID..." "rc=$rc out=$out dumps=$(ls "$J/dumps")"
+    fi
+    out=$("$NG" dump --node-dir "$J/node" "$launcher" 99999999 2>&1); rc=$?
+    if [ $rc -eq 1 ] && [ "$(grep -c 'refused: .*no communicator' <<<"$out")" -eq 2 ] &&
+        [ "$(printf '%s\n' "$out" | wc -l)" -eq 2 ] && kill -0 "$launcher"; then
+        pass "dump refuses the launcher (no communicator) and a missing pid, one line each"
+    else
+        fail "dump refuses processes without a communicator" "rc=$rc out=$out"
+    fi
+    rm -f "$J/dumps"/*.json
+    out=$("$NG" dump --node-dir "$J/node" --all --job nosuchjob 2>&1); rc=$?
+    check "dump --all --job of another job: nothing signalled, exit 1" \
+        [ $rc -eq 1 -a "$(ndumps "$J/dumps")" -eq 0 ]
+    out=$("$NG" dump --node-dir "$J/node" --all 2>&1); rc=$?
+    if [ $rc -eq 0 ] && wait_for 120 dumps_are "$J/dumps" 2; then
+        pass "dump --all: every process with a communicator dumps"
+    else
+        fail "dump --all" "rc=$rc out=$out"
+    fi
+    rm -f "$J/dumps"/*.json
+    out=$("$NG" dump --dir "$J/dumps" --incident drill-7 2>&1); rc=$?
+    if [ $rc -eq 0 ] && wait_for 120 dumps_are "$J/dumps" 2 &&
+        [ "$(dump_members "$J/dumps" reason)" = trigger ] &&
+        [[ "$(dump_members "$J/dumps" incident)" == *-drill-7 ]] &&
+        [[ "$out" == *"$(dump_members "$J/dumps" incident)"* ]]; then
+        pass "dump --dir --incident: every rank dumps for the incident <mtime>-drill-7, as printed"
+    else
+        fail "dump --dir --incident" "rc=$rc out=$out incident=$(dump_members "$J/dumps" incident)"
+    fi
+else
+    fail "dump: the job's markers" "$(ls "$J/node" 2>&1)"; tail -n 5 "$J/out"
+fi
+kill -TERM ${launcher:-$job} 2>/dev/null; wait $job 2>/dev/null
+one_line_usage "dump with neither PID nor --all" "$NG" dump
+one_line_usage "dump --incident without --dir" "$NG" dump --incident x 1
+one_line_usage "dump with a bad incident id" "$NG" dump --dir "$J" --incident 'a/b'
+one_line_usage "dump with a bad pid" "$NG" dump 12x
+
+finish
