@@ -93,6 +93,49 @@ out=$("$NG" run -- "$J/no-such-program" 2>&1); rc=$?
 check "run: a missing command exits 127 with one line" \
     [ $rc -eq 127 -a "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]
 
+# --- the deployment recipes of scripts/deploy ----------------------------------------------
+PROLOG=$ROOT/scripts/deploy/slurm-taskprolog
+got=$(env -i PATH="$PATH" NCCLGUARD_LIB="$SHIM" LD_PRELOAD=/opt/x.so SLURM_SUBMIT_DIR=/s \
+    SLURM_JOB_ID=42 "$PROLOG")
+want="export LD_PRELOAD=$SHIM:/opt/x.so
+export NCCLGUARD_DUMP_DIR=/s/ncclguard-42"
+check "slurm-taskprolog: export lines prepend the library and name the job's dump directory" \
+    [ "$got" = "$want" ]
+got=$(env -i PATH="$PATH" NCCLGUARD_LIB="$SHIM" LD_PRELOAD="$SHIM" NCCLGUARD_DUMP_DIR=/d "$PROLOG")
+check "slurm-taskprolog: nothing to add when preloaded with a dump directory" [ -z "$got" ]
+got=$(env -i PATH="$PATH" NCCLGUARD_LIB=/nonexistent/lib.so "$PROLOG")
+check "slurm-taskprolog: a missing library is one print line, nothing exported" \
+    [ "$got" = "print ncclguard: no /nonexistent/lib.so on $(hostname): this task runs without ncclguard" ]
+# What the task gets from those lines runs the job under the shim.
+J=$TMP/prolog
+mkdir -p "$J"
+lines=$(env -i PATH="$PATH" NCCLGUARD_LIB="$SHIM" SLURM_SUBMIT_DIR="$J" SLURM_JOB_ID=42 "$PROLOG")
+(cd "$J" && eval "$lines" &&
+    LD_PRELOAD=${SANRT:+$SANRT:}$LD_PRELOAD NCCLGUARD_DUMP_AT_EXIT=1 with_fakes \
+    "$LAUNCH" -n 2 --timeout 300 -- "$TRAIN" --steps 3 --quiet >"$J/out" 2>&1)
+check "slurm-taskprolog: its environment runs a job under the shim (2 dumps in ncclguard-42)" \
+    dumps_are "$J/ncclguard-42" 2
+if python3 -c 'import yaml' 2>/dev/null; then
+    got=$(python3 - "$ROOT/scripts/deploy/k8s-pod.yaml" <<'PY'
+import sys, yaml
+spec = yaml.safe_load(open(sys.argv[1]))["spec"]
+vols = {v["name"] for v in spec["volumes"]}
+init = spec["initContainers"][0]
+main = spec["containers"][0]
+env = {e["name"]: e["value"] for e in main["env"]}
+mounts = {m["name"]: m["mountPath"] for m in main["volumeMounts"]}
+lib = env["LD_PRELOAD"]
+assert "emptyDir" in next(v for v in spec["volumes"] if v["name"] == "ncclguard")
+assert init["volumeMounts"][0]["name"] == "ncclguard" and "libncclguard.so" in init["command"][-1]
+assert lib.startswith(mounts["ncclguard"] + "/") and {m for m in mounts} <= vols
+print("ok")
+PY
+    )
+    check "k8s-pod.yaml: the init container fills the emptyDir that LD_PRELOAD points into" [ "$got" = ok ]
+else
+    skip "k8s-pod.yaml" "no python3 yaml module"
+fi
+
 # --- dump -----------------------------------------------------------------------------------
 # A healthy 2-rank job that runs until stopped. Its launcher has the library preloaded
 # too, but no communicator: dump must refuse it (SIGUSR2 would end it).
