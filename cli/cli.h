@@ -19,4 +19,7 @@ int ncclguard_cli_run(int argc, char **argv);
 /* ncclguard dump PID...|--all | --dir D [--incident ID]: 0, 1 (refused), 2, 64. */
 int ncclguard_cli_dump(int argc, char **argv);
 
+/* ncclguard diagnose [--json] [--root DIR] [--nccl PATH]: 0, 64 (usage). */
+int ncclguard_cli_diagnose(int argc, char **argv);
+
 #endif

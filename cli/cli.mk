@@ -6,6 +6,7 @@ CLI_SRCS := cli/main.c
 CLI_SRCS += cli/envcheck.c
 CLI_SRCS += cli/run.c
 CLI_SRCS += cli/dump.c
+CLI_SRCS += cli/diagnose.c
 # jansson reads JSON for the CLI only; the preloaded library stays libc-only.
 JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
 JANSSON_LIBS := $(or $(shell pkg-config --libs jansson 2>/dev/null),-ljansson)

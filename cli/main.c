@@ -15,6 +15,8 @@ static const struct {
     {"envcheck", ncclguard_cli_envcheck,
      "audit the NCCL_* variables against the NCCL library that would be loaded"},
     {"run", ncclguard_cli_run, "run a command (torchrun, srun, mpirun...) with the library preloaded"},
+    {"diagnose", ncclguard_cli_diagnose,
+     "what this node offers NCCL: library, driver, GPUs, topology, IB, interfaces, env"},
     {"dump", ncclguard_cli_dump, "ask processes on this node, or a whole job, for a dump now"},
 };
 

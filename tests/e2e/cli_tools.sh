@@ -136,6 +136,50 @@ else
     skip "k8s-pod.yaml" "no python3 yaml module"
 fi
 
+# --- diagnose against fixture trees ---------------------------------------------------------
+FIX=$ROOT/tests/fixtures/diagnose
+# diag_py ENV... -- PYTHON: runs diagnose --json --root $FIX with ENV, and PYTHON on its document d
+diag_py() {
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    env -u NCCL_SOCKET_IFNAME "${envs[@]}" "$NG" diagnose --json --root "${ROOT_DIR:-$FIX}" |
+        python3 -c "import json, sys; d = json.load(sys.stdin); $2"
+}
+# has_words TEXT WORD...: every WORD is a word of TEXT
+has_words() { local t=" $1 " w; shift; for w; do [[ "$t" == *" $w "* ]] || return 1; done; }
+selected='print(" ".join(i["name"] for i in d["net"]["interfaces"] if i["selected"]))'
+for case in "unset|ib0" "eth|eth0" "^docker,lo|ens1f1 eth0 ib0" "=eth0,ib|eth0" \
+    "^=eth|docker0 ens1f1 eth0 ib0 lo" "eth0:5000,lo|eth0 lo"; do
+    spec=${case%|*} want=${case#*|}
+    if [ "$spec" = unset ]; then got=$(diag_py -- "$selected")
+    else got=$(diag_py NCCL_SOCKET_IFNAME="$spec" -- "$selected"); fi
+    check "diagnose: NCCL_SOCKET_IFNAME=$spec selects $want" [ "$got" = "$want" ]
+done
+got=$(diag_py -- 'print(len(d["gpus"]), d["gpu_models"], d["driver"]["version"], [(p["device"], p["state"], p["rate"], p["link_layer"], p["netdev"]) for p in d["ib"]])')
+want="2 ['NVIDIA H100 80GB HBM3'] 535.104.05 [('mlx5_0', '4: ACTIVE', '400 Gb/sec (4X NDR)', 'InfiniBand', None), ('mlx5_1', '1: DOWN', '40 Gb/sec (4X QDR)', 'Ethernet', 'ens1f1')]"
+check "diagnose --json: GPUs, driver, IB ports (state, rate, link layer, netdev) of the fixture" \
+    [ "$got" = "$want" ]
+got=$(diag_py -- 'print(" ".join(sorted(x["what"].replace(" ", "_") for x in d["not_seen"])))')
+check "diagnose: what --root cannot see (topology, IB MTU, addresses) is listed as not seen" \
+    has_words "$got" topology_matrix IB_active_MTU interface_addresses
+mkdir -p "$TMP/emptyroot"
+got=$(ROOT_DIR=$TMP/emptyroot diag_py -- 'print(" ".join(sorted(x["what"].replace(" ", "_") for x in d["not_seen"])))')
+check "diagnose: an empty root gives a not-seen line for the driver, GPUs, IB, interfaces" \
+    has_words "$got" NVIDIA_driver GPUs InfiniBand network_interfaces
+out=$("$NG" diagnose --root "$FIX")
+if grep -q '^ib: *mlx5_0 port 1: 4: ACTIVE, 5: LinkUp, 400 Gb/sec (4X NDR), InfiniBand$' <<<"$out" &&
+    grep -q '^  \* ib0: up, mtu 4092, 400000 Mb/s$' <<<"$out" &&
+    grep -q '^not seen: topology matrix: ' <<<"$out" && grep -q '^driver: *NVIDIA 535.104.05' <<<"$out"
+then pass "diagnose: the text report of the fixture"
+else fail "diagnose text" "$out"; fi
+# The env audit is envcheck's, against the NCCL library found.
+got=$(diag_py NCCL_MAX_RINGS=8 -- 'print("skip" if d["nccl"] is None else
+    [f["variable"] for f in d["env_audit"]["findings"]])')
+if [ "$got" = skip ]; then skip "diagnose env audit" "no libnccl.so.2 on this machine"
+else check "diagnose: the env audit reports NCCL_MAX_RINGS" [ "$got" = "['NCCL_MAX_RINGS']" ]; fi
+one_line_usage "diagnose with a relative --root" "$NG" diagnose --root tests
+one_line_usage "diagnose with an argument" "$NG" diagnose extra
+
 # --- dump -----------------------------------------------------------------------------------
 # A healthy 2-rank job that runs until stopped. Its launcher has the library preloaded
 # too, but no communicator: dump must refuse it (SIGUSR2 would end it).
