@@ -22,4 +22,8 @@ int ncclguard_cli_dump(int argc, char **argv);
 /* ncclguard diagnose [--json] [--root DIR] [--nccl PATH]: 0, 64 (usage). */
 int ncclguard_cli_diagnose(int argc, char **argv);
 
+/* ncclguard trace DIR -o FILE [--ranks LIST] [--window S] [--incident ID]:
+ * 0, 1 (no usable dump), 2 (cannot write), 64 (usage). */
+int ncclguard_cli_trace(int argc, char **argv);
+
 #endif

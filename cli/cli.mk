@@ -7,6 +7,7 @@ CLI_SRCS += cli/envcheck.c
 CLI_SRCS += cli/run.c
 CLI_SRCS += cli/dump.c
 CLI_SRCS += cli/diagnose.c
+CLI_SRCS += cli/trace.c
 # jansson reads JSON for the CLI only; the preloaded library stays libc-only.
 JANSSON_CFLAGS := $(shell pkg-config --cflags jansson 2>/dev/null)
 JANSSON_LIBS := $(or $(shell pkg-config --libs jansson 2>/dev/null),-ljansson)

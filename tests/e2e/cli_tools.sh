@@ -237,4 +237,74 @@ one_line_usage "dump --incident without --dir" "$NG" dump --incident x 1
 one_line_usage "dump with a bad incident id" "$NG" dump --dir "$J" --incident 'a/b'
 one_line_usage "dump with a bad pid" "$NG" dump 12x
 
+# --- trace: a Chrome trace of a real hang's dumps ---------------------------------------------
+# Rank 2 hangs in host code at step 30; the others time out and every rank dumps once.
+J=$TMP/trace
+mkdir -p "$J"
+(cd "$J" && NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=30 NCCLGUARD_TRIGGER_POLL_S=1 \
+    NCCLGUARD_NODE_DIR=$J/node ng_run --dump-dir dumps -- "$LAUNCH" -n 4 --timeout 600 -- \
+    "$TRAIN" --steps 100 --hang-rank 2 --hang-step 30 --quiet >"$J/out" 2>&1) &
+job=$!
+wait_for 300 dumps_are "$J/dumps" 4
+kill -TERM $(pgrep -P $job -x launch || echo $job) 2>/dev/null; wait $job 2>/dev/null
+# trace_py NAME ARGS... -- PYTHON: runs trace with ARGS into $J/NAME.json (stderr in
+# $J/NAME.err), then PYTHON on its events ev, its ranks' X spans and its document d
+trace_py() {
+    local name=$1 args=(); shift
+    while [ "$1" != -- ]; do args+=("$1"); shift; done
+    "$NG" trace "${args[@]}" -o "$J/$name.json" 2>"$J/$name.err" || { echo "trace rc=$?"; return; }
+    python3 -c "import json, sys
+d = json.load(open(sys.argv[1])); ev = d['traceEvents']
+X = [e for e in ev if e['ph'] == 'X']
+ranks = lambda es: sorted({e['pid'] for e in es})
+$2" "$J/$name.json"
+}
+if [ "$(ndumps "$J/dumps")" -eq 4 ]; then
+    got=$(trace_py all "$J/dumps" -- '
+enq = [e for e in ev if e["ph"] == "i" and e["cat"] == "enqueue"]
+tracks = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["tid"]}
+inc = [e for e in ev if e["cat" if "cat" in e else "ph"] == "incident"]
+print(ranks(X), ranks(enq), {p for p, _ in tracks} == set(ranks(X)),
+      all((e["pid"], e["tid"]) in tracks for e in X), len(inc), d["otherData"]["incident"] == inc[0]["args"]["id"],
+      ranks(e for e in ev if e.get("cat") == "timeout"), all(e["ts"] >= 0 for e in enq),
+      sorted({e["cat"] for e in X} - {"gpu", "discovered", "in flight"}))')
+    check "trace: spans and enqueues on every rank's stream tracks, the incident, the waiting ranks' timeouts" \
+        [ "$got" = "[0, 1, 2, 3] [0, 1, 2, 3] True True 1 True [0, 1, 3] True []" ]
+    got=$(trace_py ranks "$J/dumps" --ranks 1,3 -- 'print(ranks(e for e in ev if e["ph"] != "M" and e.get("cat") != "incident"), ranks(X))')
+    check "trace --ranks 1,3: only ranks 1 and 3, and stderr says 2 ranks were left out" \
+        [ "$got" = "[1, 3] [1, 3]" ] && grep -q 'left out 2 ranks not in --ranks' "$J/ranks.err"
+    # the window: ops before it are left out (and counted on stderr), none without one.
+    # Its length comes from the data (the incident minus the middle enqueue), not a guess.
+    read -r all win < <(trace_py w0 "$J/dumps" --window 0 -- '
+enq = sorted(e["ts"] for e in ev if e["ph"] == "i" and e["cat"] == "enqueue")
+inc = [e["ts"] for e in ev if e.get("cat") == "incident"][0]
+print(len(enq), (inc - enq[len(enq) // 2]) / 1e6)')
+    got=$(trace_py win "$J/dumps" --window "$win" -- '
+enq = [e for e in ev if e["ph"] == "i" and e["cat"] == "enqueue"]
+print(len(enq), all(e["ts"] >= 0 for e in enq), all(e["ts"] + e["dur"] >= 0 for e in X))')
+    left=$(grep -o 'left out [0-9]* ops older than the window' "$J/win.err" | grep -o '[0-9]*')
+    n1=${got%% *}
+    if [ "${got#* }" = "True True" ] && [ -n "$left" ] && [ "$n1" -gt 0 ] && [ "$n1" -lt "$all" ] &&
+        [ $((n1 + left)) -le "$all" ] && ! grep -q 'left out' "$J/w0.err"; then
+        pass "trace --window $win: $n1 of $all enqueues kept, $left ops said left out; --window 0 keeps all"
+    else
+        fail "trace --window" "got=$got all=$all win=$win left=$left $(cat "$J/win.err")"
+    fi
+    # a damaged dump is named on stderr and the rest is traced
+    mkdir -p "$J/bad" && cp "$J"/dumps/ncclguard-r*.json "$J/bad/"
+    f=$(ls "$J"/bad/ncclguard-r1-*.json); head -c 2000 "$f" >"$f.cut" && mv "$f.cut" "$f"
+    got=$(trace_py bad "$J/bad" -- 'print(ranks(X))')
+    check "trace: a truncated dump is named on stderr, the other ranks are traced" \
+        [ "$got" = "[0, 2, 3]" ] && grep -q "ncclguard-r1-.*not a complete JSON document" "$J/bad.err"
+    rm -rf "$J/bad" # not a dump of the shim's: dumps_sane below reads every dump under $TMP
+else
+    fail "trace: the hang job's dumps" "$(ls "$J/dumps" 2>&1)"; tail -n 5 "$J/out"
+fi
+one_line_usage "trace without -o" "$NG" trace "$J/dumps"
+one_line_usage "trace with bad --ranks" "$NG" trace "$J/dumps" -o "$J/x.json" --ranks 3-1
+one_line_usage "trace with bad --window" "$NG" trace "$J/dumps" -o "$J/x.json" --window -5
+out=$("$NG" trace "$TMP/emptyroot" -o "$J/x.json" 2>&1); rc=$?
+check "trace of a directory without dumps: exit 1, one line" [ $rc -eq 1 -a "$(wc -l <<<"$out")" -eq 1 ]
+dumps_sane
+
 finish
