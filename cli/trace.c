@@ -14,7 +14,8 @@
  * Clocks: on one host every process shares CLOCK_MONOTONIC. Each op carries a
  * realtime/monotonic pair (enqueue_ns, enqueue_mono_ns); its times are moved by
  * the difference between its own pair and the host's newest pair, so a realtime
- * step (NTP) during the window does not tear a host's timeline. Across hosts the
+ * step (NTP) during the window does not tear a host's timeline (differences
+ * under 1 ms are taken for the jitter between the two reads, and ignored). Across hosts the
  * realtime clocks are trusted as far as they are synchronised.
  *
  * The window (default: the last 60 s before the incident) and the ranks keep the
@@ -39,6 +40,7 @@
                    "[--incident ID]"
 #define MAX_SPANS 256 /* rank ranges in --ranks */
 #define MAX_STREAMS 64 /* streams per rank with their own track; more share the last */
+#define STEP_NS 1000000 /* a realtime step smaller than 1 ms is not corrected */
 
 static void trace_usage(FILE *out)
 {
@@ -163,8 +165,10 @@ static double ts_us(int64_t ns) { return (double)(ns - origin) / 1000.0; }
 static void emit_op(int pid, json_t *op, int tid, const struct host *h, int64_t dump_ns)
 {
     int64_t enq = int_of(op, "enqueue_ns", 0), mono = int_of(op, "enqueue_mono_ns", 0);
-    /* this op's realtime/monotonic difference against the host's newest */
+    /* this op's realtime/monotonic difference against the host's newest; below
+     * STEP_NS it is the jitter between the two clock reads, not a step */
     int64_t shift = h->mono != INT64_MIN && mono ? h->delta - (enq - mono) : 0;
+    if (shift > -STEP_NS && shift < STEP_NS) shift = 0;
     int64_t start = int_of(op, "gpu_start_ns", 0), end = int_of(op, "gpu_end_ns", 0);
     const char *timing = "gpu";
     if (!start) {
