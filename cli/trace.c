@@ -268,6 +268,9 @@ static int is_dump_name(const char *n)
     return !strncmp(n, "ncclguard-", 10) && len > 15 && !strcmp(n + len - 5, ".json");
 }
 
+static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_info *info,
+                     const char *path, const char *want_incident, double window_s);
+
 int ncclguard_cli_trace(int argc, char **argv)
 {
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
@@ -322,10 +325,22 @@ int ncclguard_cli_trace(int argc, char **argv)
     }
     struct dump_info *info = calloc((size_t)n + 1, sizeof *info);
     hosts = calloc((size_t)n + 1, sizeof *hosts);
-    if (!info || !hosts) {
+    int rc = 1;
+    if (!info || !hosts)
         perror("ncclguard: trace");
-        return 1;
-    }
+    else
+        rc = trace_dir(dir, names, n, info, path, want_incident, window_s);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(info);
+    free(hosts);
+    return rc;
+}
+
+/* The two passes over the n entries of dir; the exit status. */
+static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_info *info,
+                     const char *path, const char *want_incident, double window_s)
+{
 
     /* pass 1: the incident, each dump's rank and host, each host's newest clock pair */
     char newest[128] = "";
@@ -425,9 +440,5 @@ int ncclguard_cli_trace(int argc, char **argv)
                 ops_out_window == 1 ? "" : "s", window_s, newest_t ? "incident" : "last dump");
     fprintf(stderr, "ncclguard: trace: %s: %d rank%s, %lu events%s%s\n", path, shown,
             shown == 1 ? "" : "s", nevents, *newest ? ", incident " : "", newest);
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-    free(info);
-    free(hosts);
     return 0;
 }
