@@ -64,23 +64,6 @@ static int bad_usage(const char *why, const char *arg)
     return NG_EXIT_USAGE;
 }
 
-/* Field 22 of /proc/<pid>/stat (start time in clock ticks); 0 when gone. */
-static unsigned long long start_time(long pid)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "/proc/%ld/stat", pid);
-    FILE *f = fopen(buf, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold blanks and ')' */
-    unsigned long long t = 0;
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    if (p && sscanf(p + 1, "%llu", &t) != 1) t = 0;
-    return t;
-}
-
 struct marker {
     int rank, signal;
     char host[80], job[80];
@@ -106,7 +89,7 @@ static int read_marker(const char *dir, long pid, struct marker *m, char *why, s
                 "start_time", &start, "rank", &rank, "dump_signal", &sig, "host", &host, "job",
                 &job);
     int rc = -1;
-    unsigned long long now = start_time(pid);
+    unsigned long long now = ncclguard_process_start_time((int)pid);
     if (strncmp(schema, "ncclguard.marker/1", 18) || mpid != pid)
         snprintf(why, len, "its marker %s is not a ncclguard.marker/1 for this pid", path);
     else if (!now)
