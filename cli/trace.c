@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -262,6 +264,26 @@ static void emit_dump(json_t *d, int pid, const struct host *h)
                        0, "args", "timed_out_ops", ntimeout));
 }
 
+/* A progress line on a terminal once a pass has run for a second. */
+static void progress(const char *what, int i, int n)
+{
+    static struct timespec t0;
+    static int shown;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (i == 0) t0 = now;
+    double s = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!isatty(2) || (s < 1 && !shown)) return;
+    int width = 30, done = n ? (int)((long)width * (i + 1) / n) : width;
+    fprintf(stderr, "\rncclguard: trace: %s [%.*s%*s] %d/%d", what, done,
+            "##############################", width - done, "", i + 1, n);
+    shown = 1;
+    if (i + 1 == n) {
+        fputc('\n', stderr);
+        shown = 0;
+    }
+}
+
 static int is_dump_name(const char *n)
 {
     size_t len = strlen(n);
@@ -347,6 +369,7 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
     int64_t newest_t = 0, last_dump = 0, oldest_enq = INT64_MAX;
     int ndumps = 0;
     for (int i = 0; i < n; i++) {
+        progress("reading ", i, n);
         info[i].keep = 0;
         if (!is_dump_name(names[i]->d_name)) continue;
         json_t *d = load(dir, names[i]->d_name);
@@ -402,6 +425,7 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
     /* pass 2: the events, one dump at a time */
     int ranks_out = 0, shown = 0;
     for (int i = 0; i < n; i++) {
+        progress("writing ", i, n);
         if (!info[i].keep) continue;
         if (!rank_wanted(info[i].rank)) {
             ranks_out++;
