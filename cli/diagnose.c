@@ -101,11 +101,13 @@ static struct dirent **list_dir(const char *path, int *n)
 
 static int dotted(const char *name) { return name[0] == '.'; }
 
+static struct ng_audit audit;
+static int audited;
+
 static void nccl_section(const char *nccl)
 {
     static struct ng_nccl_found f;
     static struct ng_known known;
-    static struct ng_audit audit;
     int code = 0;
     if (ncclguard_cli_nccl_audit(nccl, &f, &known, &audit, &code) != 0) {
         json_object_set_new(doc, "nccl", json_null());
@@ -129,6 +131,13 @@ static void nccl_section(const char *nccl)
                         json_pack("{s:I, s:I, s:I, s:o}", "variables", (json_int_t)audit.nvars,
                                   "warnings", (json_int_t)audit.warnings, "notes",
                                   (json_int_t)audit.notes, "findings", findings));
+    audited = 1;
+}
+
+/* The audit's lines, last in the text report. */
+static void audit_lines(void)
+{
+    if (!audited) return;
     say("env:      %zu NCCL_* variable%s, %zu warning%s, %zu note%s (ncclguard envcheck)\n",
         audit.nvars, audit.nvars == 1 ? "" : "s", audit.warnings, audit.warnings == 1 ? "" : "s",
         audit.notes, audit.notes == 1 ? "" : "s");
@@ -528,6 +537,7 @@ int ncclguard_cli_diagnose(int argc, char **argv)
     topology_section();
     ib_section();
     net_section();
+    audit_lines();
     json_object_set_new(doc, "not_seen", not_seen);
     if (as_json) {
         char *text = json_dumps(doc, JSON_INDENT(1) | JSON_PRESERVE_ORDER);

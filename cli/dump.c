@@ -69,7 +69,8 @@ struct marker {
     char host[80], job[80];
 };
 
-/* Reads and checks the marker of pid; 0, or -1 with why set. */
+/* Reads and checks the marker of pid; 0, or with why set: -2 when the process is
+ * there but its dumps on request are off, -1 otherwise (no, stale or bad marker). */
 static int read_marker(const char *dir, long pid, struct marker *m, char *why, size_t len)
 {
     char path[PATH_MAX];
@@ -98,7 +99,7 @@ static int read_marker(const char *dir, long pid, struct marker *m, char *why, s
         snprintf(why, len, "the marker %s belongs to an earlier process with this pid", path);
     else if (sig <= 0)
         snprintf(why, len, "its dumps on request are off (dump_signal = off, or the "
-                           "application handles that signal)");
+                           "application handles that signal)"), rc = -2;
     else
         rc = 0;
     m->rank = (int)rank;
@@ -152,8 +153,8 @@ static int ask_all(const char *dir, const char *job)
         long pid = strtol(e->d_name, NULL, 10);
         struct marker m;
         char why[PATH_MAX + 512];
-        if (read_marker(dir, pid, &m, why, sizeof why) != 0) continue; /* stale: not ours */
-        if (job && strcmp(m.job, job)) continue;
+        int rc = read_marker(dir, pid, &m, why, sizeof why);
+        if (rc == -1 || (job && strcmp(m.job, job))) continue; /* stale, or another job */
         if (ask(dir, pid) == 0)
             asked++;
         else
