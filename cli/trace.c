@@ -60,7 +60,11 @@ static void trace_usage(FILE *out)
 }
 
 struct span { long lo, hi; };
-struct host { char name[64]; int64_t mono, delta; }; /* its newest op's clock pair */
+struct host {
+    char name[64];
+    int64_t mono, delta; /* its newest op's clock pair: monotonic, realtime - monotonic */
+    int64_t oldest_mono; /* its oldest enqueue, monotonic */
+};
 struct dump_info { int rank; int host; int keep; };
 
 static struct span spans[MAX_SPANS];
@@ -127,6 +131,7 @@ static size_t host_index(const char *name)
         if (!strcmp(hosts[i].name, name)) return i;
     snprintf(hosts[nhosts].name, sizeof hosts[nhosts].name, "%s", name);
     hosts[nhosts].mono = INT64_MIN;
+    hosts[nhosts].oldest_mono = INT64_MAX;
     return nhosts++;
 }
 
@@ -397,7 +402,8 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
         json_t *op;
         json_array_foreach(json_object_get(d, "ops"), k, op) {
             int64_t mono = int_of(op, "enqueue_mono_ns", 0), enq = int_of(op, "enqueue_ns", 0);
-            if (enq && enq < oldest_enq) oldest_enq = enq;
+            if (mono && mono < h->oldest_mono) h->oldest_mono = mono;
+            else if (!mono && enq && enq < oldest_enq) oldest_enq = enq; /* no pair */
             if (mono > h->mono) {
                 h->mono = mono;
                 h->delta = enq - mono;
@@ -413,7 +419,11 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
     if (last_dump > end_t) end_t = last_dump; /* dumps come just after the incident */
     int64_t inc_t = newest_t ? newest_t : end_t;
     win_lo = window_s > 0 ? inc_t - (int64_t)(window_s * 1e9) : INT64_MIN;
-    /* ts 0: the window's start, or the oldest enqueue without a window */
+    /* ts 0: the window's start, or the oldest enqueue without a window, on the
+     * hosts' aligned clocks (realtime when a dump has no monotonic times) */
+    for (size_t h = 0; h < nhosts; h++)
+        if (hosts[h].mono != INT64_MIN && hosts[h].oldest_mono + hosts[h].delta < oldest_enq)
+            oldest_enq = hosts[h].oldest_mono + hosts[h].delta;
     origin = window_s > 0 ? win_lo : oldest_enq < inc_t ? oldest_enq : inc_t;
 
     out = fopen(path, "w");
