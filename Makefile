@@ -88,6 +88,9 @@ install: $(B)/libncclguard.so $(B)/ncclguard
 	install -m 0755 $(B)/ncclguard $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 README.md LICENSE $(wildcard docs/*.md) $(DESTDIR)$(PREFIX)/share/doc/ncclguard/
 	install -m 0644 $(wildcard docs/examples/*) $(DESTDIR)$(PREFIX)/share/doc/ncclguard/examples/
+	install -d $(DESTDIR)$(PREFIX)/share/ncclguard
+	install -m 0755 scripts/deploy/slurm-taskprolog $(DESTDIR)$(PREFIX)/share/ncclguard/
+	install -m 0644 scripts/deploy/k8s-pod.yaml $(DESTDIR)$(PREFIX)/share/ncclguard/
 
 clean:
 	rm -rf $(B)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "envcheck.h"
 #include "base/identity.h"
 #include "base/log.h"
 #include "policy/config.h"
@@ -23,12 +24,6 @@
 #include "policy/policy.h"
 
 #define EXIT_NO_NCCL 2
-
-struct found {
-    char path[PATH_MAX];
-    void *handle;           /* NULL when the file could not be loaded */
-    char load_error[512];
-};
 
 static void envcheck_usage(FILE *out)
 {
@@ -57,7 +52,7 @@ static int is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int try_file(struct found *f, const char *path)
+static int try_file(struct ng_nccl_found *f, const char *path)
 {
     if (!is_file(path)) return -1;
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -67,7 +62,7 @@ static int try_file(struct found *f, const char *path)
 }
 
 /* Finds the library; 0, or -1 after saying why on stderr. */
-static int locate(const char *explicit_path, struct found *f)
+static int locate(const char *explicit_path, struct ng_nccl_found *f)
 {
     char buf[PATH_MAX];
     if (explicit_path) {
@@ -100,6 +95,26 @@ static int locate(const char *explicit_path, struct found *f)
     return -1;
 }
 
+int ncclguard_cli_nccl_audit(const char *nccl, struct ng_nccl_found *f, struct ng_known *known,
+                             struct ng_audit *audit, int *code)
+{
+    char why[PATH_MAX + 128], version[32];
+    if (locate(nccl, f) != 0) return -1;
+    if (ncclguard_known_scan(f->path, known, why, sizeof why) != 0) {
+        fprintf(stderr, "ncclguard: cannot audit against %s: %s\n", f->path, why);
+        return -1;
+    }
+    *code = ncclguard_nccl_version(f->handle, version, sizeof version);
+    if (!f->handle)
+        fprintf(stderr, "ncclguard: %s could not be loaded (%s): its version is unknown, the "
+                        "audit still uses the names it contains\n", f->path, f->load_error);
+    if (!known->n)
+        fprintf(stderr, "ncclguard: no NCCL_* names found in %s: is it NCCL? Unknown variables "
+                        "are not reported\n", f->path);
+    ncclguard_envaudit(known, version, environ, audit);
+    return 0;
+}
+
 static void json_str(const char *s)
 {
     putchar('"');
@@ -111,7 +126,7 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-static void print_json(const struct found *f, int code, const struct ng_known *k,
+static void print_json(const struct ng_nccl_found *f, int code, const struct ng_known *k,
                        const struct ng_audit *a)
 {
     printf("{\"schema\":\"ncclguard.envcheck/1\",\"nccl\":{\"path\":");
@@ -137,7 +152,7 @@ static void print_json(const struct found *f, int code, const struct ng_known *k
     printf("]}\n");
 }
 
-static void print_text(const struct found *f, const struct ng_known *k, const struct ng_audit *a)
+static void print_text(const struct ng_nccl_found *f, const struct ng_known *k, const struct ng_audit *a)
 {
     for (size_t i = 0; i < a->nfindings; i++)
         printf("%s: %s\n", a->f[i].severity == NG_SEV_WARNING ? "warning" : "note",
@@ -183,23 +198,11 @@ int ncclguard_cli_envcheck(int argc, char **argv)
     ncclguard_config_load(&(struct ng_config_paths){.site = site}, environ, 1);
     if (policy) ncclguard_policy_apply(0, 1);
 
-    static struct found f;
+    static struct ng_nccl_found f;
     static struct ng_known known;
     static struct ng_audit audit;
-    char why[PATH_MAX + 128], version[32];
-    if (locate(nccl, &f) != 0) return EXIT_NO_NCCL;
-    if (ncclguard_known_scan(f.path, &known, why, sizeof why) != 0) {
-        fprintf(stderr, "ncclguard: cannot audit against %s: %s\n", f.path, why);
-        return EXIT_NO_NCCL;
-    }
-    int code = ncclguard_nccl_version(f.handle, version, sizeof version);
-    if (!f.handle)
-        fprintf(stderr, "ncclguard: %s could not be loaded (%s): its version is unknown, the "
-                        "audit still uses the names it contains\n", f.path, f.load_error);
-    if (!known.n)
-        fprintf(stderr, "ncclguard: no NCCL_* names found in %s: is it NCCL? Unknown variables "
-                        "are not reported\n", f.path);
-    ncclguard_envaudit(&known, version, environ, &audit);
+    int code;
+    if (ncclguard_cli_nccl_audit(nccl, &f, &known, &audit, &code) != 0) return EXIT_NO_NCCL;
     if (json)
         print_json(&f, code, &known, &audit);
     else

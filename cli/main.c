@@ -14,6 +14,11 @@ static const struct {
 } commands[] = {
     {"envcheck", ncclguard_cli_envcheck,
      "audit the NCCL_* variables against the NCCL library that would be loaded"},
+    {"run", ncclguard_cli_run, "run a command (torchrun, srun, mpirun...) with the library preloaded"},
+    {"diagnose", ncclguard_cli_diagnose,
+     "what this node offers NCCL: library, driver, GPUs, topology, IB, interfaces, env"},
+    {"trace", ncclguard_cli_trace, "write the dumps' ops as a Chrome trace (Perfetto, chrome://tracing)"},
+    {"dump", ncclguard_cli_dump, "ask processes on this node, or a whole job, for a dump now"},
 };
 
 static void usage(FILE *out)

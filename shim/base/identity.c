@@ -1,6 +1,7 @@
 /* identity.c: see identity.h. */
 #include "base/identity.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,4 +91,21 @@ int ncclguard_identity_nccl_version(void)
 void ncclguard_identity_set_nccl_version(int code)
 {
     ng_atomic_store_relaxed(&nccl_version, code);
+}
+
+unsigned long long ncclguard_process_start_time(int pid)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
+    int fd = open(buf, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold blanks and ')' */
+    unsigned long long t = 0;
+    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
+    if (p && sscanf(p + 1, "%llu", &t) != 1) t = 0;
+    return t;
 }

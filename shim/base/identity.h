@@ -48,4 +48,9 @@ void ncclguard_name_part(const char *src, char *dst);
  * environment has it now (the identity may not be read yet: the CLI, tests). */
 void ncclguard_default_dump_dir(char *buf, size_t len);
 
+/* The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks since
+ * boot), which tells a reader whether a pid was reused; 0 when unknown (gone).
+ * The node marker (evidence/marker.h) and `ncclguard dump` compare it. */
+unsigned long long ncclguard_process_start_time(int pid);
+
 #endif

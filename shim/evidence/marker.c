@@ -32,25 +32,6 @@ int ncclguard_marker_signal_free(int sig)
     return cur.sa_handler == SIG_DFL && !(cur.sa_flags & SA_SIGINFO) ? sig : 0;
 }
 
-/* The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks since
- * boot), which tells a reader whether a pid was reused; 0 when unknown (gone). */
-static unsigned long long start_time(int pid)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "/proc/%d/stat", pid);
-    int fd = open(buf, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold blanks and ')' */
-    unsigned long long t = 0;
-    for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
-    if (p && sscanf(p + 1, "%llu", &t) != 1) t = 0;
-    return t;
-}
-
 /*
  * Removes the markers of processes that are gone (killed before their exit
  * handlers ran: the kill action, a launcher's SIGKILL, a crash), so that they do
@@ -79,7 +60,7 @@ static void sweep(int dfd)
         unsigned long long written = 0;
         if (!st || sscanf(st + 13, "%llu", &written) != 1) continue; /* being written */
         int pid = atoi(n);
-        if (start_time(pid) != written) unlinkat(dfd, n, 0);
+        if (ncclguard_process_start_time(pid) != written) unlinkat(dfd, n, 0);
     }
     closedir(d);
 }
@@ -98,7 +79,7 @@ void ncclguard_marker_create(int dump_signal)
     int n = snprintf(line, sizeof line,
                      "{\"schema\":\"ncclguard.marker/1\",\"pid\":%d,\"start_time\":%llu,"
                      "\"rank\":%d,\"local_rank\":%d,\"host\":%s,\"job\":%s,\"dump_signal\":%d}\n",
-                     (int)getpid(), start_time((int)getpid()), me->rank, me->local_rank,
+                     (int)getpid(), ncclguard_process_start_time((int)getpid()), me->rank, me->local_rank,
                      ncclguard_json_quote(me->host, host, sizeof host),
                      ncclguard_json_quote(me->job, job, sizeof job), dump_signal);
     snprintf(name, sizeof name, "%d", (int)getpid());
