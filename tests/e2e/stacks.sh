@@ -19,10 +19,11 @@ job() { # NAME LAUNCH_ARGS -- TRAINLOOP_ARGS; sets $rc
     rc=$?
 }
 show() { echo "--- $1 (last lines)"; tail -n 12 "$TMP/$1/out"; }
-# stacks_check NAME PYTHON: runs the Python body with `dumps` (rank -> dump) loaded
+# stacks_check NAME [ARG]: checks the dumps of job NAME with check_dump.py, then runs
+# the Python program on stdin with ARG (when given) and the dumps as arguments
 stacks_check() {
     python3 "$ROOT/tests/unit/check_dump.py" "$TMP/$1"/dumps/*.json >"$TMP/$1/check" 2>&1 &&
-        python3 - "$TMP/$1"/dumps/*.json >>"$TMP/$1/check" 2>&1
+        python3 - ${2:+"$2"} "$TMP/$1"/dumps/*.json >>"$TMP/$1/check" 2>&1
 }
 
 # --- a hang: where the timed-out op was enqueued, in the line and the dump ---------------
@@ -30,8 +31,9 @@ NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
     job hang -n 2 --timeout 20 -- --steps 40 --hang-rank 1 --hang-step 3 --quiet
 if grep -q 'ncclguard: \[rank 0 .*in flight .* at tl_step_issue ← run_worker ← main (stack [0-9]*)$' \
         "$TMP/hang/out" &&
-    stacks_check hang <<'PY'
+    stacks_check hang "$(readelf -n "$TRAIN" | sed -n 's/.*Build ID: //p')" <<'PY'
 import json, sys
+build_id = sys.argv.pop(1)
 for path in sys.argv[1:]:
     d = json.load(open(path))
     assert d["stack_table"]["depth"] == 24 and d["stack_table"]["lost"] == 0, d["stack_table"]
@@ -40,6 +42,7 @@ for path in sys.argv[1:]:
     for frames in stacks.values():
         assert frames[0]["function"] == "tl_step_issue", frames[0]
         assert not any("libncclguard" in (f["module"] or "") for f in frames), frames
+        assert build_id and frames[0]["build_id"] == build_id, (build_id, frames[0])
     if d["rank"] == 0:
         late = [o for o in d["ops"] if "timeout" in o["flags"]]
         assert late and all(stacks[o["stack"]][2]["function"] == "main" for o in late), late
