@@ -36,6 +36,20 @@ wait_for() {
     return 1
 }
 
+# job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: trainloop under launch and the shim, in
+# $TMP/NAME, with dumps in $TMP/NAME/dumps and the combined output in
+# $TMP/NAME/out; sets $rc. A script may define a job of its own instead.
+job() {
+    local name=$1; shift
+    local largs=()
+    while [ "$1" != -- ]; do largs+=("$1"); shift; done
+    shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim \
+        "$APPS/launch" "${largs[@]}" -- "$APPS/trainloop" "$@" >"$TMP/$name/out" 2>&1)
+    rc=$?
+}
+
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
 preload() {
     case "${SANITIZE:-}" in

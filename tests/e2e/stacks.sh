@@ -8,16 +8,6 @@ TRAIN=$APPS/trainloop
 if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "stacks" "harness not built"; finish; exit
 fi
-job() { # NAME LAUNCH_ARGS -- TRAINLOOP_ARGS; sets $rc
-    local name=$1; shift
-    local largs=()
-    while [ "$1" != -- ]; do largs+=("$1"); shift; done
-    shift
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim \
-        "$LAUNCH" "${largs[@]}" -- "$TRAIN" "$@" >"$TMP/$name/out" 2>&1)
-    rc=$?
-}
 show() { echo "--- $1 (last lines)"; tail -n 12 "$TMP/$1/out"; }
 # stacks_check NAME [ARG]: checks the dumps of job NAME with check_dump.py, then runs
 # the Python program on stdin with ARG (when given) and the dumps as arguments

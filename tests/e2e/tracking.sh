@@ -9,18 +9,6 @@ if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "tracking" "harness not built"; finish; exit
 fi
 
-# job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: runs a job in $TMP/NAME with dumps in
-# $TMP/NAME/dumps and the combined output in $TMP/NAME/out; sets $rc.
-job() {
-    local name=$1; shift
-    local largs=()
-    while [ "$1" != -- ]; do largs+=("$1"); shift; done
-    shift
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim \
-        "$LAUNCH" "${largs[@]}" -- "$TRAIN" "$@" >"$TMP/$name/out" 2>&1)
-    rc=$?
-}
 show() { echo "--- $1 (last lines)"; tail -n 15 "$TMP/$1/out"; }
 
 # --- healthy: no timeout, no slow op, every op counted and completed ----------------------
