@@ -4,12 +4,15 @@
  * Every NCCLGUARD_POLL_MS the enforcer walks the flight recorder from its own
  * tail and checks every op still in flight against its timeout and the
  * thresholds of the ladder (warn, dump, abort, kill), looks at communicators
- * still being created, writes the dumps asked for, and carries out the aborts
- * and the kill decided in that pass, in that order: the dump shows the state
- * that mattered, before the abort changes it. It reads what the observer and
- * the application threads wrote and never calls CUDA or NCCL, so a CUDA or NCCL
- * call that hangs (on the observer) cannot stop it: it then goes on from the
- * last state the observer saw, and says once that the observer is stuck.
+ * still being created, hands the dumps asked for to the dump thread
+ * (dumper.h), and carries out the aborts and the kill decided once that dump
+ * is durable: the dump shows the state that mattered, before the abort changes
+ * it. Meanwhile it goes on polling: a dump that takes long on a slow file
+ * system holds up only the dump thread, and the ladder's steps (at most
+ * NG_DUMPER_WAIT_S). It reads what the observer and the application threads
+ * wrote and never calls CUDA or NCCL, so a CUDA or NCCL call that hangs (on the
+ * observer) cannot stop it: it then goes on from the last state the observer
+ * saw, and says once that the observer is stuck.
  */
 #include "watch/watchdog.h"
 
@@ -22,17 +25,15 @@
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "base/events.h"
-#include "base/json.h"
 #include "base/log.h"
 #include "base/thread.h"
-#include "evidence/dump.h"
 #include "evidence/sigterm.h"
-#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
 #include "watch/describe.h"
+#include "watch/dumper.h"
 #include "watch/escalation.h"
 #include "watch/observer.h"
 #include "watch/timeouts.h"
@@ -41,33 +42,19 @@
  * microseconds to milliseconds). */
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
-/* Why a dump is due: the reason of the most recent request wins. */
-enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER };
-static const char *const dump_reason_name[] = {
-    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout",
-    [DUMP_TRIGGER] = "trigger"};
-
 static pthread_t thread;
 static ng_atomic(int) running;
-static ng_atomic(int) dump_requested; /* enum dump_reason; set from signal handlers too */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
 static uint64_t tail;
-static uint64_t ntimeouts, ninit_timeouts, ndumps, npasses;
+static uint64_t ntimeouts, ninit_timeouts, npasses;
 static unsigned char init_reported[NG_MAX_COMMS];
 static int said_stuck;
-
-static void write_dump(const char *reason)
-{
-    char path[1024];
-    if (ncclguard_dump_write(reason, path, sizeof path) == 0) {
-        ndumps++;
-        NG_WARN("dump written (%s): %s", reason, path);
-        char quoted[2048];
-        ncclguard_event("dump", "\"reason\":\"%s\",\"path\":%s", reason,
-                        ncclguard_json_quote(path, quoted, sizeof quoted));
-    }
-}
+static unsigned dump_due; /* NG_DUMPER_* bits asked for during the pass */
+/* The ladder's steps wait for this dump ticket (0: none), until the deadline. */
+static uint64_t gate_ticket;
+static int64_t gate_deadline;
+static int said_gate;
 
 /* What one pass decided: the timeouts to report (per communicator, the oldest op
  * gets the log line, the ops queued behind it are counted in it), the aborts and
@@ -83,10 +70,12 @@ struct pass {
     int64_t now_mono;
     struct timed_out timeouts[64];
     int ntimeouts;
-    char kill_why[160];
+    int decided; /* an abort or the kill was decided: it waits for the dump */
 };
-static struct ng_comm *pending_abort[NG_MAX_COMMS]; /* under pass_lock */
+/* under pass_lock: the steps decided, carried out once their dump is durable */
+static struct ng_comm *pending_abort[NG_MAX_COMMS];
 static char pending_why[NG_MAX_COMMS][128];
+static char pending_kill[160];
 
 static void note_timeout(struct pass *p, const struct ng_op_record *r, int state, double age)
 {
@@ -151,7 +140,7 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
     if (dump_at > 0 && age >= dump_at && !(flags & NG_REC_DUMPED)) {
         flags |= NG_REC_DUMPED;
         enforce_flags(index, flags);
-        ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
+        dump_due |= NG_DUMPER_TIMEOUT;
     }
     double abort_at = ncclguard_action_after_s(s, NG_ACTION_ABORT, limit);
     double kill_at = ncclguard_action_after_s(s, NG_ACTION_KILL, limit);
@@ -161,27 +150,48 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
     if (abort_at > 0 && age >= abort_at && c && !ng_atomic_load_acquire(&c->fenced) &&
         !pending_abort[slot]) {
         pending_abort[slot] = c;
+        p->decided = 1;
         snprintf(pending_why[slot], sizeof pending_why[0], "%s was in flight %.1f s, past abort_at",
                  ncclguard_describe_op(r, what, sizeof what), age);
         if (!(flags & NG_REC_DUMPED)) /* evidence first */
-            ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
+            dump_due |= NG_DUMPER_TIMEOUT;
     }
-    if (kill_at > 0 && age >= kill_at && !p->kill_why[0])
-        snprintf(p->kill_why, sizeof p->kill_why, "%s in flight %.1f s, past kill_at",
+    if (kill_at > 0 && age >= kill_at && !pending_kill[0]) {
+        p->decided = 1;
+        snprintf(pending_kill, sizeof pending_kill, "%s in flight %.1f s, past kill_at",
                  ncclguard_describe_op(r, what, sizeof what), age);
+    }
     return state;
 }
 
-/* The abort and kill steps decided during a pass, carried out after its dump. */
+/* The abort and kill steps decided, carried out once the dump asked for with
+ * them is durable (or NG_DUMPER_WAIT_S later: a hung file system must not
+ * stop the ladder). */
 static void escalate(const struct pass *p)
 {
+    if (p->decided && ncclguard_dumper_last_ticket() != gate_ticket) {
+        gate_ticket = ncclguard_dumper_last_ticket();
+        gate_deadline = p->now_mono + NG_DUMPER_WAIT_S * 1000000000LL;
+    }
+    if (gate_ticket && !ncclguard_dumper_done(gate_ticket)) {
+        if (p->now_mono < gate_deadline) {
+            ncclguard_escalation_check(p->now_mono);
+            return;
+        }
+        if (!said_gate)
+            NG_WARN("the dump asked for before an abort or kill has not finished after %d s: "
+                    "the escalation goes on without it", NG_DUMPER_WAIT_S);
+        said_gate = 1;
+    } else {
+        said_gate = 0;
+    }
     for (int i = 0; i < NG_MAX_COMMS; i++) {
         if (!pending_abort[i]) continue;
         ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
     ncclguard_escalation_check(ng_clock_ns(CLOCK_MONOTONIC)); /* aborts begun just now too */
-    if (p->kill_why[0]) ncclguard_escalation_kill(p->kill_why);
+    if (pending_kill[0]) ncclguard_escalation_kill(pending_kill);
 }
 
 /* Communicators still being created past init_timeout. */
@@ -200,7 +210,7 @@ static void check_creations(int64_t now_real)
         NG_WARN("communicator %s… (rank %d of %d) still being created after %.1f s",
                 ncclguard_short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c), age);
         ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
-        ng_atomic_store_relaxed(&dump_requested, DUMP_INIT_TIMEOUT);
+        dump_due |= NG_DUMPER_INIT_TIMEOUT;
     }
 }
 
@@ -231,14 +241,13 @@ static void enforcer_pass(void)
     check_creations(ng_clock_ns(CLOCK_REALTIME));
     check_observer(p.now_mono);
     npasses++;
-    int why = ng_atomic_exchange_relaxed(&dump_requested, DUMP_NONE);
-    /* The cross-rank trigger (evidence/trigger.h): a timeout raises or joins an
-     * incident, and an incident another rank raised makes this one dump too;
-     * one dump per rank and incident. */
-    if (why == DUMP_TIMEOUT && !ncclguard_trigger_raise()) why = DUMP_NONE;
-    if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
+    /* The dump thread raises or joins the cross-rank incident of a timeout
+     * (evidence/trigger.h) and writes the dump; it also checks every period
+     * for an incident another rank raised. One dump per rank and incident. */
+    if (dump_due) ncclguard_dumper_post(dump_due);
+    dump_due = 0;
+    ncclguard_dumper_tick();
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
-    if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
     escalate(&p);
     pthread_mutex_unlock(&pass_lock);
 }
@@ -308,6 +317,7 @@ void ncclguard_watchdog_start(void)
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
     install_dump_signal(ncclguard_settings()->dump_signal);
     ncclguard_observer_start();
+    ncclguard_dumper_start();
     int rc = ncclguard_thread_start(&thread, enforcer_main, NULL);
     if (rc) {
         ng_atomic_store_release(&running, 0);
@@ -318,26 +328,34 @@ void ncclguard_watchdog_start(void)
 
 void ncclguard_watchdog_request_dump(void)
 {
-    ng_atomic_store_relaxed(&dump_requested, DUMP_SIGNAL);
+    ncclguard_dumper_post_signal();
 }
 
+/* The one wait for a dump on an application thread: the exit dump that the
+ * configuration asks for, which the process must not end before; bounded. */
 void ncclguard_watchdog_at_exit(void)
 {
     ncclguard_watchdog_settle();
-    pthread_mutex_lock(&pass_lock);
-    if (ncclguard_settings()->dump_at_exit) write_dump("exit");
-    pthread_mutex_unlock(&pass_lock);
+    if (!ncclguard_settings()->dump_at_exit) return;
+    uint64_t t = ncclguard_dumper_post(NG_DUMPER_EXIT);
+    if (!ncclguard_dumper_wait(t, ng_clock_ns(CLOCK_MONOTONIC) + NG_DUMPER_WAIT_S * 1000000000LL))
+        NG_WARN("the exit dump has not finished after %d s: the process ends without it",
+                NG_DUMPER_WAIT_S);
 }
 
 void ncclguard_watchdog_atfork_child(void)
 {
     ncclguard_observer_atfork_child();
     pthread_mutex_init(&pass_lock, NULL);
+    ncclguard_dumper_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
-    ng_atomic_store_relaxed(&dump_requested, DUMP_NONE);
+    dump_due = 0;
     tail = 0;
-    ntimeouts = ninit_timeouts = ndumps = npasses = 0;
+    ntimeouts = ninit_timeouts = npasses = 0;
     said_stuck = 0;
+    gate_ticket = 0;
+    said_gate = 0;
+    pending_kill[0] = '\0';
     memset(init_reported, 0, sizeof init_reported);
     memset(pending_abort, 0, sizeof pending_abort);
 }
@@ -349,7 +367,8 @@ void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
     pthread_mutex_lock(&pass_lock);
     *out = (struct ng_watchdog_stats){.completed = o.completed, .slow = o.slow,
                                       .timeouts = ntimeouts, .init_timeouts = ninit_timeouts,
-                                      .async_errors = o.async_errors, .dumps = ndumps,
+                                      .async_errors = o.async_errors,
+                                      .dumps = ncclguard_dumper_count(),
                                       .polls = o.passes};
     pthread_mutex_unlock(&pass_lock);
 }
