@@ -1,9 +1,10 @@
 /*
  * watchdog.c: see watchdog.h. The enforcer.
  *
- * Every NCCLGUARD_POLL_MS the enforcer walks the flight recorder from its own
- * tail and checks every op still in flight against its timeout and the
- * thresholds of the ladder (warn, dump, abort, kill), looks at communicators
+ * Every NCCLGUARD_POLL_MS the enforcer takes the records appended since its
+ * last pass into its agenda (due.h: each op that can time out, keyed by when
+ * its next step of the ladder falls due: warn, dump, abort, kill), checks the
+ * ops whose step is due against their timeout, looks at communicators
  * still being created, hands the dumps asked for to the dump thread
  * (dumper.h), and carries out the aborts and the kill decided once that dump
  * is durable: the dump shows the state that mattered, before the abort changes
@@ -33,6 +34,7 @@
 #include "track/flight.h"
 #include "track/markers.h"
 #include "watch/describe.h"
+#include "watch/due.h"
 #include "watch/dumper.h"
 #include "watch/escalation.h"
 #include "watch/observer.h"
@@ -46,7 +48,11 @@ static pthread_t thread;
 static ng_atomic(int) running;
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
-static uint64_t tail;
+static uint64_t seen; /* records below it are in the agenda, or need none */
+/* Records that were still being written when the pass came to them. */
+#define LATE_MAX 64
+static uint64_t late[LATE_MAX];
+static int nlate;
 static uint64_t ntimeouts, ninit_timeouts, npasses;
 static unsigned char init_reported[NG_MAX_COMMS];
 static int said_stuck;
@@ -61,6 +67,7 @@ static int said_gate;
  * the kill to carry out after the pass's dump. */
 struct timed_out {
     int slot;
+    uint64_t index;
     int more;
     int state;
     double age;
@@ -77,15 +84,19 @@ static struct ng_comm *pending_abort[NG_MAX_COMMS];
 static char pending_why[NG_MAX_COMMS][128];
 static char pending_kill[160];
 
-static void note_timeout(struct pass *p, const struct ng_op_record *r, int state, double age)
+static void note_timeout(struct pass *p, uint64_t index, const struct ng_op_record *r, int state,
+                         double age)
 {
+    struct timed_out t = {(int)r->comm_slot, index, 0, state, age, *r};
     for (int i = 0; i < p->ntimeouts; i++)
         if (p->timeouts[i].slot == (int)r->comm_slot) {
-            p->timeouts[i].more++;
+            t.more = p->timeouts[i].more + 1;
+            if (index < p->timeouts[i].index) p->timeouts[i] = t; /* the oldest gets the line */
+            else p->timeouts[i].more++;
             return;
         }
     if (p->ntimeouts == (int)(sizeof p->timeouts / sizeof p->timeouts[0])) return;
-    p->timeouts[p->ntimeouts++] = (struct timed_out){(int)r->comm_slot, 0, state, age, *r};
+    p->timeouts[p->ntimeouts++] = t;
 }
 
 static void report_timeouts(const struct pass *p)
@@ -113,10 +124,13 @@ static void enforce_flags(uint64_t index, uint64_t flags)
  * group. An op without (the driver refused an event, the pool was empty, the
  * legacy stream during a capture) would otherwise look stuck forever; the ops
  * around it on its stream still are followed. */
-static int check_timeout(uint64_t index, const struct ng_op_record *r, int state, void *ctx)
+static int can_time_out(const struct ng_op_record *r, int state)
 {
-    struct pass *p = ctx;
-    if (state == NG_OP_CAPTURED || (r->marker == NG_NO_MARKER && !r->group_id)) return state;
+    return state != NG_OP_CAPTURED && (r->marker != NG_NO_MARKER || r->group_id);
+}
+
+static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)
+{
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
@@ -129,7 +143,7 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
         flags |= NG_REC_TIMEOUT;
         enforce_flags(index, flags);
         ntimeouts++;
-        note_timeout(p, r, state, age);
+        note_timeout(p, index, r, state, age);
         ncclguard_event("timeout",
                         "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"p2p_seq\":%llu,"
                         "\"state\":\"%s\",\"in_flight_s\":%.1f",
@@ -161,7 +175,101 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
         snprintf(pending_kill, sizeof pending_kill, "%s in flight %.1f s, past kill_at",
                  ncclguard_describe_op(r, what, sizeof what), age);
     }
-    return state;
+}
+
+/* When the first step of r's ladder after the check at `now` falls due
+ * (CLOCK_MONOTONIC; INT64_MIN: no check yet, so a step already past is due at
+ * once), -1 when none. A step is due 2 ns after its time (truncated to the ns), so that
+ * the check at that time, in seconds as a double, finds the op past it. */
+static int64_t next_due(const struct ng_op_record *r, int64_t now)
+{
+    const struct ng_settings *s = ncclguard_settings();
+    int first = (r->flags & NG_REC_FIRST) != 0;
+    double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
+                                       (int)r->op, r->bytes);
+    int64_t best = -1;
+    for (int a = NG_ACTION_WARN; a <= NG_ACTION_KILL; a++) {
+        double after = ncclguard_action_after_s(s, (enum ng_action)a, limit);
+        if (after <= 0) continue;
+        int64_t at = r->enqueue_mono_ns + (int64_t)(after * 1e9) + 2;
+        if (at > now && (best < 0 || at < best)) best = at;
+    }
+    return best;
+}
+
+/* The ring's capacity; the agenda gets room for twice as many entries (an
+ * entry per record at most, and as many finished ones again before a prune). */
+static uint64_t ring_capacity(void)
+{
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    static int said;
+    if (ncclguard_due_init(2 * st.capacity) != 0 && !said) {
+        said = 1;
+        NG_WARN("no memory for the watchdog's agenda of %llu entries: no op can time out",
+                (unsigned long long)(2 * st.capacity));
+    }
+    return st.capacity;
+}
+
+static int still_in_flight(uint64_t index)
+{
+    int state = ncclguard_flight_state(index);
+    return state >= 0 && !ng_op_state_final(state);
+}
+
+static void schedule(uint64_t index, const struct ng_op_record *r, int64_t now)
+{
+    int64_t at = next_due(r, now);
+    if (at < 0) return;
+    if (ncclguard_due_push(at, index) != 0) { /* full of finished ops: drop them */
+        ncclguard_due_prune(still_in_flight);
+        ncclguard_due_push(at, index);
+    }
+}
+
+/* Copies record i for the agenda: 1 taken (or none needed), 0 still being
+ * written. */
+static int take(uint64_t i)
+{
+    struct ng_op_record r;
+    if (ncclguard_flight_copy(i, &r) != 0) return ncclguard_flight_state(i) < 0 &&
+                                                  ncclguard_flight_head() - i > ring_capacity();
+    int state = ng_record_state(&r);
+    if (!ng_op_state_final(state) && can_time_out(&r, state)) schedule(i, &r, INT64_MIN);
+    return 1;
+}
+
+/* The records appended since the last pass into the agenda; each is copied
+ * once. One still being written is taken at a later pass. */
+static void take_new(void)
+{
+    uint64_t head = ncclguard_flight_head(), cap = ring_capacity();
+    int n = 0;
+    for (int k = 0; k < nlate; k++)
+        if (!take(late[k])) late[n++] = late[k];
+    nlate = n;
+    if (head - seen > cap) seen = head - cap;
+    for (; seen < head; seen++)
+        if (!take(seen)) {
+            if (nlate == LATE_MAX) break;
+            late[nlate++] = seen;
+        }
+}
+
+/* The ops whose next step is due: checked, and put back for the step after. */
+static void run_due(struct pass *p)
+{
+    struct ng_due d;
+    while (ncclguard_due_peek(&d) && d.at_ns <= p->now_mono) {
+        ncclguard_due_pop();
+        struct ng_op_record r;
+        if (ncclguard_flight_copy(d.index, &r) != 0) continue; /* overwritten */
+        int state = ng_record_state(&r);
+        if (ng_op_state_final(state) || !can_time_out(&r, state)) continue;
+        check_timeout(d.index, &r, state, p);
+        schedule(d.index, &r, p->now_mono);
+    }
 }
 
 /* The abort and kill steps decided, carried out once the dump asked for with
@@ -236,7 +344,8 @@ static void enforcer_pass(void)
     static struct pass p; /* under pass_lock: too large for a thread's stack to matter */
     memset(&p, 0, sizeof p);
     p.now_mono = ng_clock_ns(CLOCK_MONOTONIC);
-    ncclguard_flight_walk(&tail, check_timeout, &p);
+    take_new();
+    run_due(&p);
     report_timeouts(&p);
     check_creations(ng_clock_ns(CLOCK_REALTIME));
     check_observer(p.now_mono);
@@ -350,7 +459,9 @@ void ncclguard_watchdog_atfork_child(void)
     ncclguard_dumper_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
     dump_due = 0;
-    tail = 0;
+    seen = 0;
+    nlate = 0;
+    ncclguard_due_clear();
     ntimeouts = ninit_timeouts = npasses = 0;
     said_stuck = 0;
     gate_ticket = 0;
