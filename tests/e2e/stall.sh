@@ -10,7 +10,7 @@ if [ ! -x "$E2E/dump_stall" ] || [ ! -f "$E2E/libslowfs.so" ]; then
     skip "stall" "harness not built"; finish; exit
 fi
 
-for mode in plain abort; do
+for mode in plain abort exit; do
     d=$TMP/$mode
     mkdir -p "$d"
     touch "$d/hold"
@@ -22,9 +22,10 @@ for mode in plain abort; do
     rc=$?
     want=4
     [ $mode = abort ] && want=6
+    [ $mode = exit ] && want=4 # no dump: the process ended with it held
     got=$(grep -c '^dump_stall: ok' "$d/out")
-    if [ $rc -eq 0 ] && [ "$got" = $want ] && ls "$d"/dumps/*.json >/dev/null 2>&1; then
-        pass "$mode: with the dump held, timeouts go on, ncclCommDestroy returns$([ $mode = abort ] && echo ', no abort before the dump')"
+    if [ $rc -eq 0 ] && [ "$got" = $want ] && { [ $mode = exit ] || ls "$d"/dumps/*.json >/dev/null 2>&1; }; then
+        pass "$mode: with the dump held, timeouts go on, ncclCommDestroy returns$([ $mode = abort ] && echo ', no abort before the dump')$([ $mode = exit ] && echo ', the process exits')"
     else
         fail "dump held ($mode)" "rc=$rc, $got of $want steps"; cat "$d/out"
     fi

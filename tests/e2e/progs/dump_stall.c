@@ -1,5 +1,5 @@
 /*
- * dump_stall HOLD EVENTS [abort]: a dump held up by a slow file system stalls
+ * dump_stall HOLD EVENTS [abort|exit]: a dump held up by a slow file system stalls
  * nobody but the dump thread. Run under the shim with libslowfs.so (SLOWFS_HOLD
  * = HOLD), a 1 s timeout and the events log at EVENTS.
  *
@@ -8,7 +8,9 @@
  * with that dump still held: B's AllReduce, enqueued only now, must time out
  * too (the watchdog goes on polling), and ncclCommDestroy of C (healthy) must
  * return. With "abort" (NCCLGUARD_ABORT_AT set) no abort may happen while the
- * dump is held, and one must come once it is let go. Every wait is bounded
+ * dump is held, and one must come once it is let go. With "exit" the process
+ * then ends with the dump still held: its exit must not wait for it (the exit
+ * dump is off). Every wait is bounded
  * (alarm); each step prints one "dump_stall: ok ..." line.
  */
 #include <fcntl.h>
@@ -81,6 +83,11 @@ int main(int argc, char **argv)
         printf("dump_stall: ok no abort while the dump is held\n");
     }
     if (access(held, F_OK) != 0 || access(hold, F_OK) != 0) return 6; /* still held */
+    if (!strcmp(argc > 3 ? argv[3] : "", "exit")) {
+        printf("dump_stall: ok exiting with the dump held\n");
+        release_a = release_b = 1;
+        exit(0);
+    }
     fflush(stdout);
     unlink(hold);
     wait_for(events, "\"event\":\"dump\"", 1, "the dump is written once let go");
