@@ -44,6 +44,13 @@ static void wait_for(const char *path, const char *needle, int count, const char
     fflush(stdout);
 }
 
+/* Lets the held streams go (the fake driver reads the flags atomically). */
+static void release_all(volatile int *a, volatile int *b)
+{
+    __atomic_store_n(a, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(b, 1, __ATOMIC_RELEASE);
+}
+
 static int new_comm(ncclComm_t *comm)
 {
     ncclUniqueId id;
@@ -85,13 +92,13 @@ int main(int argc, char **argv)
     if (access(held, F_OK) != 0 || access(hold, F_OK) != 0) return 6; /* still held */
     if (!strcmp(argc > 3 ? argv[3] : "", "exit")) {
         printf("dump_stall: ok exiting with the dump held\n");
-        release_a = release_b = 1;
+        release_all(&release_a, &release_b);
         exit(0);
     }
     fflush(stdout);
     unlink(hold);
     wait_for(events, "\"event\":\"dump\"", 1, "the dump is written once let go");
     if (abort_mode) wait_for(events, "\"event\":\"abort\"", 1, "then the abort");
-    release_a = release_b = 1;
+    release_all(&release_a, &release_b);
     return 0;
 }
