@@ -13,9 +13,10 @@
  *                                    completed records) asked for by signal;
  *                                    prints the median ms from the request to
  *                                    the renamed file, and the file's size
- *   watchdog --slow                  child: one dump whose fsync takes 1 s more
- *                                    (libslowfs.so); prints how many times the
- *                                    enforcer woke meanwhile (poll 10 ms)
+ *   watchdog --slow                  child: one dump held in fsync for 1 s
+ *                                    (libslowfs.so, SLOWFS_FIFO); prints how many
+ *                                    times the enforcer woke during that second
+ *                                    (poll 10 ms: about 100 if it polls on)
  *
  * CPU time and wake-ups come from /proc/self/task/<tid>/schedstat (time on a
  * CPU in ns; timeslices run). Times on this shared machine vary; the ratios
@@ -23,6 +24,7 @@
  */
 #include <cuda.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <nccl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -189,12 +191,22 @@ static int slow(void)
     CUstream s;
     if (full_ring(&buf, &comm, &s)) return 2;
     const char *dir = getenv("NCCLGUARD_DUMP_DIR");
-    double run, w0, w1;
-    off_t size;
+    const char *fifo = getenv("SLOWFS_FIFO");
+    char held[4096];
+    snprintf(held, sizeof held, "%s.held", fifo);
+    if (mkfifo(fifo, 0600) != 0) return 3;
+    double run, w0, w1, t0 = bench_now_ns();
+    kill(getpid(), SIGUSR2);
+    while (access(held, F_OK) != 0)
+        if (usleep(1000), bench_now_ns() - t0 > 20e9) return 4; /* no dump came */
     if (threads_stat("ncclguard-enf", &run, &w0)) return 3;
-    double ms = one_dump(dir, &size);
+    pause_s(1.0);
     threads_stat("ncclguard-enf", &run, &w1);
-    printf("%.0f %.0f\n", w1 - w0, ms);
+    int w = open(fifo, O_WRONLY); /* lets the dump go on */
+    if (w >= 0) close(w);
+    off_t size;
+    while (dump_changed(dir, &size) == 0) usleep(1000);
+    printf("%.0f\n", w1 - w0);
     return 0;
 }
 
@@ -246,16 +258,16 @@ int main(int argc, char **argv)
     const char *slowfs = argv[argc - 1];
     char tmpl[] = "/tmp/ncclguard-bench-wd.XXXXXX";
     if (!mkdtemp(tmpl)) return 2;
-    char dumpdir[4200], dumpenv[4300];
-    snprintf(dumpdir, sizeof dumpdir, "%s/dumps", tmpl);
-    snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s", dumpdir);
+    char dumpenv[4300];
     char out[256];
     static const struct {
         const char *comms, *ops, *ring;
     } shape[] = {{"64", "156", "16384"}, {"1", "1000", NULL}, {"64", "1000", "131072"}};
-    double cpu[3][2], obs[3][2], enf[3][2], dump_ms[2], wakes[2], slow_ms[2];
+    double cpu[3][2], obs[3][2], enf[3][2], dump_ms[2], wakes[2];
     long long dump_size[2];
     for (int l = 0; l < 2 && libs[l]; l++) {
+        /* a directory of its own: the file name has the pid in it */
+        snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-%d", tmpl, l);
         for (int i = 0; i < 3; i++) {
             char ring[64];
             snprintf(ring, sizeof ring, "NCCLGUARD_RING=%s", shape[i].ring ? shape[i].ring : "4096");
@@ -272,12 +284,15 @@ int main(int argc, char **argv)
         dump_ms[l] = -1;
         if (!child(self, libs[l], NULL, env, args, out, sizeof out))
             sscanf(out, "%lf %lld", &dump_ms[l], &dump_size[l]);
+        char holdenv[4300];
+        snprintf(holdenv, sizeof holdenv, "SLOWFS_FIFO=%s/fifo-%d", tmpl, l);
+        snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-slow-%d", tmpl, l);
         char *senv[] = {"FAKENCCL_NOOP=1", "FAKECUDA_INSTANT_EVENTS=1", "NCCLGUARD_POLL_MS=10",
-                        "SLOWFS_DELAY_MS=1000", dumpenv, NULL};
+                        holdenv, dumpenv, NULL};
         char *sargs[] = {self, "--slow", NULL};
         wakes[l] = -1;
         if (!child(self, libs[l], slowfs, senv, sargs, out, sizeof out))
-            sscanf(out, "%lf %lf", &wakes[l], &slow_ms[l]);
+            sscanf(out, "%lf", &wakes[l]);
     }
     for (int l = 0; l < 2 && libs[l]; l++) {
         for (int i = 0; i < 3; i++)
@@ -286,8 +301,8 @@ int main(int argc, char **argv)
                    shape[i].ops, cpu[i][l], obs[i][l], enf[i][l]);
         printf("watchdog (%s): dump of a full 4096-record ring (%lld bytes), request to file: "
                "median %.2f ms\n", label[l], dump_size[l], dump_ms[l]);
-        printf("watchdog (%s): a dump slowed by 1 s in fsync took %.0f ms; the enforcer woke %.0f "
-               "times meanwhile (poll 10 ms)\n", label[l], slow_ms[l], wakes[l]);
+        printf("watchdog (%s): during 1 s of a dump held in fsync the enforcer woke %.0f times "
+               "(poll 10 ms)\n", label[l], wakes[l]);
     }
     if (libs[1])
         for (int i = 0; i < 3; i++)

@@ -4,7 +4,10 @@
  *   SLOWFS_HOLD=PATH      while PATH exists the fsync does not return; on
  *                         entering it creates PATH.held (the test's sign that a
  *                         dump is under way and stuck);
- *   SLOWFS_DELAY_MS=N     each such fsync takes N ms more (the benchmark).
+ *   SLOWFS_FIFO=PATH      the fsync blocks in open(PATH) of that FIFO, with
+ *                         no wake-up, until someone opens it for writing; it
+ *                         creates PATH.held first (the benchmark);
+ *   SLOWFS_DELAY_MS=N     each such fsync takes N ms more.
  * Every other fsync passes straight through.
  */
 #include <dlfcn.h>
@@ -37,6 +40,15 @@ int fsync(int fd)
     if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     if (is_dump_temp(fd)) {
         const char *hold = getenv("SLOWFS_HOLD"), *delay = getenv("SLOWFS_DELAY_MS");
+        const char *fifo = getenv("SLOWFS_FIFO");
+        if (fifo) {
+            char held[4096];
+            snprintf(held, sizeof held, "%s.held", fifo);
+            int h = open(held, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+            if (h >= 0) close(h);
+            int w = open(fifo, O_RDONLY | O_CLOEXEC);
+            if (w >= 0) close(w);
+        }
         if (hold && access(hold, F_OK) == 0) {
             char held[4096];
             snprintf(held, sizeof held, "%s.held", hold);
