@@ -15,10 +15,10 @@
 #include "base/log.h"
 #include "base/spool.h"
 #include "base/thread.h"
-#include "evidence/dump.h"
 #include "evidence/marker.h"
 #include "policy/config.h"
 #include "track/comm.h"
+#include "watch/dumper.h"
 #include "watch/nccl_calls.h"
 
 #define MAX_ABORTS 64
@@ -101,8 +101,12 @@ void ncclguard_escalation_check(int64_t now_mono)
 void ncclguard_escalation_kill(const char *why)
 {
     const struct ng_settings *s = ncclguard_settings();
+    /* the kill's own dump, on the dump thread (after any dump under way) */
     char path[1024];
-    int dumped = ncclguard_dump_write("kill", path, sizeof path) == 0;
+    uint64_t t = ncclguard_dumper_post(NG_DUMPER_KILL);
+    int dumped = ncclguard_dumper_wait(t, ng_clock_ns(CLOCK_MONOTONIC) +
+                                              NG_DUMPER_WAIT_S * 1000000000LL) &&
+                 ncclguard_dumper_result(path, sizeof path) == 0;
     NG_ERROR("ending the process with status %lld: %s%s%s", (long long)s->kill_exit, why,
              dumped ? "; dump: " : "; no dump could be written", dumped ? path : "");
     char quoted[512];

@@ -1,15 +1,19 @@
 /*
  * watchdog.c: see watchdog.h. The enforcer.
  *
- * Every NCCLGUARD_POLL_MS the enforcer walks the flight recorder from its own
- * tail and checks every op still in flight against its timeout and the
- * thresholds of the ladder (warn, dump, abort, kill), looks at communicators
- * still being created, writes the dumps asked for, and carries out the aborts
- * and the kill decided in that pass, in that order: the dump shows the state
- * that mattered, before the abort changes it. It reads what the observer and
- * the application threads wrote and never calls CUDA or NCCL, so a CUDA or NCCL
- * call that hangs (on the observer) cannot stop it: it then goes on from the
- * last state the observer saw, and says once that the observer is stuck.
+ * Every NCCLGUARD_POLL_MS the enforcer takes the records appended since its
+ * last pass into its agenda (due.h: each op that can time out, keyed by when
+ * its next step of the ladder falls due: warn, dump, abort, kill), checks the
+ * ops whose step is due against their timeout, looks at communicators
+ * still being created, hands the dumps asked for to the dump thread
+ * (dumper.h), and carries out the aborts and the kill decided once that dump
+ * is durable: the dump shows the state that mattered, before the abort changes
+ * it. Meanwhile it goes on polling: a dump that takes long on a slow file
+ * system holds up only the dump thread, and the ladder's steps (at most
+ * NG_DUMPER_WAIT_S). It reads what the observer and the application threads
+ * wrote and never calls CUDA or NCCL, so a CUDA or NCCL call that hangs (on the
+ * observer) cannot stop it: it then goes on from the last state the observer
+ * saw, and says once that the observer is stuck.
  */
 #include "watch/watchdog.h"
 
@@ -22,19 +26,16 @@
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "base/events.h"
-#include "base/json.h"
 #include "base/log.h"
 #include "base/thread.h"
-#include "evidence/dump.h"
-#include "evidence/ras.h"
-#include "evidence/verdict.h"
 #include "evidence/sigterm.h"
-#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
 #include "watch/describe.h"
+#include "watch/due.h"
+#include "watch/dumper.h"
 #include "watch/escalation.h"
 #include "watch/observer.h"
 #include "watch/timeouts.h"
@@ -43,40 +44,30 @@
  * microseconds to milliseconds). */
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
-/* Why a dump is due: the reason of the most recent request wins. */
-enum dump_reason { DUMP_NONE = 0, DUMP_SIGNAL, DUMP_TIMEOUT, DUMP_INIT_TIMEOUT, DUMP_TRIGGER,
-                   DUMP_RAS };
-static const char *const dump_reason_name[] = {
-    [DUMP_SIGNAL] = "signal", [DUMP_TIMEOUT] = "timeout", [DUMP_INIT_TIMEOUT] = "init_timeout",
-    [DUMP_TRIGGER] = "trigger", [DUMP_RAS] = "ras"};
-
 static pthread_t thread;
 static ng_atomic(int) running;
-static ng_atomic(int) dump_requested; /* enum dump_reason; set from signal handlers too */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
-static uint64_t tail;
-static uint64_t ntimeouts, ninit_timeouts, ndumps, npasses;
+static uint64_t seen; /* records below it are in the agenda, or need none */
+/* Records that were still being written when the pass came to them. */
+#define LATE_MAX 64
+static uint64_t late[LATE_MAX];
+static int nlate;
+static uint64_t ntimeouts, ninit_timeouts, npasses;
 static unsigned char init_reported[NG_MAX_COMMS];
 static int said_stuck;
-
-static void write_dump(const char *reason)
-{
-    char path[1024];
-    if (ncclguard_dump_write(reason, path, sizeof path) == 0) {
-        ndumps++;
-        NG_WARN("dump written (%s): %s", reason, path);
-        char quoted[2048];
-        ncclguard_event("dump", "\"reason\":\"%s\",\"path\":%s", reason,
-                        ncclguard_json_quote(path, quoted, sizeof quoted));
-    }
-}
+static unsigned dump_due; /* NG_DUMPER_* bits asked for during the pass */
+/* The ladder's steps wait for this dump ticket (0: none), until the deadline. */
+static uint64_t gate_ticket;
+static int64_t gate_deadline;
+static int said_gate;
 
 /* What one pass decided: the timeouts to report (per communicator, the oldest op
  * gets the log line, the ops queued behind it are counted in it), the aborts and
  * the kill to carry out after the pass's dump. */
 struct timed_out {
     int slot;
+    uint64_t index;
     int more;
     int state;
     double age;
@@ -86,20 +77,26 @@ struct pass {
     int64_t now_mono;
     struct timed_out timeouts[64];
     int ntimeouts;
-    char kill_why[160];
+    int decided; /* an abort or the kill was decided: it waits for the dump */
 };
-static struct ng_comm *pending_abort[NG_MAX_COMMS]; /* under pass_lock */
+/* under pass_lock: the steps decided, carried out once their dump is durable */
+static struct ng_comm *pending_abort[NG_MAX_COMMS];
 static char pending_why[NG_MAX_COMMS][128];
+static char pending_kill[160];
 
-static void note_timeout(struct pass *p, const struct ng_op_record *r, int state, double age)
+static void note_timeout(struct pass *p, uint64_t index, const struct ng_op_record *r, int state,
+                         double age)
 {
+    struct timed_out t = {(int)r->comm_slot, index, 0, state, age, *r};
     for (int i = 0; i < p->ntimeouts; i++)
         if (p->timeouts[i].slot == (int)r->comm_slot) {
-            p->timeouts[i].more++;
+            t.more = p->timeouts[i].more + 1;
+            if (index < p->timeouts[i].index) p->timeouts[i] = t; /* the oldest gets the line */
+            else p->timeouts[i].more++;
             return;
         }
     if (p->ntimeouts == (int)(sizeof p->timeouts / sizeof p->timeouts[0])) return;
-    p->timeouts[p->ntimeouts++] = (struct timed_out){(int)r->comm_slot, 0, state, age, *r};
+    p->timeouts[p->ntimeouts++] = t;
 }
 
 static void report_timeouts(const struct pass *p)
@@ -128,10 +125,13 @@ static void enforce_flags(uint64_t index, uint64_t flags)
  * group. An op without (the driver refused an event, the pool was empty, the
  * legacy stream during a capture) would otherwise look stuck forever; the ops
  * around it on its stream still are followed. */
-static int check_timeout(uint64_t index, const struct ng_op_record *r, int state, void *ctx)
+static int can_time_out(const struct ng_op_record *r, int state)
 {
-    struct pass *p = ctx;
-    if (state == NG_OP_CAPTURED || (r->marker == NG_NO_MARKER && !r->group_id)) return state;
+    return state != NG_OP_CAPTURED && (r->marker != NG_NO_MARKER || r->group_id);
+}
+
+static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)
+{
     const struct ng_settings *s = ncclguard_settings();
     int first = (r->flags & NG_REC_FIRST) != 0;
     double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
@@ -144,7 +144,7 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
         flags |= NG_REC_TIMEOUT;
         enforce_flags(index, flags);
         ntimeouts++;
-        note_timeout(p, r, state, age);
+        note_timeout(p, index, r, state, age);
         ncclguard_event("timeout",
                         "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"p2p_seq\":%llu,"
                         "\"state\":\"%s\",\"in_flight_s\":%.1f",
@@ -155,7 +155,7 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
     if (dump_at > 0 && age >= dump_at && !(flags & NG_REC_DUMPED)) {
         flags |= NG_REC_DUMPED;
         enforce_flags(index, flags);
-        ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
+        dump_due |= NG_DUMPER_TIMEOUT;
     }
     double abort_at = ncclguard_action_after_s(s, NG_ACTION_ABORT, limit);
     double kill_at = ncclguard_action_after_s(s, NG_ACTION_KILL, limit);
@@ -165,27 +165,142 @@ static int check_timeout(uint64_t index, const struct ng_op_record *r, int state
     if (abort_at > 0 && age >= abort_at && c && !ng_atomic_load_acquire(&c->fenced) &&
         !pending_abort[slot]) {
         pending_abort[slot] = c;
+        p->decided = 1;
         snprintf(pending_why[slot], sizeof pending_why[0], "%s was in flight %.1f s, past abort_at",
                  ncclguard_describe_op(r, what, sizeof what), age);
         if (!(flags & NG_REC_DUMPED)) /* evidence first */
-            ng_atomic_store_relaxed(&dump_requested, DUMP_TIMEOUT);
+            dump_due |= NG_DUMPER_TIMEOUT;
     }
-    if (kill_at > 0 && age >= kill_at && !p->kill_why[0])
-        snprintf(p->kill_why, sizeof p->kill_why, "%s in flight %.1f s, past kill_at",
+    if (kill_at > 0 && age >= kill_at && !pending_kill[0]) {
+        p->decided = 1;
+        snprintf(pending_kill, sizeof pending_kill, "%s in flight %.1f s, past kill_at",
                  ncclguard_describe_op(r, what, sizeof what), age);
-    return state;
+    }
 }
 
-/* The abort and kill steps decided during a pass, carried out after its dump. */
+/* When the first step of r's ladder after the check at `now` falls due
+ * (CLOCK_MONOTONIC; INT64_MIN: no check yet, so a step already past is due at
+ * once), -1 when none. A step is due 2 ns after its time (truncated to the ns), so that
+ * the check at that time, in seconds as a double, finds the op past it. */
+static int64_t next_due(const struct ng_op_record *r, int64_t now)
+{
+    const struct ng_settings *s = ncclguard_settings();
+    int first = (r->flags & NG_REC_FIRST) != 0;
+    double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
+                                       (int)r->op, r->bytes);
+    int64_t best = -1;
+    for (int a = NG_ACTION_WARN; a <= NG_ACTION_KILL; a++) {
+        double after = ncclguard_action_after_s(s, (enum ng_action)a, limit);
+        if (after <= 0) continue;
+        int64_t at = r->enqueue_mono_ns + (int64_t)(after * 1e9) + 2;
+        if (at > now && (best < 0 || at < best)) best = at;
+    }
+    return best;
+}
+
+/* The ring's capacity; the agenda gets room for twice as many entries (an
+ * entry per record at most, and as many finished ones again before a prune). */
+static uint64_t ring_capacity(void)
+{
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    static int said;
+    if (ncclguard_due_init(2 * st.capacity) != 0 && !said) {
+        said = 1;
+        NG_WARN("no memory for the watchdog's agenda of %llu entries: no op can time out",
+                (unsigned long long)(2 * st.capacity));
+    }
+    return st.capacity;
+}
+
+static int still_in_flight(uint64_t index)
+{
+    int state = ncclguard_flight_state(index);
+    return state >= 0 && !ng_op_state_final(state);
+}
+
+static void schedule(uint64_t index, const struct ng_op_record *r, int64_t now)
+{
+    int64_t at = next_due(r, now);
+    if (at < 0) return;
+    if (ncclguard_due_push(at, index) != 0) { /* full of finished ops: drop them */
+        ncclguard_due_prune(still_in_flight);
+        ncclguard_due_push(at, index);
+    }
+}
+
+/* Copies record i for the agenda: 1 taken (or none needed), 0 still being
+ * written. */
+static int take(uint64_t i)
+{
+    struct ng_op_record r;
+    if (ncclguard_flight_copy(i, &r) != 0) return ncclguard_flight_state(i) < 0 &&
+                                                  ncclguard_flight_head() - i > ring_capacity();
+    int state = ng_record_state(&r);
+    if (!ng_op_state_final(state) && can_time_out(&r, state)) schedule(i, &r, INT64_MIN);
+    return 1;
+}
+
+/* The records appended since the last pass into the agenda; each is copied
+ * once. One still being written is taken at a later pass. */
+static void take_new(void)
+{
+    uint64_t head = ncclguard_flight_head(), cap = ring_capacity();
+    int n = 0;
+    for (int k = 0; k < nlate; k++)
+        if (!take(late[k])) late[n++] = late[k];
+    nlate = n;
+    if (head - seen > cap) seen = head - cap;
+    for (; seen < head; seen++)
+        if (!take(seen)) {
+            if (nlate == LATE_MAX) break;
+            late[nlate++] = seen;
+        }
+}
+
+/* The ops whose next step is due: checked, and put back for the step after. */
+static void run_due(struct pass *p)
+{
+    struct ng_due d;
+    while (ncclguard_due_peek(&d) && d.at_ns <= p->now_mono) {
+        ncclguard_due_pop();
+        struct ng_op_record r;
+        if (ncclguard_flight_copy(d.index, &r) != 0) continue; /* overwritten */
+        int state = ng_record_state(&r);
+        if (ng_op_state_final(state) || !can_time_out(&r, state)) continue;
+        check_timeout(d.index, &r, state, p);
+        schedule(d.index, &r, p->now_mono);
+    }
+}
+
+/* The abort and kill steps decided, carried out once the dump asked for with
+ * them is durable (or NG_DUMPER_WAIT_S later: a hung file system must not
+ * stop the ladder). */
 static void escalate(const struct pass *p)
 {
+    if (p->decided && ncclguard_dumper_last_ticket() != gate_ticket) {
+        gate_ticket = ncclguard_dumper_last_ticket();
+        gate_deadline = p->now_mono + NG_DUMPER_WAIT_S * 1000000000LL;
+    }
+    if (gate_ticket && !ncclguard_dumper_done(gate_ticket)) {
+        if (p->now_mono < gate_deadline) {
+            ncclguard_escalation_check(p->now_mono);
+            return;
+        }
+        if (!said_gate)
+            NG_WARN("the dump asked for before an abort or kill has not finished after %d s: "
+                    "the escalation goes on without it", NG_DUMPER_WAIT_S);
+        said_gate = 1;
+    } else {
+        said_gate = 0;
+    }
     for (int i = 0; i < NG_MAX_COMMS; i++) {
         if (!pending_abort[i]) continue;
         ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
     ncclguard_escalation_check(ng_clock_ns(CLOCK_MONOTONIC)); /* aborts begun just now too */
-    if (p->kill_why[0]) ncclguard_escalation_kill(p->kill_why);
+    if (pending_kill[0]) ncclguard_escalation_kill(pending_kill);
 }
 
 /* Communicators still being created past init_timeout. */
@@ -204,7 +319,7 @@ static void check_creations(int64_t now_real)
         NG_WARN("communicator %s… (rank %d of %d) still being created after %.1f s",
                 ncclguard_short_id(c->id, idb), ng_comm_rank(c), ng_comm_nranks(c), age);
         ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
-        ng_atomic_store_relaxed(&dump_requested, DUMP_INIT_TIMEOUT);
+        dump_due |= NG_DUMPER_INIT_TIMEOUT;
     }
 }
 
@@ -230,25 +345,19 @@ static void enforcer_pass(void)
     static struct pass p; /* under pass_lock: too large for a thread's stack to matter */
     memset(&p, 0, sizeof p);
     p.now_mono = ng_clock_ns(CLOCK_MONOTONIC);
-    ncclguard_flight_walk(&tail, check_timeout, &p);
+    take_new();
+    run_due(&p);
     report_timeouts(&p);
     check_creations(ng_clock_ns(CLOCK_REALTIME));
     check_observer(p.now_mono);
     npasses++;
-    int why = ng_atomic_exchange_relaxed(&dump_requested, DUMP_NONE);
-    /* The cross-rank trigger (evidence/trigger.h): a timeout raises or joins an
-     * incident, and an incident another rank raised makes this one dump too;
-     * one dump per rank and incident. */
-    if (why == DUMP_TIMEOUT && !ncclguard_trigger_raise()) why = DUMP_NONE;
-    if (why == DUMP_NONE && ncclguard_trigger_check()) why = DUMP_TRIGGER;
+    /* The dump thread raises or joins the cross-rank incident of a timeout
+     * (evidence/trigger.h) and writes the dump; it also checks every period
+     * for an incident another rank raised. One dump per rank and incident. */
+    if (dump_due) ncclguard_dumper_post(dump_due);
+    dump_due = 0;
+    ncclguard_dumper_tick();
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
-    if (why != DUMP_NONE) write_dump(dump_reason_name[why]);
-    const char *incident = ncclguard_trigger_incident();
-    if ((why == DUMP_TIMEOUT || why == DUMP_TRIGGER) && incident &&
-        ncclguard_trigger_is_reporter(incident)) {
-        ncclguard_verdict_after_dump(incident);
-        ncclguard_ras_after_dump(incident);
-    }
     escalate(&p);
     pthread_mutex_unlock(&pass_lock);
 }
@@ -318,6 +427,7 @@ void ncclguard_watchdog_start(void)
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
     install_dump_signal(ncclguard_settings()->dump_signal);
     ncclguard_observer_start();
+    ncclguard_dumper_start();
     int rc = ncclguard_thread_start(&thread, enforcer_main, NULL);
     if (rc) {
         ng_atomic_store_release(&running, 0);
@@ -328,31 +438,41 @@ void ncclguard_watchdog_start(void)
 
 void ncclguard_watchdog_request_dump(void)
 {
-    ng_atomic_store_relaxed(&dump_requested, DUMP_SIGNAL);
+    ncclguard_dumper_post_signal();
 }
 
 void ncclguard_watchdog_request_ras_dump(void)
 {
-    ng_atomic_store_relaxed(&dump_requested, DUMP_RAS);
+    ncclguard_dumper_post(NG_DUMPER_RAS);
 }
 
+/* The one wait for a dump on an application thread: the exit dump that the
+ * configuration asks for, which the process must not end before; bounded. */
 void ncclguard_watchdog_at_exit(void)
 {
     ncclguard_watchdog_settle();
-    pthread_mutex_lock(&pass_lock);
-    if (ncclguard_settings()->dump_at_exit) write_dump("exit");
-    pthread_mutex_unlock(&pass_lock);
+    if (!ncclguard_settings()->dump_at_exit) return;
+    uint64_t t = ncclguard_dumper_post(NG_DUMPER_EXIT);
+    if (!ncclguard_dumper_wait(t, ng_clock_ns(CLOCK_MONOTONIC) + NG_DUMPER_WAIT_S * 1000000000LL))
+        NG_WARN("the exit dump has not finished after %d s: the process ends without it",
+                NG_DUMPER_WAIT_S);
 }
 
 void ncclguard_watchdog_atfork_child(void)
 {
     ncclguard_observer_atfork_child();
     pthread_mutex_init(&pass_lock, NULL);
+    ncclguard_dumper_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
-    ng_atomic_store_relaxed(&dump_requested, DUMP_NONE);
-    tail = 0;
-    ntimeouts = ninit_timeouts = ndumps = npasses = 0;
+    dump_due = 0;
+    seen = 0;
+    nlate = 0;
+    ncclguard_due_clear();
+    ntimeouts = ninit_timeouts = npasses = 0;
     said_stuck = 0;
+    gate_ticket = 0;
+    said_gate = 0;
+    pending_kill[0] = '\0';
     memset(init_reported, 0, sizeof init_reported);
     memset(pending_abort, 0, sizeof pending_abort);
 }
@@ -364,7 +484,8 @@ void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
     pthread_mutex_lock(&pass_lock);
     *out = (struct ng_watchdog_stats){.completed = o.completed, .slow = o.slow,
                                       .timeouts = ntimeouts, .init_timeouts = ninit_timeouts,
-                                      .async_errors = o.async_errors, .dumps = ndumps,
+                                      .async_errors = o.async_errors,
+                                      .dumps = ncclguard_dumper_count(),
                                       .polls = o.passes};
     pthread_mutex_unlock(&pass_lock);
 }

@@ -3,10 +3,11 @@
  *
  * The observer (observer.h) follows every op on the GPU and polls NCCL; it may
  * block inside CUDA or NCCL. The enforcer (watchdog.c) decides: every
- * NCCLGUARD_POLL_MS it reports timeouts and stuck communicator creations,
- * writes dumps (on timeout, on request by signal, at exit when asked) and runs
- * the escalation ladder, and it never calls CUDA or NCCL, so a hung call cannot
- * stop it. This header is what the rest of the shim sees of both.
+ * NCCLGUARD_POLL_MS it reports timeouts and stuck communicator creations, asks
+ * the dump thread (dumper.h) for dumps (on timeout, on request by signal, at
+ * exit when asked) and runs the escalation ladder, and it never calls CUDA or
+ * NCCL, so a hung call cannot stop it; nor does a slow dump. This header is
+ * what the rest of the shim sees of both.
  *
  * Threads: ncclguard_watchdog_start on the application thread that creates the
  * first communicator; ncclguard_watchdog_request_dump from anywhere, including
@@ -26,7 +27,8 @@ void ncclguard_watchdog_request_dump(void);
  * reason "ras". */
 void ncclguard_watchdog_request_ras_dump(void);
 
-/* At exit: one last poll on the calling thread, the exit dump if configured,
+/* At exit: one last poll on the calling thread, the exit dump if configured
+ * (written by the dump thread, waited for at most NG_DUMPER_WAIT_S),
  * and the summary line. */
 void ncclguard_watchdog_at_exit(void);
 

@@ -62,5 +62,21 @@ if [ $rc -eq 0 ] && [ "$(reports "$TMP/wrap.out")" = 0 ]; then
 else
     fail "ring_wrap under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/wrap.out" | head -n 60
 fi
+# a dump held in fsync on the dump thread while the enforcer polls, reports timeouts,
+# holds back an abort and an application thread destroys a communicator
+if [ -f "$E2E/libslowfs.so" ]; then
+    d=$TMP/stall
+    mkdir -p "$d" && touch "$d/hold"
+    (cd "$d" && NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_POLL_MS=5 NCCLGUARD_ABORT_AT=1 \
+        NCCLGUARD_DUMP_DIR="$d/dumps" NCCLGUARD_EVENTS="$d/events.jsonl" SLOWFS_HOLD="$d/hold" \
+        LD_PRELOAD="$(preload):$E2E/libslowfs.so" with_fakes \
+        "$E2E/dump_stall" "$d/hold" "$d/events.jsonl" abort >"$TMP/stall.out" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(reports "$TMP/stall.out")" = 0 ]; then
+        pass "dump thread held while the enforcer polls and an abort waits: no race"
+    else
+        fail "dump_stall under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/stall.out" | head -n 60
+    fi
+fi
 dumps_sane
 finish

@@ -1,0 +1,314 @@
+/*
+ * watchdog: what the watchdog's threads cost with many ops in flight, how long
+ * a dump of the default ring takes, and whether the watchdog keeps polling
+ * while a dump is slow. Each figure is measured for LIB and, when given, for
+ * BASELINE (an older libncclguard.so), in the same run.
+ *
+ *   watchdog LIB [BASELINE] SLOWFS   the benchmark (SLOWFS: tests' libslowfs.so)
+ *   watchdog --inflight C N S        child: C communicators, each on its own
+ *                                    held stream with N ops in flight; prints
+ *                                    the CPU share of the ncclguard-wd, -enf and
+ *                                    -dump threads over S seconds
+ *   watchdog --dump K                child: K dumps of a full ring (4096
+ *                                    completed records) asked for by signal;
+ *                                    prints the median ms from the request to
+ *                                    the renamed file, and the file's size
+ *   watchdog --slow                  child: one dump held in fsync for 1 s
+ *                                    (libslowfs.so, SLOWFS_FIFO); prints how many
+ *                                    times the enforcer woke during that second
+ *                                    (poll 10 ms: about 100 if it polls on)
+ *
+ * CPU time and wake-ups come from /proc/self/task/<tid>/schedstat (time on a
+ * CPU in ns; timeslices run). Times on this shared machine vary; the ratios
+ * and the wake-up counts are the figures to read.
+ */
+#include <cuda.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../tests/fakes/fakecuda.h"
+#include "timing.h"
+
+/* Sums schedstat over the shim's threads whose name starts with `prefix`:
+ * ns on a CPU into *run, timeslices into *slices; -1 when there is none. */
+static int threads_stat(const char *prefix, double *run, double *slices)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int found = 0;
+    *run = *slices = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], name[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(name, sizeof name, f)) name[0] = '\0';
+        fclose(f);
+        if (strncmp(name, prefix, strlen(prefix)) != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long long r = 0, w = 0, s = 0;
+        if (fscanf(f, "%llu %llu %llu", &r, &w, &s) == 3) {
+            *run += (double)r;
+            *slices += (double)s;
+            found = 1;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found ? 0 : -1;
+}
+
+/* CPU ns of the observer [0], the enforcer [1] and the dump thread [2]. */
+static void watchdog_cpu_ns(double ns[3])
+{
+    static const char *const names[] = {"ncclguard-wd", "ncclguard-enf", "ncclguard-dump"};
+    double slices;
+    for (int i = 0; i < 3; i++)
+        if (threads_stat(names[i], &ns[i], &slices) != 0) ns[i] = 0;
+}
+
+static void pause_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (long)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static int new_comm(ncclComm_t *comm)
+{
+    ncclUniqueId id;
+    return ncclGetUniqueId(&id) || ncclCommInitRank(comm, 1, id, 0);
+}
+
+static int start(CUdeviceptr *buf)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    return cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+           cuCtxSetCurrent(ctx) || cuMemAlloc(buf, 64);
+}
+
+static int inflight(int ncomms, long n, double seconds)
+{
+    CUdeviceptr buf;
+    if (start(&buf)) return 2;
+    static volatile int release;
+    ncclComm_t *comm = calloc((size_t)ncomms, sizeof *comm);
+    CUstream *s = calloc((size_t)ncomms, sizeof *s);
+    for (int c = 0; c < ncomms; c++) {
+        if (new_comm(&comm[c]) || cuStreamCreate(&s[c], CU_STREAM_NON_BLOCKING)) return 2;
+        fakecuda_test_spin(s[c], &release);
+        for (long i = 0; i < n; i++)
+            ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat, ncclSum, comm[c], s[c]);
+    }
+    pause_s(0.5); /* the watchdog has seen them all */
+    double c0[3], c1[3], t0 = bench_now_ns();
+    watchdog_cpu_ns(c0);
+    pause_s(seconds);
+    watchdog_cpu_ns(c1);
+    double t1 = bench_now_ns();
+    release = 1;
+    for (int c = 0; c < ncomms; c++) cuStreamSynchronize(s[c]);
+    double share[3];
+    for (int i = 0; i < 3; i++) share[i] = 100.0 * (c1[i] - c0[i]) / (t1 - t0);
+    printf("%.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1]);
+    fflush(stdout);
+    _exit(0); /* no teardown of 64 communicators: it is not measured */
+}
+
+/* ns of the last change of the dump file in dir (0: none yet). */
+static double dump_changed(const char *dir, off_t *size)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    double t = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t k = strlen(e->d_name);
+        if (k < 5 || strcmp(e->d_name + k - 5, ".json") != 0) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            t = st.st_ctim.tv_sec * 1e9 + st.st_ctim.tv_nsec + (double)st.st_ino;
+            *size = st.st_size;
+        }
+    }
+    closedir(d);
+    return t;
+}
+
+/* Asks for a dump by signal and waits for the file to be replaced: ms. */
+static double one_dump(const char *dir, off_t *size)
+{
+    double before = dump_changed(dir, size), t0 = bench_now_ns();
+    kill(getpid(), SIGUSR2);
+    while (dump_changed(dir, size) == before)
+        if (usleep(200), bench_now_ns() - t0 > 20e9) return -1; /* no dump came */
+    return (bench_now_ns() - t0) / 1e6;
+}
+
+static int full_ring(CUdeviceptr *buf, ncclComm_t *comm, CUstream *s)
+{
+    if (start(buf) || new_comm(comm) || cuStreamCreate(s, CU_STREAM_NON_BLOCKING)) return -1;
+    for (int i = 0; i < 5000; i++)
+        ncclAllReduce((void *)*buf, (void *)*buf, 2, ncclFloat, ncclSum, *comm, *s);
+    cuStreamSynchronize(*s);
+    pause_s(0.5); /* every record completed */
+    return 0;
+}
+
+static int dumps(int k)
+{
+    CUdeviceptr buf;
+    ncclComm_t comm;
+    CUstream s;
+    if (full_ring(&buf, &comm, &s)) return 2;
+    const char *dir = getenv("NCCLGUARD_DUMP_DIR");
+    double *ms = calloc((size_t)k, sizeof *ms);
+    off_t size = 0;
+    one_dump(dir, &size); /* warm: the directory made, the symbols loaded */
+    for (int i = 0; i < k; i++) ms[i] = one_dump(dir, &size);
+    printf("%.2f %lld\n", bench_median(ms, k), (long long)size);
+    return 0;
+}
+
+static int slow(void)
+{
+    CUdeviceptr buf;
+    ncclComm_t comm;
+    CUstream s;
+    if (full_ring(&buf, &comm, &s)) return 2;
+    const char *dir = getenv("NCCLGUARD_DUMP_DIR");
+    const char *fifo = getenv("SLOWFS_FIFO");
+    char held[4096];
+    snprintf(held, sizeof held, "%s.held", fifo);
+    if (mkfifo(fifo, 0600) != 0) return 3;
+    double run, w0, w1, t0 = bench_now_ns();
+    kill(getpid(), SIGUSR2);
+    while (access(held, F_OK) != 0)
+        if (usleep(1000), bench_now_ns() - t0 > 20e9) return 4; /* no dump came */
+    if (threads_stat("ncclguard-enf", &run, &w0)) return 3;
+    pause_s(1.0);
+    threads_stat("ncclguard-enf", &run, &w1);
+    int w = open(fifo, O_WRONLY); /* lets the dump go on */
+    if (w >= 0) close(w);
+    off_t size;
+    while (dump_changed(dir, &size) == 0) usleep(1000);
+    printf("%.0f\n", w1 - w0);
+    return 0;
+}
+
+/* Runs this program as a child under `lib` with the given environment
+ * (NAME=VALUE strings, NULL-terminated); its output into out. */
+static int child(const char *self, const char *lib, const char *slowfs, char **env, char **argv,
+                 char *out, size_t len)
+{
+    int fd[2];
+    if (pipe(fd)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char pre[8192];
+        snprintf(pre, sizeof pre, "%s%s%s", lib, slowfs ? ":" : "", slowfs ? slowfs : "");
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
+        for (char **e = env; *e; e++) putenv(*e);
+        execv(self, argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    ssize_t k = read(fd[0], out, len - 1);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (k <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return -1;
+    out[k] = '\0';
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && !strcmp(argv[1], "--inflight"))
+        return inflight(atoi(argv[2]), atol(argv[3]), atof(argv[4]));
+    if (argc == 3 && !strcmp(argv[1], "--dump")) return dumps(atoi(argv[2]));
+    if (argc == 2 && !strcmp(argv[1], "--slow")) return slow();
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: watchdog LIB [BASELINE] SLOWFS\n");
+        return 64;
+    }
+    char self[4096];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k <= 0) return 2;
+    self[k] = '\0';
+    const char *libs[2] = {argv[1], argc == 4 ? argv[2] : NULL};
+    const char *label[2] = {"this build", "baseline"};
+    const char *slowfs = argv[argc - 1];
+    char tmpl[] = "/tmp/ncclguard-bench-wd.XXXXXX";
+    if (!mkdtemp(tmpl)) return 2;
+    char dumpenv[4300];
+    char out[256];
+    static const struct {
+        const char *comms, *ops, *ring;
+    } shape[] = {{"64", "156", "16384"}, {"1", "1000", NULL}, {"64", "1000", "131072"}};
+    double cpu[3][2], obs[3][2], enf[3][2], dump_ms[2], wakes[2];
+    long long dump_size[2];
+    for (int l = 0; l < 2 && libs[l]; l++) {
+        /* a directory of its own: the file name has the pid in it */
+        snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-%d", tmpl, l);
+        for (int i = 0; i < 3; i++) {
+            char ring[64];
+            snprintf(ring, sizeof ring, "NCCLGUARD_RING=%s", shape[i].ring ? shape[i].ring : "4096");
+            char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0", NULL};
+            char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops, "5",
+                            NULL};
+            cpu[i][l] = obs[i][l] = enf[i][l] = -1;
+            if (!child(self, libs[l], NULL, env, args, out, sizeof out))
+                sscanf(out, "%lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l]);
+        }
+        char *env[] = {"FAKENCCL_NOOP=1", "FAKECUDA_INSTANT_EVENTS=1", "NCCLGUARD_POLL_MS=1",
+                       dumpenv, NULL};
+        char *args[] = {self, "--dump", "10", NULL};
+        dump_ms[l] = -1;
+        if (!child(self, libs[l], NULL, env, args, out, sizeof out))
+            sscanf(out, "%lf %lld", &dump_ms[l], &dump_size[l]);
+        char holdenv[4300];
+        snprintf(holdenv, sizeof holdenv, "SLOWFS_FIFO=%s/fifo-%d", tmpl, l);
+        snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-slow-%d", tmpl, l);
+        char *senv[] = {"FAKENCCL_NOOP=1", "FAKECUDA_INSTANT_EVENTS=1", "NCCLGUARD_POLL_MS=10",
+                        holdenv, dumpenv, NULL};
+        char *sargs[] = {self, "--slow", NULL};
+        wakes[l] = -1;
+        if (!child(self, libs[l], slowfs, senv, sargs, out, sizeof out))
+            sscanf(out, "%lf", &wakes[l]);
+    }
+    for (int l = 0; l < 2 && libs[l]; l++) {
+        for (int i = 0; i < 3; i++)
+            printf("watchdog (%s): cpu with %s comms x %s ops in flight, poll 100 ms: %.3f%% of "
+                   "one core (observer %.3f%%, enforcer %.3f%%)\n", label[l], shape[i].comms,
+                   shape[i].ops, cpu[i][l], obs[i][l], enf[i][l]);
+        printf("watchdog (%s): dump of a full 4096-record ring (%lld bytes), request to file: "
+               "median %.2f ms\n", label[l], dump_size[l], dump_ms[l]);
+        printf("watchdog (%s): during 1 s of a dump held in fsync the enforcer woke %.0f times "
+               "(poll 10 ms)\n", label[l], wakes[l]);
+    }
+    if (libs[1])
+        for (int i = 0; i < 3; i++)
+            printf("watchdog: cpu ratio this build / baseline, %s comms x %s ops: %.2f\n",
+                   shape[i].comms, shape[i].ops, cpu[i][1] > 0 ? cpu[i][0] / cpu[i][1] : 0);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+    return system(cmd) ? 1 : 0;
+}

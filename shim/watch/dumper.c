@@ -1,0 +1,251 @@
+/*
+ * dumper.c: see dumper.h.
+ *
+ * The thread sleeps on `work` for one NCCLGUARD_POLL_MS period at most. When
+ * it wakes it takes every pending request (the bits and the newest ticket
+ * among them) at once, raises the incident of a timeout, writes one dump, and
+ * then marks those tickets done on `finished`. A period without a request is
+ * the cross-rank trigger's check (a stat on tmpfs; the node's poller also
+ * stats the shared file every trigger period). The dump reads the flight
+ * recorder and the registry without locks (each record is copied whole under
+ * its seqlock), so nobody else waits for it.
+ */
+#include "watch/dumper.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/atomic.h"
+#include "base/clock.h"
+#include "base/events.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/thread.h"
+#include "evidence/dump.h"
+#include "evidence/ras.h"
+#include "evidence/trigger.h"
+#include "evidence/verdict.h"
+#include "policy/config.h"
+
+static pthread_t thread;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work, finished; /* CLOCK_MONOTONIC */
+static int conds_ready;               /* under lock */
+static int running;                   /* under lock: the thread takes the requests */
+static unsigned pending;              /* under lock: NG_DUMPER_* bits */
+static uint64_t posted, done;         /* under lock: tickets */
+static int last_rc = -1;              /* under lock */
+static char last_path[1024];
+static ng_atomic(int) signal_asked;
+static ng_atomic(int) busy;
+static ng_atomic(uint64_t) ndumps;
+/* Requests carried out on the caller when there is no thread, one at a time. */
+static pthread_mutex_t inline_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void init_conds(void)
+{
+    if (conds_ready) return;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&work, &ca);
+    pthread_cond_init(&finished, &ca);
+    pthread_condattr_destroy(&ca);
+    conds_ready = 1;
+}
+
+static struct timespec mono_ts(int64_t ns)
+{
+    return (struct timespec){(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+}
+
+/* The reason a set of requests is dumped under; NULL when none is due. */
+static const char *reason_of(unsigned what)
+{
+    /* the incident first: its TRIGGER file is written before any action */
+    int incident = (what & NG_DUMPER_TIMEOUT) && ncclguard_trigger_raise();
+    if (what & NG_DUMPER_KILL) return "kill";
+    if (what & NG_DUMPER_EXIT) return "exit";
+    if (incident) return "timeout";
+    if (what & NG_DUMPER_INIT_TIMEOUT) return "init_timeout";
+    if (what & NG_DUMPER_SIGNAL) return "signal";
+    if (what & NG_DUMPER_RAS) return "ras";
+    return NULL;
+}
+
+/* Carries out the requests `what`: at most one dump. */
+static void carry_out(unsigned what)
+{
+    if (ng_atomic_exchange_relaxed(&signal_asked, 0)) what |= NG_DUMPER_SIGNAL;
+    const char *reason = reason_of(what);
+    if (!reason && !(what & NG_DUMPER_TIMEOUT) && ncclguard_trigger_check()) reason = "trigger";
+    if (!reason) return;
+    char path[1024];
+    ng_atomic_store_release(&busy, 1);
+    int rc = ncclguard_dump_write(reason, path, sizeof path);
+    ng_atomic_store_release(&busy, 0);
+    if (rc == 0) {
+        ng_atomic_add_relaxed(&ndumps, 1);
+        NG_WARN("dump written (%s): %s", reason, path);
+        char quoted[2048];
+        ncclguard_event("dump", "\"reason\":\"%s\",\"path\":%s", reason,
+                        ncclguard_json_quote(path, quoted, sizeof quoted));
+    }
+    /* each starts once per incident */
+    const char *incident = ncclguard_trigger_incident();
+    if (incident && ncclguard_trigger_is_reporter(incident)) {
+        ncclguard_verdict_after_dump(incident);
+        ncclguard_ras_after_dump(incident);
+    }
+    pthread_mutex_lock(&lock);
+    last_rc = rc;
+    if (rc == 0) memcpy(last_path, path, sizeof last_path);
+    pthread_mutex_unlock(&lock);
+}
+
+static void *dumper_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "ncclguard-dump");
+    long ms = ncclguard_settings()->poll_ms;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        struct timespec until = mono_ts(ng_clock_ns(CLOCK_MONOTONIC) + ms * 1000000LL);
+        while (!pending && pthread_cond_timedwait(&work, &lock, &until) == 0) {
+        }
+        unsigned what = pending;
+        uint64_t upto = posted;
+        pending = 0;
+        pthread_mutex_unlock(&lock);
+        carry_out(what);
+        pthread_mutex_lock(&lock);
+        if (upto > done) done = upto;
+        pthread_cond_broadcast(&finished);
+    }
+    return NULL;
+}
+
+int ncclguard_dumper_start(void)
+{
+    pthread_mutex_lock(&lock);
+    init_conds();
+    if (running) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    running = 1;
+    pthread_mutex_unlock(&lock);
+    int rc = ncclguard_thread_start(&thread, dumper_main, NULL);
+    if (!rc) return 0;
+    pthread_mutex_lock(&lock);
+    running = 0;
+    unsigned what = pending; /* posted meanwhile: carried out by the next post */
+    pthread_mutex_unlock(&lock);
+    NG_WARN("cannot start the dump thread (%s): dumps are written by the watchdog itself",
+            strerror(rc));
+    if (what) ncclguard_dumper_post(0);
+    return -1;
+}
+
+uint64_t ncclguard_dumper_post(unsigned what)
+{
+    pthread_mutex_lock(&lock);
+    init_conds();
+    uint64_t t = ++posted;
+    pending |= what;
+    if (running) {
+        pthread_cond_signal(&work);
+        pthread_mutex_unlock(&lock);
+        return t;
+    }
+    what = pending;
+    pending = 0;
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&inline_lock);
+    carry_out(what);
+    pthread_mutex_unlock(&inline_lock);
+    pthread_mutex_lock(&lock);
+    if (t > done) done = t;
+    pthread_cond_broadcast(&finished);
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+void ncclguard_dumper_tick(void)
+{
+    pthread_mutex_lock(&lock);
+    int threaded = running;
+    pthread_mutex_unlock(&lock);
+    if (!threaded) ncclguard_dumper_post(0);
+}
+
+void ncclguard_dumper_post_signal(void)
+{
+    ng_atomic_store_relaxed(&signal_asked, 1);
+}
+
+uint64_t ncclguard_dumper_last_ticket(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t t = posted;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+int ncclguard_dumper_done(uint64_t t)
+{
+    pthread_mutex_lock(&lock);
+    int d = done >= t;
+    pthread_mutex_unlock(&lock);
+    return d;
+}
+
+int ncclguard_dumper_wait(uint64_t t, int64_t deadline_ns)
+{
+    struct timespec until = mono_ts(deadline_ns);
+    pthread_mutex_lock(&lock);
+    init_conds();
+    while (done < t && pthread_cond_timedwait(&finished, &lock, &until) != ETIMEDOUT) {
+    }
+    int d = done >= t;
+    pthread_mutex_unlock(&lock);
+    return d;
+}
+
+int ncclguard_dumper_result(char *path, size_t len)
+{
+    pthread_mutex_lock(&lock);
+    int rc = last_rc;
+    if (rc == 0 && path && len) {
+        strncpy(path, last_path, len - 1);
+        path[len - 1] = '\0';
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+uint64_t ncclguard_dumper_count(void)
+{
+    return ng_atomic_load_relaxed(&ndumps);
+}
+
+int ncclguard_dumper_busy(void)
+{
+    return ng_atomic_load_acquire(&busy);
+}
+
+void ncclguard_dumper_atfork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&inline_lock, NULL);
+    conds_ready = 0;
+    running = 0;
+    pending = 0;
+    posted = done = 0;
+    last_rc = -1;
+    ng_atomic_store_relaxed(&signal_asked, 0);
+    ng_atomic_store_relaxed(&busy, 0);
+    ng_atomic_store_relaxed(&ndumps, 0);
+}

@@ -1,0 +1,132 @@
+/*
+ * test_shim_timeouts.c: the enforcer's agenda (shim/watch/due.c and its use in
+ * watchdog.c) finds every op past its timeout at the first poll after it, in
+ * whatever order the ops sit in the ring: a younger op with a shorter timeout
+ * behind an older one (the first-op timeout, a per-size timeout), ops of two
+ * communicators on one stream, an op that ages past its timeout between polls;
+ * ops without a marker never time out. Records are appended to the flight
+ * recorder by hand with their enqueue time in the past; the watchdog's threads
+ * are not started (each poll is one ncclguard_watchdog_poll_once).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "check_main.h"
+#include "policy/config.h"
+#include "policy/config_load.h"
+#include "track/flight.h"
+#include "track/track.h"
+#include "watch/due.h"
+#include "watch/watchdog.h"
+
+#define S 1000000000LL
+
+extern char **environ;
+
+static void load(const char *floor_bandwidth)
+{
+    setenv("NCCLGUARD_TIMEOUT", "1", 1);
+    setenv("NCCLGUARD_FIRST_TIMEOUT", "600", 1);
+    setenv("NCCLGUARD_DUMP_AT", "0", 1);
+    setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
+    if (floor_bandwidth) setenv("NCCLGUARD_FLOOR_BANDWIDTH", floor_bandwidth, 1);
+    struct ng_config_paths none = {.site = "", .user = "", .job = ""};
+    ncclguard_config_load(&none, environ, 0);
+    ncclguard_track_mode = NG_TRACK_OFF; /* the observer leaves the records alone */
+    ck_assert_int_eq(ncclguard_flight_init(1024), 0);
+}
+
+/* Appends an op enqueued `age_ns` ago on `stream`; returns its index. */
+static uint64_t op(uint64_t comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
+                   int marker)
+{
+    struct ng_op_record r;
+    memset(&r, 0, sizeof r);
+    r.comm_id = comm;
+    r.stream = stream;
+    r.op = NG_OP_ALLREDUCE;
+    r.bytes = bytes;
+    r.comm_slot = -1;
+    r.peer = -1;
+    r.marker = marker ? 1 : NG_NO_MARKER;
+    r.flags = first ? NG_REC_FIRST : 0;
+    r.enqueue_mono_ns = ng_clock_ns(CLOCK_MONOTONIC) - age_ns;
+    r.enqueue_ns = ng_clock_ns(CLOCK_REALTIME) - age_ns;
+    return ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+}
+
+static int timed_out(uint64_t index)
+{
+    struct ng_op_record r;
+    ck_assert_int_eq(ncclguard_flight_copy(index, &r), 0);
+    return (r.flags & NG_REC_TIMEOUT) != 0;
+}
+
+START_TEST(younger_first_timeout_behind_older)
+{
+    load(NULL);
+    uint64_t first = op(1, 7, 5 * S, 8, 1, 1);   /* 5 s of 600 */
+    uint64_t second = op(1, 7, 3 * S, 8, 0, 1);  /* 3 s of 1, behind it */
+    uint64_t other = op(2, 7, 2 * S, 8, 0, 1);   /* another comm, same stream */
+    uint64_t bare = op(2, 7, 2 * S, 8, 0, 0);    /* no marker: never */
+    uint64_t fresh = op(1, 8, 0, 8, 0, 1);       /* not yet */
+    ncclguard_watchdog_poll_once();
+    ck_assert(!timed_out(first));
+    ck_assert(timed_out(second));
+    ck_assert(timed_out(other));
+    ck_assert(!timed_out(bare));
+    ck_assert(!timed_out(fresh));
+    /* it ages past its timeout between polls: the next poll after finds it */
+    struct timespec ts = {1, 100000000};
+    nanosleep(&ts, NULL);
+    ncclguard_watchdog_poll_once();
+    ck_assert(timed_out(fresh));
+    ck_assert(!timed_out(first));
+    ck_assert(!timed_out(bare));
+}
+END_TEST
+
+START_TEST(size_scaled_timeouts)
+{
+    load("1000000000"); /* 1 GB/s: 1 s more per GB */
+    uint64_t big = op(1, 7, 4 * S, 10000000000ULL, 0, 1); /* 4 s of 1 + 10 */
+    uint64_t small = op(1, 7, 2 * S, 8, 0, 1);            /* 2 s of 1, younger */
+    ncclguard_watchdog_poll_once();
+    ck_assert(!timed_out(big));
+    ck_assert(timed_out(small));
+}
+END_TEST
+
+START_TEST(agenda_order)
+{
+    ck_assert_int_eq(ncclguard_due_init(64), 0);
+    ncclguard_due_clear();
+    int64_t at[] = {50, 10, 40, 10, 30, 20, 60, 5};
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(ncclguard_due_push(at[i], (uint64_t)i), 0);
+    struct ng_due d, prev = {-1, 0};
+    int n = 0;
+    while (ncclguard_due_peek(&d)) {
+        ck_assert(d.at_ns > prev.at_ns || (d.at_ns == prev.at_ns && d.index > prev.index));
+        prev = d;
+        ncclguard_due_pop();
+        n++;
+    }
+    ck_assert_int_eq(n, 8);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("timeouts");
+    TCase *t = tcase_create("timeouts");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, younger_first_timeout_behind_older);
+    tcase_add_test(t, size_scaled_timeouts);
+    tcase_add_test(t, agenda_order);
+    suite_add_tcase(s, t);
+    return ng_check_run(s);
+}
