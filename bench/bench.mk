@@ -27,3 +27,9 @@ bench: deps
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
+
+# tests/gpu: built with the rest, run only on a GPU machine (tests/gpu/run.sh).
+$(B)/tests/gpu/events_bench: tests/gpu/events_bench.c bench/timing.h $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libcuda.so.1
+ALL += $(B)/tests/gpu/events_bench

@@ -183,6 +183,7 @@ static void start_all(void)
     struct ng_track_params tp = {
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,
+        .timing_sample = (int)s->timing_sample,
         .anchor_period_ns = anchor_ms > 0 ? (int64_t)anchor_ms * 1000000 : 0,
         .observer = {.settle = ncclguard_watchdog_settle,
                      .async_error = ncclguard_watchdog_async_error,

@@ -9,6 +9,7 @@
 #include "track/flight.h"
 #include "track/groups.h"
 #include "track/markers.h"
+#include "track/ops.h"
 
 ng_atomic(int) ncclguard_tracking;
 enum ng_track_mode ncclguard_track_mode = NG_TRACK_FULL;
@@ -52,6 +53,8 @@ int ncclguard_track_start(const struct ng_track_params *p)
         ncclguard_flight_stats(&fs);
         ncclguard_markers_set_pool_size(fs.capacity + 64);
         ncclguard_markers_set_anchor_period(p->anchor_period_ns);
+        ncclguard_markers_set_timing_sample(p->timing_sample);
+        ncclguard_op_set_timing_sample(p->timing_sample);
         ncclguard_markers_open();
     }
     return 0;

@@ -40,6 +40,7 @@ struct ng_track_observer {
 struct ng_track_params {
     enum ng_track_mode mode;
     uint64_t ring;            /* flight recorder records */
+    int timing_sample;        /* one op in N per class gets timed events; 0: none */
     int64_t anchor_period_ns; /* 0: the default (markers.h) */
     struct ng_track_observer observer;
 };

@@ -16,7 +16,7 @@ import json
 import re
 import sys
 
-SCHEMA = "ncclguard.dump/2"
+SCHEMA = "ncclguard.dump/2.1"
 
 # (key, kind) in file order, as in shim/evidence/dump_format.h.
 TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns", "I64"),
@@ -66,7 +66,8 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("peer", "PEER"), ("stream", "HEX"), ("group", "U64_NONZERO"), ("thread", "U64"),
       ("enqueue_ns", "I64"), ("enqueue_mono_ns", "I64"), ("state", "OP_STATE"),
       ("gpu_start_ns", "I64_NONZERO"), ("gpu_end_ns", "I64_NONZERO"),
-      ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
+      ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("times", "OPT_STR"),
+      ("result", "I64"),
       ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG")]
 LISTS = {"NG_DUMP_TOP_FIELDS": TOP, "NG_DUMP_VERSION_FIELDS": VERSIONS,
          "NG_DUMP_FLIGHT_FIELDS": FLIGHT, "NG_DUMP_COMM_FIELDS": COMM,
@@ -321,8 +322,14 @@ def check_dump(path):
         ops = []
     plain_ops = []
     for i, o in enumerate(ops):
-        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP)
+        # "times" is new in 2.1: a 2.0 or 1.x dump has none.
+        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP, optional=("times",))
         plain_ops.append(op)
+        gpu = op.get("gpu_start_ns") is not None or op.get("gpu_end_ns") is not None
+        seen = op.get("seen_start_ns") is not None or op.get("seen_end_ns") is not None
+        if "times" in op and op["times"] != ("sampled" if gpu else "discovered" if seen
+                                             else None):
+            fail(f"ops[{i}].times", f"{op['times']!r} does not match the times present")
         if op.get("op") in P2P and op.get("root") is not None:
             fail(f"ops[{i}]", "a Send/Recv has a root")
         if op.get("op") not in P2P and op.get("peer") is not None:
