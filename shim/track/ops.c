@@ -43,25 +43,20 @@ static ng_atomic(uint64_t) group_counter;
 /* Timing samples: ops seen per (communicator slot, op, size class). A plain
  * load and store, not an atomic add: two threads on one communicator may lose
  * a count, which only moves the next sample. Zero pages until used. */
-static int timing_sample = 16;
 static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][NG_OP_NTYPES][NG_SIZE_CLASSES];
 
-void ncclguard_op_set_timing_sample(int every)
-{
-    timing_sample = every;
-}
-
 /* Whether this op is one of its class's timing samples: the first, then one in
- * timing_sample. */
+ * ncclguard_timing_sample. */
 static int sampled(const struct ng_comm *c, int type, uint64_t bytes)
 {
-    if (!timing_sample || c->slot < 0 || c->slot >= NG_MAX_COMMS || type < 0 ||
+    int every = ncclguard_timing_sample;
+    if (!every || c->slot < 0 || c->slot >= NG_MAX_COMMS || type < 0 ||
         type >= NG_OP_NTYPES)
         return 0;
     ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
     uint32_t seen = ng_atomic_load_relaxed(n);
     ng_atomic_store_relaxed(n, seen + 1);
-    return seen % (uint32_t)timing_sample == 0;
+    return seen % (uint32_t)every == 0;
 }
 
 static uint64_t dtype_size(ncclDataType_t t)

@@ -47,11 +47,6 @@ void ncclguard_group_end_post(ncclResult_t r);
 void ncclguard_group_simulate_end_pre(void);
 void ncclguard_group_simulate_end_post(ncclResult_t r);
 
-/* NCCLGUARD_TIMING_SAMPLE (before the first op): one op in `every` of each
- * (communicator, op, size class), the first included, gets timed markers;
- * 0: none. */
-void ncclguard_op_set_timing_sample(int every);
-
 /* Calls of one op type that NCCL accepted, over every communicator (summary). */
 uint64_t ncclguard_op_total(int type);
 

@@ -53,6 +53,11 @@ extern NG_HIDDEN ng_atomic(int) ncclguard_tracking;
  * before the first communicator is published; the hot path reads it. */
 extern NG_HIDDEN enum ng_track_mode ncclguard_track_mode;
 
+/* NCCLGUARD_TIMING_SAMPLE as handed to ncclguard_track_start (16 before): one
+ * op in N of each (communicator, op, size class), the first included, gets
+ * timed markers; 0: none. Set once, before the first op; the hot path reads it. */
+extern NG_HIDDEN int ncclguard_timing_sample;
+
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC, refreshed by the watchdog at each poll:
  * the hot path reads one clock instead of two. */
 extern NG_HIDDEN ng_atomic(int64_t) ncclguard_realtime_offset;
