@@ -281,15 +281,21 @@ void ncclguard_markers_prepare_current(void)
     create_pool(ctx);
 }
 
-enum ng_capture ncclguard_stream_capturing(void *stream)
+/* ncclguard_stream_capturing, the driver known to be open. */
+static inline enum ng_capture capturing(CUstream stream)
 {
-    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_CAPTURE_NONE;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS)
         return NG_CAPTURE_UNKNOWN;
     if (status == CU_STREAM_CAPTURE_STATUS_NONE) return NG_CAPTURE_NONE;
     ng_atomic_add_relaxed(&captured, 1);
     return NG_CAPTURE_ACTIVE;
+}
+
+enum ng_capture ncclguard_stream_capturing(void *stream)
+{
+    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_CAPTURE_NONE;
+    return capturing((CUstream)stream);
 }
 
 /* The thread's context cache (see the file comment). */
@@ -316,7 +322,8 @@ static struct stream_pool *cache_entry(CUstream s)
 
 /* The pool of stream s, from the thread's cache (*cached = 1) or the driver;
  * NULL when there is none (*ctx says which context lacks one). */
-static struct pool *stream_pool(CUstream s, int *id, CUcontext *ctx, int *cached)
+static inline __attribute__((always_inline)) struct pool *
+stream_pool(CUstream s, int *id, CUcontext *ctx, int *cached)
 {
     struct stream_pool *e = cacheable(s) ? cache_entry(s) : NULL;
     if (e && ng_atomic_load_acquire(&e->pool->ctx) == e->ctx) {
@@ -355,7 +362,7 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, 
 {
     if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
     CUstream s = stream;
-    switch (ncclguard_stream_capturing(stream)) {
+    switch (capturing(s)) {
     case NG_CAPTURE_NONE: break;
     case NG_CAPTURE_ACTIVE: return NG_MARKER_CAPTURED;
     case NG_CAPTURE_UNKNOWN: ng_atomic_add_relaxed(&no_marker, 1); return NG_MARKER_NONE;
