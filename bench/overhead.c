@@ -171,18 +171,6 @@ static int threads(int nt, long n)
     return 0;
 }
 
-/* Resident memory of this process, KiB. */
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib;
-}
-
 static int mem(int nctx)
 {
     CUdevice dev;
@@ -200,7 +188,7 @@ static int mem(int nctx)
             cuStreamSynchronize(s))
             return 2;
     }
-    printf("%ld\n", rss_kib());
+    printf("%ld\n", bench_rss_kib());
     fflush(stdout);
     _exit(0); /* the communicators stay: their memory is what was measured */
 }

@@ -23,17 +23,6 @@ static void check(const char *what, int ok)
     if (!ok) failed = 1;
 }
 
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib;
-}
-
 /* ns per cuEventRecord of one event of `flags`, re-recorded RECORDS times. */
 static double record_ns(CUstream s, unsigned flags)
 {
@@ -68,10 +57,10 @@ static void pool_memory(const char *label, unsigned flags)
 {
     size_t free0, free1, total;
     CUevent *ev = calloc(POOL_EVENTS, sizeof *ev);
-    long r0 = rss_kib();
+    long r0 = bench_rss_kib();
     cuMemGetInfo(&free0, &total);
     for (int i = 0; ev && i < POOL_EVENTS; i++) cuEventCreate(&ev[i], flags);
-    long r1 = rss_kib();
+    long r1 = bench_rss_kib();
     cuMemGetInfo(&free1, &total);
     printf("memory: %d events %s: host %ld KiB, device %zu KiB\n", POOL_EVENTS, label, r1 - r0,
            (free0 - free1) / 1024);
@@ -117,9 +106,9 @@ int main(void)
           cuEventElapsedTime(&ms, t, u) == CUDA_ERROR_INVALID_HANDLE);
     pool_memory("with timing", CU_EVENT_DEFAULT);
     pool_memory("without timing", CU_EVENT_DISABLE_TIMING);
-    long r0 = rss_kib();
+    long r0 = bench_rss_kib();
     if (cuCtxCreate_v4(&b, NULL, 0, dev)) return 2;
-    printf("memory: a second context: host %ld KiB before its pool\n", rss_kib() - r0);
+    printf("memory: a second context: host %ld KiB before its pool\n", bench_rss_kib() - r0);
     pool_memory("without timing, second context", CU_EVENT_DISABLE_TIMING);
     CUstream sb;
     cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING);
