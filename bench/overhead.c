@@ -5,6 +5,7 @@
  *   overhead LIBNCCLGUARD           the benchmark (driver)
  *   overhead --loop N [PAIRS]       child: N 8-byte AllReduce calls (each with the shim's
  *                                   driver calls, events from PAIRS pairs), prints ns/call
+ *                                   (each child prints "result: " and its figures)
  *   overhead --calls N              child: the same loop, prints the driver calls and the
  *                                   records of timing events per call (fake counters)
  *   overhead --threads T N          child: T threads, each N calls on its own communicator
@@ -73,8 +74,8 @@ static void calls(long n, void *p, ncclComm_t comm, CUstream s, CUevent *ev, int
  * counted) in which the watchdog (NCCLGUARD_POLL_MS=1) catches up, as it does
  * in a job between steps: the ring never overflows. Returns the ns spent in
  * the bursts. */
-#define BURST 512
-#define PAUSE_NS 3000000L
+#define BURST 256
+#define PAUSE_NS 4000000L
 static double paced(long n, void *p, ncclComm_t comm, CUstream s, CUevent *ev, int pairs)
 {
     double ns = 0;
@@ -109,9 +110,9 @@ static int loop(long n, int pairs, int count)
     unsigned long long c1 = fakecuda_thread_calls(), t1 = fakecuda_thread_timed_records();
     cuStreamSynchronize(s);
     if (count)
-        printf("%.3f %.4f\n", (double)(c1 - c0) / (double)n, (double)(t1 - t0) / (double)n);
+        printf("result: %.3f %.4f\n", (double)(c1 - c0) / (double)n, (double)(t1 - t0) / (double)n);
     else
-        printf("%.2f\n", ns / (double)n);
+        printf("result: %.2f\n", ns / (double)n);
     ncclCommDestroy(comm);
     return 0;
 }
@@ -166,7 +167,7 @@ static int threads(int nt, long n)
         pthread_join(w[i].t, NULL);
         if (w[i].ns > slowest) slowest = w[i].ns;
     }
-    printf("%.2f\n", slowest / (double)n);
+    printf("result: %.2f\n", slowest / (double)n);
     for (int i = 0; i < nt; i++) ncclCommDestroy(w[i].comm);
     return 0;
 }
@@ -188,7 +189,7 @@ static int mem(int nctx)
             cuStreamSynchronize(s))
             return 2;
     }
-    printf("%ld\n", bench_rss_kib());
+    printf("result: %ld\n", bench_rss_kib());
     fflush(stdout);
     _exit(0); /* the communicators stay: their memory is what was measured */
 }
@@ -238,10 +239,10 @@ static int inflight(long n, double seconds)
     cuStreamSynchronize(s);
     ncclCommDestroy(comm);
     if (c0 < 0) {
-        printf("none\n");
+        printf("result: none\n");
         return 0;
     }
-    printf("%.3f\n", 100.0 * (c1 - c0) / (t1 - t0));
+    printf("result: %.3f\n", 100.0 * (c1 - c0) / (t1 - t0));
     return 0;
 }
 
@@ -290,18 +291,22 @@ static int child_out(const char *self, const char *preload, const char *const *e
     return k > 0 && WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
 }
 
-static unsigned long long last_dropped; /* by the last child, from the shim's summary */
+/* Records the last child's shim dropped unfinished, from its exit summary. */
+static unsigned long long last_dropped;
 
 /* The child's one number; -1 when it failed, -2 when it said "none". */
 static double child(const char *self, const char *preload, const char *const *env,
                     const char *const *args)
 {
-    char out[1024];
+    static char out[65536];
     if (child_out(self, preload, env, args, out, sizeof out)) return -1;
-    const char *d = strstr(out, " records dropped"), *q = d;
+    const char *d = strstr(out, " records dropped in flight"), *q = d;
     while (q && q > out && q[-1] >= '0' && q[-1] <= '9') q--;
     last_dropped = q ? strtoull(q, NULL, 10) : 0;
-    return strncmp(out, "none", 4) == 0 ? -2 : atof(out);
+    const char *v = strstr(out, "result: ");
+    if (!v) return -1;
+    v += 8;
+    return strncmp(v, "none", 4) == 0 ? -2 : atof(v);
 }
 
 struct mode {
@@ -340,10 +345,11 @@ static void driver_calls(const char *self, const char *lib)
     const char *args[] = {"--calls", "20000", NULL};
     double base = 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
-        char out[256];
+        static char out[65536];
         double calls = -1, timed = -1;
+        const char *v = NULL;
         if (child_out(self, m[i].shim ? lib : NULL, m[i].env, args, out, sizeof out) ||
-            sscanf(out, "%lf %lf", &calls, &timed) != 2) {
+            !(v = strstr(out, "result: ")) || sscanf(v + 8, "%lf %lf", &calls, &timed) != 2) {
             fprintf(stderr, "overhead: child run failed (%s)\n", m[i].label);
             return;
         }

@@ -115,6 +115,9 @@ static void print_summary(void)
         r += (size_t)snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU "
                               "marker, %llu aborted by ncclguard", (unsigned long long)g.captured,
                               (unsigned long long)g.no_marker, (unsigned long long)aborts);
+    if (f.dropped_inflight && r < sizeof rare) /* the watchdog fell a ring behind */
+        r += (size_t)snprintf(rare + r, sizeof rare - r, ", %llu records dropped in flight",
+                              (unsigned long long)f.dropped_inflight);
     uint64_t lost_lines = ncclguard_log_lost(), lost_events = ncclguard_events_lost();
     if ((lost_lines || lost_events) && r < sizeof rare)
         snprintf(rare + r, sizeof rare - r, ", %llu log lines and %llu events lost (the file "
