@@ -15,16 +15,17 @@ BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/be
     $(B)/bench/stacks
 ALL += $(BENCH_PROGS)
 
-# The last lines printed are `added_instr_per_call=...` (bench/instructions, with
-# valgrind) and overhead's `added_ns_per_call=...`.
+# The last two lines printed are overhead's `added_ns_per_call=...` and
+# `added_instr_per_call=...` of bench/instructions (with valgrind), repeated last.
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@bench/instructions $(B)
+	@bench/instructions $(B) | tee $(B)/bench-instructions.txt
 	@$(B)/bench/startup $(B)/libncclguard.so $(B)/bench/libempty.so $(B)/bench/noop
 	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
 	@bench/incident.sh $(B)
 	@bench/stacks.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
+	@grep '^added_instr_per_call=' $(B)/bench-instructions.txt || true
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
@@ -35,3 +36,9 @@ $(B)/bench/stacks: bench/stacks.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fa
 	$(CC) $(CFLAGS) -fno-optimize-sibling-calls -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
 
 include bench/watchdog.mk
+
+# tests/gpu: built with the rest, run only on a GPU machine (tests/gpu/run.sh).
+$(B)/tests/gpu/events_bench: tests/gpu/events_bench.c bench/timing.h $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libcuda.so.1
+ALL += $(B)/tests/gpu/events_bench

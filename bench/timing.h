@@ -1,7 +1,8 @@
-/* timing.h: the clock and the median shared by the benchmarks. */
+/* timing.h: the clock, the median and the resident memory shared by the benchmarks. */
 #ifndef NCCLGUARD_BENCH_TIMING_H
 #define NCCLGUARD_BENCH_TIMING_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -23,6 +24,18 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
+}
+
+/* Resident memory of this process (VmRSS), KiB; -1 when unknown. */
+static inline long bench_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
 }
 
 #endif

@@ -19,6 +19,7 @@
 #define NCCLGUARD_OPS_H
 
 #include <nccl.h>
+#include <stdint.h>
 
 #define NG_OP_REDOP 0x1
 #define NG_OP_ROOT 0x2
@@ -103,6 +104,15 @@ static inline const char *ng_op_state_name(int state)
 enum ng_track_mode { NG_TRACK_OFF = 0, NG_TRACK_END = 1, NG_TRACK_FULL = 2 };
 
 /* NCCL accepted the call (ncclInProgress: a nonblocking one, still launching). */
+/* The size class of an op: the power of two of its bytes (0 for 0 and 1), at
+ * most NG_SIZE_CLASSES - 1. */
+#define NG_SIZE_CLASSES 48
+static inline int ng_size_class(uint64_t bytes)
+{
+    int c = bytes > 1 ? 63 - __builtin_clzll(bytes) : 0;
+    return c < NG_SIZE_CLASSES ? c : NG_SIZE_CLASSES - 1;
+}
+
 static inline int ng_accepted(ncclResult_t r)
 {
     return r == ncclSuccess || r == ncclInProgress;

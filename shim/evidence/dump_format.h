@@ -1,5 +1,5 @@
 /*
- * dump_format.h: the layout of a dump (schema "ncclguard.dump/2"), in one place.
+ * dump_format.h: the layout of a dump (schema "ncclguard.dump/2.1"), in one place.
  *
  * Owns: the member names of every object of a dump, their order in the file,
  * and the kind of value each holds. The writer (evidence/dump_body.c) expands
@@ -44,7 +44,7 @@
 #ifndef NCCLGUARD_DUMP_FORMAT_H
 #define NCCLGUARD_DUMP_FORMAT_H
 
-#define NG_DUMP_SCHEMA "ncclguard.dump/2"
+#define NG_DUMP_SCHEMA "ncclguard.dump/2.1"
 
 /* File name: <dir>/NG_DUMP_PREFIX "r<rank>-<host>-<pid>" NG_DUMP_SUFFIX;
  * "rx" when the global rank is unknown. */
@@ -195,6 +195,7 @@
     X("gpu_end_ns", I64_NONZERO, r->gpu_end_ns)             \
     X("seen_start_ns", I64_NONZERO, r->seen_start_ns)       \
     X("seen_end_ns", I64_NONZERO, r->seen_end_ns)           \
+    X("times", OPT_STR, NG_DUMP_OP_TIMES(r))                 \
     X("result", I64, r->result)                             \
     X("flags", OP_FLAGS, r->flags)                          \
     X("marker", I64_NONNEG, r->marker)                      \
@@ -213,6 +214,13 @@
 #define NG_DUMP_STACK_FIELDS(X)                             \
     X("id", I64, e->id)                                     \
     X("frames", STACK_FRAMES, e)
+
+/* Where an op's times come from (2.1): "sampled" when it was a timing sample
+ * and its GPU times are known, "discovered" when only the watchdog's discovery
+ * times are, null before either. */
+#define NG_DUMP_OP_TIMES(r)                                              \
+    ((r)->gpu_start_ns || (r)->gpu_end_ns   ? "sampled"                  \
+     : (r)->seen_start_ns || (r)->seen_end_ns ? "discovered" : NULL)
 
 /* Names of the bits of ng_op_record.flags (NG_REC_* of track/flight.h), in bit order;
  * a bit without a name is written as "bit<N>". */

@@ -119,6 +119,9 @@ static void print_summary(void)
         r += (size_t)snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU "
                               "marker, %llu aborted by ncclguard", (unsigned long long)g.captured,
                               (unsigned long long)g.no_marker, (unsigned long long)aborts);
+    if (f.dropped_inflight && r < sizeof rare) /* the watchdog fell a ring behind */
+        r += (size_t)snprintf(rare + r, sizeof rare - r, ", %llu records dropped in flight",
+                              (unsigned long long)f.dropped_inflight);
     uint64_t lost_lines = ncclguard_log_lost(), lost_events = ncclguard_events_lost();
     if ((lost_lines || lost_events) && r < sizeof rare)
         snprintf(rare + r, sizeof rare - r, ", %llu log lines and %llu events lost (the file "
@@ -187,6 +190,7 @@ static void start_all(void)
     struct ng_track_params tp = {
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,
+        .timing_sample = (int)s->timing_sample,
         .anchor_period_ns = anchor_ms > 0 ? (int64_t)anchor_ms * 1000000 : 0,
         .stack_depth = s->stacks ? (int)s->stack_depth : 0,
         .observer = {.settle = ncclguard_watchdog_settle,

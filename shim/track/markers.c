@@ -6,8 +6,22 @@
  * so that the shim works whatever runtime or headers the job was built with.
  *
  * Pools: one per CUDA context, up to MAX_POOLS. A pool holds `pool_size`
- * markers and a lock-free stack of free ones; its head packs a 32-bit tag with
- * the index, so a pop racing with a pop and a push cannot be fooled (ABA).
+ * plain markers (events created with CU_EVENT_DISABLE_TIMING: a record of one
+ * costs a fraction of a timing event's on a real GPU) and `ntimed` timed
+ * markers (CU_EVENT_DEFAULT) for the sampled ops, each set with a lock-free
+ * stack of free ones; a stack's head packs a 32-bit tag with the index, so a
+ * pop racing with a pop and a push cannot be fooled (ABA). A timed marker
+ * carries MARKER_TIMED in its number.
+ *
+ * Context cache: each thread remembers the pool of its last STREAM_CACHE
+ * streams, so that an op asks the driver for its stream's context only the
+ * first time. It assumes what the driver guarantees: a stream's context is
+ * fixed for the stream's life. A handle can outlive its stream (cuStreamDestroy
+ * is not intercepted) and come back as a stream of another context; the first
+ * record on it then fails (an event of one context recorded on a stream of
+ * another is refused), and the entry is dropped and the context asked again.
+ * The special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) name a
+ * stream of the thread's current context, which can change: never cached.
  */
 #include "track/markers.h"
 
@@ -23,6 +37,8 @@
 
 #define MAX_POOLS 16
 #define MAX_MARKERS 65536 /* per pool: a marker is pool * MAX_MARKERS + index */
+#define MARKER_TIMED (1 << 30) /* set in a timed marker's number */
+#define STREAM_CACHE 4
 static int64_t anchor_refresh_ns = 60LL * 1000000000;
 
 static struct {
@@ -40,12 +56,21 @@ static struct {
     CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
 } cu;
 
-struct pool {
-    ng_atomic(CUcontext) ctx; /* published once the pool is complete */
+struct free_stack {
+    ng_atomic(uint32_t) *next; /* links */
+    ng_atomic(uint64_t) head;  /* (tag << 32) | (index + 1), 0 = empty */
+};
+
+/* One kind of marker: `size` pairs of events and the free ones. */
+struct pairs {
     int size;
     CUevent *start, *end;
-    ng_atomic(uint32_t) *next; /* free-stack links */
-    ng_atomic(uint64_t) head;  /* (tag << 32) | (index + 1), 0 = empty */
+    struct free_stack free;
+};
+
+struct pool {
+    ng_atomic(CUcontext) ctx; /* published once the pool is complete */
+    struct pairs plain, timed;
     CUstream anchor_stream;
     CUevent anchor;
     int64_t anchor_ns, anchor_taken_mono_ns;
@@ -55,6 +80,7 @@ static struct pool pools[MAX_POOLS];
 static ng_atomic(int) npools;
 static ng_atomic(CUcontext) wanted;   /* a context that asked for a pool */
 static int pool_size = 4096;
+static int timing_sample = 16; /* NCCLGUARD_TIMING_SAMPLE: sizes the timed pairs */
 static ng_atomic(int) driver_state;   /* 0 unknown, 1 open, -1 unusable */
 static ng_atomic(int) driver_version; /* cuDriverGetVersion, 0 unknown */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
@@ -133,24 +159,29 @@ void ncclguard_markers_set_pool_size(uint64_t markers)
     if (markers >= 16 && !ng_atomic_load_acquire(&npools)) pool_size = (int)markers;
 }
 
-static void free_push(struct pool *p, uint32_t i)
+void ncclguard_markers_set_timing_sample(int every)
 {
-    uint64_t old = ng_atomic_load_relaxed(&p->head), neu;
-    do {
-        ng_atomic_store_relaxed(&p->next[i], (uint32_t)old);
-        neu = ((old >> 32) + 1) << 32 | (i + 1);
-    } while (!ng_atomic_cas_weak_release(&p->head, &old, neu));
+    if (every >= 0 && !ng_atomic_load_acquire(&npools)) timing_sample = every;
 }
 
-static int free_pop(struct pool *p)
+static void free_push(struct free_stack *f, uint32_t i)
 {
-    uint64_t old = ng_atomic_load_acquire(&p->head), neu;
+    uint64_t old = ng_atomic_load_relaxed(&f->head), neu;
+    do {
+        ng_atomic_store_relaxed(&f->next[i], (uint32_t)old);
+        neu = ((old >> 32) + 1) << 32 | (i + 1);
+    } while (!ng_atomic_cas_weak_release(&f->head, &old, neu));
+}
+
+static int free_pop(struct free_stack *f)
+{
+    uint64_t old = ng_atomic_load_acquire(&f->head), neu;
     do {
         uint32_t top = (uint32_t)old;
         if (!top) return -1;
-        uint32_t next = ng_atomic_load_relaxed(&p->next[top - 1]);
+        uint32_t next = ng_atomic_load_relaxed(&f->next[top - 1]);
         neu = ((old >> 32) + 1) << 32 | next;
-    } while (!ng_atomic_cas_weak_acquire(&p->head, &old, neu));
+    } while (!ng_atomic_cas_weak_acquire(&f->head, &old, neu));
     return (int)(uint32_t)old - 1;
 }
 
@@ -174,6 +205,24 @@ static void retire(struct pool *p)
     ng_atomic_store_relaxed(&wanted, ctx);
 }
 
+static void take_anchor(struct pool *p, int64_t now);
+
+/* Creates n pairs of events with `flags` in the current context, all free. */
+static int create_pairs(struct pairs *k, int n, unsigned flags)
+{
+    k->size = n;
+    if (!n) return 0;
+    k->start = calloc((size_t)n, sizeof *k->start);
+    k->end = calloc((size_t)n, sizeof *k->end);
+    k->free.next = calloc((size_t)n, sizeof *k->free.next);
+    if (!k->start || !k->end || !k->free.next) return -1;
+    for (int i = 0; i < n; i++)
+        if (cu.event_create(&k->start[i], flags) || cu.event_create(&k->end[i], flags))
+            return -1;
+    for (int i = n - 1; i >= 0; i--) free_push(&k->free, (uint32_t)i);
+    return 0;
+}
+
 /* Creates the pool of `ctx` (current on this thread). Not on the hot path. */
 static void create_pool(CUcontext ctx)
 {
@@ -186,19 +235,17 @@ static void create_pool(CUcontext ctx)
         goto out;
     }
     struct pool *p = &pools[n];
-    p->size = pool_size;
-    p->start = calloc((size_t)p->size, sizeof *p->start);
-    p->end = calloc((size_t)p->size, sizeof *p->end);
-    p->next = calloc((size_t)p->size, sizeof *p->next);
-    if (!p->start || !p->end || !p->next) goto fail;
-    for (int i = 0; i < p->size; i++)
-        if (cu.event_create(&p->start[i], CU_EVENT_DEFAULT) ||
-            cu.event_create(&p->end[i], CU_EVENT_DEFAULT))
-            goto fail;
-    if (cu.stream_create(&p->anchor_stream, CU_STREAM_NON_BLOCKING) ||
+    /* Timed pairs: enough for one op in timing_sample of a full pool, and 64
+     * for the first ops of each class; none with sampling off. */
+    int ntimed = timing_sample ? pool_size / timing_sample + 64 : 0;
+    if (create_pairs(&p->plain, pool_size, CU_EVENT_DISABLE_TIMING) ||
+        create_pairs(&p->timed, ntimed < pool_size ? ntimed : pool_size, CU_EVENT_DEFAULT) ||
+        cu.stream_create(&p->anchor_stream, CU_STREAM_NON_BLOCKING) ||
         cu.event_create(&p->anchor, CU_EVENT_DEFAULT))
         goto fail;
-    for (int i = p->size - 1; i >= 0; i--) free_push(p, (uint32_t)i);
+    /* The first anchor now, before the pool is published (the watchdog owns it
+     * then), so that the first op of each class gets its GPU times. */
+    if (p->timed.size) take_anchor(p, ng_clock_ns(CLOCK_MONOTONIC));
     ng_atomic_store_release(&p->ctx, ctx);
     ng_atomic_store_release(&npools, n + 1);
     goto out;
@@ -234,9 +281,9 @@ void ncclguard_markers_prepare_current(void)
     create_pool(ctx);
 }
 
-enum ng_capture ncclguard_stream_capturing(void *stream)
+/* ncclguard_stream_capturing, the driver known to be open. */
+static inline enum ng_capture capturing(CUstream stream)
 {
-    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_CAPTURE_NONE;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS)
         return NG_CAPTURE_UNKNOWN;
@@ -245,62 +292,149 @@ enum ng_capture ncclguard_stream_capturing(void *stream)
     return NG_CAPTURE_ACTIVE;
 }
 
-enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker)
+enum ng_capture ncclguard_stream_capturing(void *stream)
+{
+    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_CAPTURE_NONE;
+    return capturing((CUstream)stream);
+}
+
+/* The thread's context cache (see the file comment). */
+struct stream_pool {
+    CUstream stream;
+    CUcontext ctx; /* the pool's context when cached: a retired pool misses */
+    struct pool *pool;
+    int id;
+};
+static NG_TLS struct stream_pool stream_cache[STREAM_CACHE];
+static NG_TLS unsigned stream_cache_next;
+
+static int cacheable(CUstream s)
+{
+    return (uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD;
+}
+
+static struct stream_pool *cache_entry(CUstream s)
+{
+    for (int i = 0; i < STREAM_CACHE; i++)
+        if (stream_cache[i].stream == s) return &stream_cache[i];
+    return NULL;
+}
+
+/* The pool of stream s, from the thread's cache (*cached = 1) or the driver;
+ * NULL when there is none (*ctx says which context lacks one). */
+static inline __attribute__((always_inline)) struct pool *
+stream_pool(CUstream s, int *id, CUcontext *ctx, int *cached)
+{
+    struct stream_pool *e = cacheable(s) ? cache_entry(s) : NULL;
+    if (e && ng_atomic_load_acquire(&e->pool->ctx) == e->ctx) {
+        *cached = 1;
+        *id = e->id;
+        *ctx = e->ctx;
+        return e->pool;
+    }
+    *cached = 0;
+    *ctx = NULL;
+    if (cu.stream_get_ctx(s, ctx) != CUDA_SUCCESS) return NULL;
+    struct pool *p = pool_of(*ctx, id);
+    if (p && cacheable(s)) {
+        if (!e) e = &stream_cache[stream_cache_next++ % STREAM_CACHE];
+        *e = (struct stream_pool){s, *ctx, p, *id};
+    }
+    return p;
+}
+
+/* A record on s failed: s may be a new stream under an old handle. */
+static void forget_stream(CUstream s)
+{
+    struct stream_pool *e = cacheable(s) ? cache_entry(s) : NULL;
+    if (e) *e = (struct stream_pool){NULL, NULL, NULL, 0};
+}
+
+static void take_failed(struct pool *p)
+{
+    if (p)
+        NG_WARN_ONCE("all %d CUDA event pairs of a context are in use: later ops are "
+                     "recorded without GPU progress; raise NCCLGUARD_RING", p->plain.size);
+    ng_atomic_add_relaxed(&no_marker, 1);
+}
+
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker)
 {
     if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
     CUstream s = stream;
-    switch (ncclguard_stream_capturing(stream)) {
+    switch (capturing(s)) {
     case NG_CAPTURE_NONE: break;
     case NG_CAPTURE_ACTIVE: return NG_MARKER_CAPTURED;
     case NG_CAPTURE_UNKNOWN: ng_atomic_add_relaxed(&no_marker, 1); return NG_MARKER_NONE;
     }
-    CUcontext ctx = NULL;
-    int id = 0;
-    struct pool *p = NULL;
-    if (cu.stream_get_ctx(s, &ctx) == CUDA_SUCCESS) p = pool_of(ctx, &id);
-    int i = p ? free_pop(p) : -1;
-    if (i < 0) {
-        if (!p && ctx) ng_atomic_store_relaxed(&wanted, ctx);
-        if (p)
-            NG_WARN_ONCE("all %d CUDA event pairs of a context are in use: later ops are "
-                         "recorded without GPU progress; raise NCCLGUARD_RING", p->size);
+    CUcontext ctx;
+    int id = 0, cached;
+    struct pool *p = stream_pool(s, &id, &ctx, &cached);
+    for (;;) {
+        if (!p) {
+            if (ctx) ng_atomic_store_relaxed(&wanted, ctx);
+            take_failed(NULL);
+            return NG_MARKER_NONE;
+        }
+        /* A sampled op takes a timed pair while there is one, else a plain one. */
+        struct pairs *k = timed && p->timed.size ? &p->timed : &p->plain;
+        int i = free_pop(&k->free);
+        if (i < 0 && k == &p->timed) i = free_pop(&(k = &p->plain)->free);
+        if (i < 0) {
+            take_failed(p);
+            return NG_MARKER_NONE;
+        }
+        CUresult r = start ? cu.event_record(k->start[i], s) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS) {
+            *marker = (k == &p->timed ? MARKER_TIMED : 0) | (id * MAX_MARKERS + i);
+            return NG_MARKER_OK;
+        }
+        free_push(&k->free, (uint32_t)i);
+        if (cached) { /* ask the driver again: a new stream under an old handle? */
+            struct pool *was = p;
+            forget_stream(s);
+            p = stream_pool(s, &id, &ctx, &cached);
+            if (p != was) continue;
+        }
+        if (p && context_gone(r)) retire(p);
         ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
-    CUresult r = start ? cu.event_record(p->start[i], s) : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS) {
-        free_push(p, (uint32_t)i);
-        if (context_gone(r)) retire(p);
-        ng_atomic_add_relaxed(&no_marker, 1);
-        return NG_MARKER_NONE;
-    }
-    *marker = id * MAX_MARKERS + i;
-    return NG_MARKER_OK;
 }
 
-static struct pool *pool_at(int marker, int *i)
+static struct pool *pool_at(int marker, struct pairs **k, int *i)
 {
-    int id = marker / MAX_MARKERS;
-    *i = marker % MAX_MARKERS;
-    if (marker < 0 || id >= ng_atomic_load_acquire(&npools)) return NULL;
+    if (marker < 0) return NULL;
+    int n = marker & ~MARKER_TIMED, id = n / MAX_MARKERS;
+    *i = n % MAX_MARKERS;
+    if (id >= ng_atomic_load_acquire(&npools)) return NULL;
+    *k = marker & MARKER_TIMED ? &pools[id].timed : &pools[id].plain;
     return &pools[id];
+}
+
+int ncclguard_marker_timed(int marker)
+{
+    return marker >= 0 && (marker & MARKER_TIMED);
 }
 
 int ncclguard_marker_end(int marker, void *stream)
 {
     int i;
-    struct pool *p = pool_at(marker, &i);
-    return p && cu.event_record(p->end[i], (CUstream)stream) == CUDA_SUCCESS ? 0 : -1;
+    struct pairs *k;
+    struct pool *p = pool_at(marker, &k, &i);
+    if (p && cu.event_record(k->end[i], (CUstream)stream) == CUDA_SUCCESS) return 0;
+    forget_stream((CUstream)stream);
+    return -1;
 }
 
 void ncclguard_marker_release(int marker)
 {
     int i;
-    struct pool *p = pool_at(marker, &i);
-    if (p) free_push(p, (uint32_t)i);
+    struct pairs *k;
+    if (pool_at(marker, &k, &i)) free_push(&k->free, (uint32_t)i);
 }
 
-/* GPU time of a completed event on the host's CLOCK_REALTIME scale. */
+/* GPU time of a completed timed event on the host's CLOCK_REALTIME scale. */
 static int64_t event_time(struct pool *p, CUevent ev)
 {
     float ms = 0;
@@ -309,22 +443,25 @@ static int64_t event_time(struct pool *p, CUevent ev)
 }
 
 enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
-                                               int64_t *end_ns)
+                                           int64_t *end_ns)
 {
     int i;
-    struct pool *p = pool_at(marker, &i);
+    struct pairs *k;
+    struct pool *p = pool_at(marker, &k, &i);
     if (!p) return NG_MARKER_ERROR;
-    CUresult r = cu.event_query(p->end[i]);
+    /* Plain events have no time to give: the caller has its discovery times. */
+    int timed = k == &p->timed;
+    CUresult r = cu.event_query(k->end[i]);
     if (r == CUDA_SUCCESS) {
-        *end_ns = event_time(p, p->end[i]);
-        *start_ns = has_start ? event_time(p, p->start[i]) : 0;
+        *end_ns = timed ? event_time(p, k->end[i]) : 0;
+        *start_ns = timed && has_start ? event_time(p, k->start[i]) : 0;
         return NG_MARKER_DONE;
     }
     if (r != CUDA_ERROR_NOT_READY) return NG_MARKER_ERROR;
     if (!has_start) return NG_MARKER_PENDING;
-    r = cu.event_query(p->start[i]);
+    r = cu.event_query(k->start[i]);
     if (r == CUDA_SUCCESS) {
-        *start_ns = event_time(p, p->start[i]);
+        *start_ns = timed ? event_time(p, k->start[i]) : 0;
         return NG_MARKER_STARTED;
     }
     return r == CUDA_ERROR_NOT_READY ? NG_MARKER_PENDING : NG_MARKER_ERROR;
@@ -354,6 +491,18 @@ void ncclguard_markers_relaxed_end(int saved)
     if (saved >= 0) cu.exchange_capture_mode(&mode);
 }
 
+/* Refreshes the pool's anchor (below); its context is current. */
+static void take_anchor(struct pool *p, int64_t now)
+{
+    int64_t t0 = ng_clock_ns(CLOCK_REALTIME);
+    if (cu.event_record(p->anchor, p->anchor_stream) == CUDA_SUCCESS &&
+        cu.event_synchronize(p->anchor) == CUDA_SUCCESS) {
+        int64_t t1 = ng_clock_ns(CLOCK_REALTIME);
+        p->anchor_ns = t0 + (t1 - t0) / 2;
+        p->anchor_taken_mono_ns = now;
+    }
+}
+
 /* Records the pool's anchor event on its private stream and notes the host
  * time, so that event times can be put on the host clock. */
 static void refresh_anchor(struct pool *p)
@@ -366,13 +515,7 @@ static void refresh_anchor(struct pool *p)
         if (context_gone(r)) retire(p);
         return;
     }
-    int64_t t0 = ng_clock_ns(CLOCK_REALTIME);
-    if (cu.event_record(p->anchor, p->anchor_stream) == CUDA_SUCCESS &&
-        cu.event_synchronize(p->anchor) == CUDA_SUCCESS) {
-        int64_t t1 = ng_clock_ns(CLOCK_REALTIME);
-        p->anchor_ns = t0 + (t1 - t0) / 2;
-        p->anchor_taken_mono_ns = now;
-    }
+    take_anchor(p, now);
     CUcontext dummy;
     cu.ctx_pop(&dummy);
 }

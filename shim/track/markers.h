@@ -6,12 +6,15 @@
  * one end event) per context; the mapping of event times onto the host clock.
  *
  * A marker is recorded on the op's stream before (start) and after (end) the
- * NCCL work; the watchdog queries them. Events are created only off the hot
+ * NCCL work; the watchdog queries them. Most markers are events without
+ * timing (CU_EVENT_DISABLE_TIMING, cheap to record); the sampled ops get timed
+ * ones, whose GPU times the watchdog reads. Events are created only off the hot
  * path (at communicator creation, or by the watchdog) and never destroyed
  * while the process runs, since destroying an event can synchronize.
  *
  * Threads: ncclguard_marker_begin/end on application threads (hot path:
- * no lock, no malloc, CUDA event calls only); ncclguard_marker_poll and
+ * no lock, no malloc, CUDA event calls only: the capture query and the
+ * records, and the stream's context the first time a thread uses a stream); ncclguard_marker_poll and
  * _release on the watchdog, which first calls ncclguard_markers_watchdog_setup so
  * that its queries never invalidate another thread's stream capture.
  */
@@ -37,8 +40,14 @@ enum ng_marker_begin {
     NG_MARKER_NONE,     /* no marker available (no driver, no pool, pool empty) */
 };
 
-/* Takes a marker for `stream` and, when `start` is set, records its start event. */
-enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int *marker);
+/* Takes a marker for `stream` and, when `start` is set, records its start event.
+ * With `timed` (a sampled op) the marker is a timed one while the pool has one
+ * free: its events give GPU times; other markers' events are created with
+ * CU_EVENT_DISABLE_TIMING and give only progress. */
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker);
+
+/* Whether `marker` is a timed one (its poll gives GPU times). Any thread. */
+int ncclguard_marker_timed(int marker);
 
 /* Whether `stream` may get a marker now (the query is safe during a capture). */
 enum ng_capture {
@@ -89,6 +98,10 @@ void ncclguard_markers_stats(struct ng_marker_stats *out);
 /* Markers per pool (set from NCCLGUARD_RING before the first pool), at most
  * 65536. */
 void ncclguard_markers_set_pool_size(uint64_t markers);
+
+/* NCCLGUARD_TIMING_SAMPLE, before the first pool: each pool gets
+ * markers / every + 64 timed markers (at most `markers`), none for 0. */
+void ncclguard_markers_set_timing_sample(int every);
 
 /* How often the watchdog re-anchors GPU times on the host clock (60 s; the
  * tests shorten it, to reach the blocking record and synchronize sooner). */

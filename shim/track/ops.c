@@ -28,6 +28,7 @@ struct group_stream {
     uint64_t stream;
     int refs;
     int marker;
+    int timed; /* one of its ops is a timing sample */
 };
 static NG_TLS uint64_t group_id;
 static NG_TLS int group_nonblocking; /* a communicator of the group is nonblocking */
@@ -40,14 +41,34 @@ static NG_TLS struct group_stream group_streams[GROUP_STREAMS];
 static NG_TLS uint64_t thread_id;
 static ng_atomic(uint64_t) group_counter;
 
+/* Timing samples: ops seen per (communicator slot, op, size class). A plain
+ * load and store, not an atomic add: two threads on one communicator may lose
+ * a count, which only moves the next sample. Zero pages until used. */
+static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][NG_OP_NTYPES][NG_SIZE_CLASSES];
+
+/* Whether this op is one of its class's timing samples: the first, then one in
+ * ncclguard_timing_sample. */
+static int sampled(const struct ng_comm *c, int type, uint64_t bytes)
+{
+    int every = ncclguard_timing_sample;
+    if (!every || c->slot < 0 || c->slot >= NG_MAX_COMMS || type < 0 ||
+        type >= NG_OP_NTYPES)
+        return 0;
+    ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
+    uint32_t seen = ng_atomic_load_relaxed(n);
+    ng_atomic_store_relaxed(n, seen + 1);
+    return seen % (uint32_t)every == 0;
+}
+
 static uint64_t dtype_size(ncclDataType_t t)
 {
-    switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
-    }
+    /* A table, not a switch: a load instead of a chain of compares. */
+    static const uint8_t size[] = {
+        [ncclInt8] = 1,    [ncclUint8] = 1,   [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
+        [ncclFloat16] = 2, [ncclBfloat16] = 2, [ncclInt32] = 4,     [ncclUint32] = 4,
+        [ncclFloat32] = 4, [ncclInt64] = 8,   [ncclUint64] = 8,    [ncclFloat64] = 8,
+    };
+    return (unsigned)t < sizeof size && size[t] ? size[t] : 8;
 }
 
 /* A nonblocking communicator that the group uses (the first GROUP_COMMS). */
@@ -120,15 +141,17 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
         while (i < group_nstreams && group_streams[i].stream != r->stream) i++;
         if (i == GROUP_STREAMS) return; /* too many streams: no marker for this one */
         if (i == group_nstreams) {
-            group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER};
+            group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, 0};
             group_nstreams++;
         }
         group_streams[i].refs++;
+        group_streams[i].timed |= sampled(c, type, r->bytes);
         t->group_slot = i;
         return;
     }
     int marker;
-    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, &marker)) {
+    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, r->bytes),
+                                   &marker)) {
     case NG_MARKER_OK: r->marker = marker; break;
     case NG_MARKER_CAPTURED: t->captured = 1; break;
     case NG_MARKER_NONE: break;
@@ -200,7 +223,7 @@ void ncclguard_group_end_pre(void)
         int marker;
         if (g->refs > 0 && ncclguard_marker_begin((void *)(uintptr_t)g->stream,
                                                   ncclguard_track_mode == NG_TRACK_FULL,
-                                                  &marker) == NG_MARKER_OK)
+                                                  g->timed, &marker) == NG_MARKER_OK)
             g->marker = marker;
     }
 }

@@ -13,6 +13,7 @@
 
 ng_atomic(int) ncclguard_tracking;
 enum ng_track_mode ncclguard_track_mode = NG_TRACK_FULL;
+int ncclguard_timing_sample = 16;
 ng_atomic(int64_t) ncclguard_realtime_offset;
 
 static struct ng_track_observer observer; /* set before any thread reads it */
@@ -35,6 +36,7 @@ void ncclguard_track_refresh_clock(void)
 int ncclguard_track_start(const struct ng_track_params *p)
 {
     ncclguard_track_mode = p->mode;
+    ncclguard_timing_sample = p->timing_sample;
     observer = p->observer;
     ncclguard_track_refresh_clock();
     if (ncclguard_flight_init(p->ring) != 0) {
@@ -54,6 +56,7 @@ int ncclguard_track_start(const struct ng_track_params *p)
         ncclguard_flight_stats(&fs);
         ncclguard_markers_set_pool_size(fs.capacity + 64);
         ncclguard_markers_set_anchor_period(p->anchor_period_ns);
+        ncclguard_markers_set_timing_sample(p->timing_sample);
         ncclguard_markers_open();
     }
     return 0;

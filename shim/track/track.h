@@ -40,6 +40,7 @@ struct ng_track_observer {
 struct ng_track_params {
     enum ng_track_mode mode;
     uint64_t ring;            /* flight recorder records */
+    int timing_sample;        /* one op in N per class gets timed events; 0: none */
     int64_t anchor_period_ns; /* 0: the default (markers.h) */
     int stack_depth;          /* enqueue stack frames, 0: none (track/stacks.h) */
     struct ng_track_observer observer;
@@ -52,6 +53,11 @@ extern NG_HIDDEN ng_atomic(int) ncclguard_tracking;
 /* The mode handed to ncclguard_track_start (NG_TRACK_FULL before): set once,
  * before the first communicator is published; the hot path reads it. */
 extern NG_HIDDEN enum ng_track_mode ncclguard_track_mode;
+
+/* NCCLGUARD_TIMING_SAMPLE as handed to ncclguard_track_start (16 before): one
+ * op in N of each (communicator, op, size class), the first included, gets
+ * timed markers; 0: none. Set once, before the first op; the hot path reads it. */
+extern NG_HIDDEN int ncclguard_timing_sample;
 
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC, refreshed by the watchdog at each poll:
  * the hot path reads one clock instead of two. */

@@ -90,7 +90,7 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
 }
 
 static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_start,
-                      int64_t gpu_end, int64_t now_real, int64_t now_mono)
+                      int64_t gpu_end, int64_t now_mono)
 {
     ng_atomic_add_relaxed(&ncompleted, 1);
     struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
@@ -105,7 +105,11 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
         seq = r->p2p_seq;
     }
     if (done && seq > ng_atomic_load_relaxed(done)) ng_atomic_store_relaxed(done, seq);
-    int64_t dur = gpu_start && gpu_end ? gpu_end - gpu_start : now_real - r->enqueue_ns;
+    /* Only timing samples (timed markers) have GPU times; the slow-op rules use
+     * them alone, since a discovery time is off by up to a poll period. With
+     * TRACK=end a sample has no start: enqueue to GPU end. */
+    if (!gpu_end) return;
+    int64_t dur = gpu_end - (gpu_start ? gpu_start : r->enqueue_ns);
     const struct ng_settings *s = ncclguard_settings();
     struct ng_sample k = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur,
                                                  s->slow_factor, SLOW_FACTOR_FLOOR_NS);
@@ -227,7 +231,7 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, voi
         if (shared) ncclguard_group_put(r->group_id, r->stream);
         else ncclguard_marker_release(marker);
     }
-    if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, p->now_real, p->now_mono);
+    if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, p->now_mono);
     return to;
 }
 

@@ -25,11 +25,6 @@ struct class_stats {
 
 static struct class_stats table[CLASSES];
 
-static int size_class(uint64_t bytes)
-{
-    return bytes > 1 ? 63 - __builtin_clzll(bytes) : 0;
-}
-
 /* Bucket 4 l + f holds durations in [2^l (1 + f/4), 2^l (1 + (f+1)/4)). */
 static int bucket_of(int64_t ns)
 {
@@ -75,7 +70,7 @@ static struct class_stats *find(uint64_t key)
 struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes,
                                          int64_t dur_ns, double factor, int64_t floor_ns)
 {
-    uint64_t key = comm_id ^ ((uint64_t)op << 56) ^ ((uint64_t)size_class(bytes) << 48);
+    uint64_t key = comm_id ^ ((uint64_t)op << 56) ^ ((uint64_t)ng_size_class(bytes) << 48);
     struct class_stats *c = find(key ? key : 1);
     struct ng_sample out = {0, 0};
     if (!c) return out;

@@ -150,11 +150,54 @@ else
     fail "slow ops" "rc=$rc"; show slow
 fi
 
+# --- timing samples: one op in N per class, and its first, has GPU times --------------------
+# The others' events are created without timing: they have discovery times only,
+# and the fake driver refuses their elapsed time (a misuse line would show it).
+for every in 4 0; do
+    NCCLGUARD_TIMING_SAMPLE=$every NCCLGUARD_DUMP_AT_EXIT=1 \
+        job sample$every -n 2 --timeout 300 -- --steps 24 --quiet
+    if [ $rc -eq 0 ] && ! grep -q '^fakecuda:' "$TMP/sample$every/out" &&
+        python3 - "$every" "$TMP"/sample$every/dumps/*.json >"$TMP/sample$every/check" <<'PY'
+import json, sys
+every = int(sys.argv[1])
+seen = {}  # class -> ops of it so far, in enqueue order
+counts = {"sampled": 0, "discovered": 0}
+for path in sys.argv[2:]:
+    d = json.load(open(path))
+    ops = sorted(d["ops"], key=lambda o: o["index"])
+    assert d["flight"]["overwritten"] == 0, d["flight"]
+    for o in ops:
+        key = (path, o["comm"], o["op"], max(o["bytes"], 1).bit_length() - 1)
+        n = seen[key] = seen.get(key, -1) + 1
+        if o["state"] != "completed" or o["group"] is not None:
+            continue
+        want = "sampled" if every and n % every == 0 else "discovered"
+        assert o["times"] == want, (o["index"], o["op"], n, o["times"], want)
+        gpu = o["gpu_start_ns"] is not None and o["gpu_end_ns"] is not None
+        assert gpu == (want == "sampled"), (o["index"], o["gpu_start_ns"], o["gpu_end_ns"])
+        assert o["seen_end_ns"], o["index"]
+        counts[want] += 1
+assert counts["discovered"] and (counts["sampled"] or not every), counts
+print("%(sampled)d sampled, %(discovered)d discovered" % counts)
+PY
+    then
+        pass "NCCLGUARD_TIMING_SAMPLE=$every: $(cat "$TMP/sample$every/check")"
+    else
+        fail "timing samples ($every)" "rc=$rc $(tail -n 2 "$TMP/sample$every/check")"
+        show sample$every
+    fi
+done
+
 # --- more shapes: threads, nonblocking, graphs, async errors ----------------------------------
 NCCLGUARD_DUMP_AT_EXIT=1 job threads -n 2 --timeout 300 -- --steps 10 --threads 8 --quiet
+# The ring has room for every op, so no thread may go without an event pair: the
+# summary would count ops "without GPU marker", and a warning name the pool.
 if [ $rc -eq 0 ] && $CHECK completed "$TMP/threads/dumps" 2 >"$TMP/threads/check" &&
-    [ "$(grep -o '"comms"' -c "$TMP"/threads/dumps/*.json | head -n 1 | cut -d: -f2)" -ge 1 ]; then
-    pass "8 threads with 8 communicators: $(cat "$TMP/threads/check")"
+    [ "$(grep -o '"comms"' -c "$TMP"/threads/dumps/*.json | head -n 1 | cut -d: -f2)" -ge 1 ] &&
+    grep -q 'summary: .* 0 records dropped' "$TMP/threads/out" &&
+    ! grep -q 'without GPU marker\|CUDA event pairs of a context are in use' "$TMP/threads/out"
+then
+    pass "8 threads with 8 communicators, every op tracked: $(cat "$TMP/threads/check")"
 else
     fail "8 threads" "rc=$rc $(cat "$TMP/threads/check")"; show threads
 fi
@@ -215,10 +258,12 @@ fi
 
 # --- records overwritten in flight give their CUDA events back ---------------------------
 # The stream is held while 200 ops go through a ring of 16; the 40 ops after
-# the release get markers again, so the watchdog sees them complete.
+# the release get markers again, so the watchdog sees them complete (every op a
+# timing sample, so that the timed pairs must come back too).
 mkdir -p "$TMP/wrap"
 (cd "$TMP/wrap" && NCCLGUARD_RING=16 NCCLGUARD_POLL_MS=10 NCCLGUARD_DUMP_AT_EXIT=1 \
-    NCCLGUARD_DUMP_DIR=$TMP/wrap/dumps under_shim "$E2E/ring_wrap" 200 40 >"$TMP/wrap/out" 2>&1)
+    NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_DIR=$TMP/wrap/dumps \
+    under_shim "$E2E/ring_wrap" 200 40 >"$TMP/wrap/out" 2>&1)
 rc=$?
 if [ $rc -eq 0 ] && python3 - "$TMP"/wrap/dumps/*.json >"$TMP/wrap/check" <<'PY'
 import json, sys

@@ -37,6 +37,15 @@ int fakecuda_live_threads(void);
 /* Number of "fakecuda: <call>: <problem>" misuse lines printed so far by this process. */
 unsigned long fakecuda_misuse_count(void);
 
+/*
+ * Driver calls made by the calling thread so far: every entry point of the fake counts
+ * (those of this header too), and, separately, the records of events created with timing
+ * (without CU_EVENT_DISABLE_TIMING) outside capture. Per thread, so that counting costs no
+ * shared cache line; the benchmarks read them around a loop.
+ */
+unsigned long long fakecuda_thread_calls(void);
+unsigned long long fakecuda_thread_timed_records(void);
+
 #ifdef __cplusplus
 }
 #endif

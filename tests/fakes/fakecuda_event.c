@@ -121,6 +121,7 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (s->kind == FC_STREAM_LEGACY) FC_TRY(fc_capture_check_legacy(s, true, call));
+    if (!(ev->flags & CU_EVENT_DISABLE_TIMING)) fc_count_timed_record();
     fc_queue_wait_room(s); /* not under ev->lock: the worker passing ev's last record needs it */
     pthread_mutex_lock(&ev->lock);
     uint64_t gen = atomic_load(&ev->rec_gen) + 1, ticket;

@@ -32,6 +32,7 @@ static _Atomic uint64_t g_next_tid = 1;
 static _Atomic unsigned long long g_next_obj_id = 1;
 static _Thread_local uint64_t tls_tid;
 static _Thread_local bool tls_worker;
+static _Thread_local unsigned long long tls_calls, tls_timed_records; /* fakecuda.h */
 
 FC_API unsigned long fakecuda_misuse_count(void) { return atomic_load(&g_misuse); }
 
@@ -73,8 +74,13 @@ unsigned long long fc_next_id(void) { return atomic_fetch_add(&g_next_obj_id, 1)
 
 void fc_mark_worker_thread(void) { tls_worker = true; }
 
+FC_API unsigned long long fakecuda_thread_calls(void) { return tls_calls; }
+FC_API unsigned long long fakecuda_thread_timed_records(void) { return tls_timed_records; }
+void fc_count_timed_record(void) { tls_timed_records++; }
+
 CUresult fc_enter(const char *call)
 {
+    tls_calls++;
     int st = atomic_load_explicit(&g_state, memory_order_acquire);
     if (__builtin_expect(st != FC_READY, 0)) {
         if (st == FC_FORKED)

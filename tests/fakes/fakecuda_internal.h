@@ -329,6 +329,7 @@ extern struct fc_config fc_cfg;
 /* Entry check of every API call that needs cuInit: initialised, not a forked child of an
  * initialised parent, not called from a stream worker (host functions must not call CUDA). */
 CUresult fc_enter(const char *call);
+void fc_count_timed_record(void); /* fakecuda_thread_timed_records (fakecuda.h) */
 void fc_complain(const char *call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t fc_now_ns(void);
 uint64_t fc_thread_id(void);

@@ -16,7 +16,7 @@ import json
 import re
 import sys
 
-SCHEMA = "ncclguard.dump/2"
+SCHEMA = "ncclguard.dump/2.1"
 
 # (key, kind) in file order, as in shim/evidence/dump_format.h.
 TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns", "I64"),
@@ -67,10 +67,13 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("peer", "PEER"), ("stream", "HEX"), ("group", "U64_NONZERO"), ("thread", "U64"),
       ("enqueue_ns", "I64"), ("enqueue_mono_ns", "I64"), ("state", "OP_STATE"),
       ("gpu_start_ns", "I64_NONZERO"), ("gpu_end_ns", "I64_NONZERO"),
-      ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("result", "I64"),
-      ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG"), ("stack", "I64_NONNEG")]
-# ncclguard.dump/1.x had no enqueue stacks.
-OP_V1 = OP[:-1]
+      ("seen_start_ns", "I64_NONZERO"), ("seen_end_ns", "I64_NONZERO"), ("times", "OPT_STR"),
+      ("result", "I64"), ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG"),
+      ("stack", "I64_NONNEG")]
+# ncclguard.dump/2.0 and 1.x had no "times" and no enqueue stacks; 2.0 had no
+# stack_table, stacks or ras either.
+OP_V1 = [f for f in OP if f[0] not in ("times", "stack")]
+TOP_V20 = [f for f in TOP if f[0] not in ("stack_table", "stacks", "ras")]
 STACK_TABLE = [("depth", "I64"), ("capacity", "I64"), ("used", "I64"), ("lost", "U64")]
 STACK = [("id", "I64"), ("frames", "STACK_FRAMES")]
 RAS = [("incident", "STR"), ("format", "STR"), ("error", "OPT_STR"), ("truncated", "BOOL"),
@@ -240,11 +243,11 @@ def check_peers(where, peers, nranks):
         fail(where, f"peers {ranks} are not in strictly increasing order")
 
 
-def schema_major(doc):
-    """1 or 2 from "ncclguard.dump/N[.M]"; None for anything else."""
+def schema_version(doc):
+    """(1 or 2, minor) from "ncclguard.dump/N[.M]"; (None, 0) for anything else."""
     pairs = doc[1] if isinstance(doc, tuple) and doc and doc[0] == "OBJ" else []
-    m = re.fullmatch(r"ncclguard\.dump/([12])(?:\.\d+)?", str(dict(pairs).get("schema")))
-    return int(m.group(1)) if m else None
+    m = re.fullmatch(r"ncclguard\.dump/([12])(?:\.(\d+))?", str(dict(pairs).get("schema")))
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (None, 0)
 
 
 def check_env(where, env):
@@ -331,11 +334,12 @@ def check_dump(path):
     """Schema, kinds, names, and the rules that tie members together. Returns
     the dump as plain dicts."""
     doc = load(path)
-    major = schema_major(doc)
+    major, minor = schema_version(doc)
+    current = major == 2 and minor >= 1
     if major is None:
         fail("schema", f"{plain(doc).get('schema')!r} is neither {SCHEMA} nor ncclguard.dump/1.x")
         return plain(doc)
-    top = check_object("top", pairs_of("top", doc), TOP if major == 2 else TOP_V1,
+    top = check_object("top", pairs_of("top", doc), TOP if current else TOP_V20 if major == 2 else TOP_V1,
                        optional=("config",))
     if major == 2:
         check_object("versions", pairs_of("versions", top.get("versions")), VERSIONS)
@@ -366,13 +370,18 @@ def check_dump(path):
         ops = []
     plain_ops = []
     for i, o in enumerate(ops):
-        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP if major == 2 else OP_V1)
+        op = check_object(f"ops[{i}]", pairs_of(f"ops[{i}]", o), OP if current else OP_V1)
         plain_ops.append(op)
+        gpu = op.get("gpu_start_ns") is not None or op.get("gpu_end_ns") is not None
+        seen = op.get("seen_start_ns") is not None or op.get("seen_end_ns") is not None
+        if "times" in op and op["times"] != ("sampled" if gpu else "discovered" if seen
+                                             else None):
+            fail(f"ops[{i}].times", f"{op['times']!r} does not match the times present")
         if op.get("op") in P2P and op.get("root") is not None:
             fail(f"ops[{i}]", "a Send/Recv has a root")
         if op.get("op") not in P2P and op.get("peer") is not None:
             fail(f"ops[{i}]", "a collective has a peer")
-    if major == 2:
+    if current:
         check_stacks(top.get("stack_table"), top.get("stacks"), plain_ops)
     # Order: in flight first, then the others; each group newest (highest index) first.
     groups = [[o for o in plain_ops if o.get("state") in IN_FLIGHT],

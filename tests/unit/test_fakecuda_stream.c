@@ -90,6 +90,51 @@ START_TEST(test_elapsed_time_lower_bound)
 }
 END_TEST
 
+/* cuda.h, cuEventElapsedTime: "If either event was created with the
+ * CU_EVENT_DISABLE_TIMING flag, then this function will return
+ * CUDA_ERROR_INVALID_HANDLE", whichever side, even when both are complete. */
+START_TEST(test_elapsed_refuses_untimed_events)
+{
+    fct_init_ctx();
+    CUstream s;
+    CUevent timed, untimed, untimed2;
+    CU_OK(cuStreamCreate(&s, 0));
+    CU_OK(cuEventCreate(&timed, CU_EVENT_DEFAULT));
+    CU_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+    CU_OK(cuEventCreate(&untimed2, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+    CU_OK(cuEventRecord(timed, s));
+    CU_OK(cuEventRecord(untimed, s));
+    CU_OK(cuEventRecord(untimed2, s));
+    CU_OK(cuStreamSynchronize(s));
+    CU_OK(cuEventQuery(untimed)); /* progress is there, only the time is not */
+    float ms = -1;
+    CU_IS(cuEventElapsedTime(&ms, untimed, timed), CUDA_ERROR_INVALID_HANDLE);
+    CU_IS(cuEventElapsedTime(&ms, timed, untimed), CUDA_ERROR_INVALID_HANDLE);
+    CU_IS(cuEventElapsedTime_v2(&ms, untimed, untimed2), CUDA_ERROR_INVALID_HANDLE);
+    ck_assert_float_eq(ms, -1);
+    CU_OK(cuEventElapsedTime(&ms, timed, timed));
+}
+END_TEST
+
+/* The per-thread counters of the benchmarks: every call, and timed records apart. */
+START_TEST(test_thread_call_counters)
+{
+    fct_init_ctx();
+    CUstream s;
+    CUevent timed, untimed;
+    CU_OK(cuStreamCreate(&s, 0));
+    CU_OK(cuEventCreate(&timed, CU_EVENT_DEFAULT));
+    CU_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+    unsigned long long c0 = fakecuda_thread_calls(), t0 = fakecuda_thread_timed_records();
+    CU_OK(cuEventRecord(untimed, s));
+    CU_OK(cuEventRecord(untimed, s));
+    CU_OK(cuEventRecord(timed, s));
+    ck_assert_uint_eq(fakecuda_thread_calls() - c0, 3);
+    ck_assert_uint_eq(fakecuda_thread_timed_records() - t0, 1);
+    CU_OK(cuStreamSynchronize(s));
+}
+END_TEST
+
 START_TEST(test_rerecord_moves_event)
 {
     fct_init_ctx();
@@ -586,6 +631,8 @@ int main(void)
     tcase_add_test(tc, test_fifo_order);
     tcase_add_test(tc, test_event_not_ready_until_reached);
     tcase_add_test(tc, test_elapsed_time_lower_bound);
+    tcase_add_test(tc, test_elapsed_refuses_untimed_events);
+    tcase_add_test(tc, test_thread_call_counters);
     tcase_add_test(tc, test_rerecord_moves_event);
     tcase_add_test(tc, test_stream_wait_event);
     tcase_add_test(tc, test_legacy_waits_for_blocking_streams_only);

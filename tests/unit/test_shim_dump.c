@@ -311,6 +311,9 @@ static void expect_op(FILE *f, int i)
     opt_int(f, "gpu_end_ns", r.gpu_end_ns, r.gpu_end_ns == 0);
     opt_int(f, "seen_start_ns", r.seen_start_ns, r.seen_start_ns == 0);
     opt_int(f, "seen_end_ns", r.seen_end_ns, r.seen_end_ns == 0);
+    fprintf(f, "\"times\":%s,", r.gpu_start_ns || r.gpu_end_ns     ? "\"sampled\""
+                               : r.seen_start_ns || r.seen_end_ns ? "\"discovered\""
+                                                                  : "null");
     fprintf(f, "\"result\":%lld,\"flags\":%s,", (long long)r.result, w->flags_json);
     opt_int(f, "marker", r.marker, r.marker < 0);
     fseek(f, -1, SEEK_CUR); /* the last comma */
@@ -324,7 +327,7 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
     ck_assert_ptr_nonnull(f);
     const struct ng_identity *id = ncclguard_identity();
     fprintf(f,
-            "{\"top\":{\"schema\":\"ncclguard.dump/2\",\"reason\":\"%s\",\"host\":\"%s\","
+            "{\"top\":{\"schema\":\"ncclguard.dump/2.1\",\"reason\":\"%s\",\"host\":\"%s\","
             "\"pid\":%d,\"rank\":3,\"local_rank\":1,\"job\":\"job42\","
             "\"versions\":{\"ncclguard\":\"%s\",\"nccl\":null,\"python\":null},"
             "\"env\":{\"RANK\":\"3\",\"LOCAL_RANK\":\"1\",\"NCCL_DEBUG\":\"WARN\"}},\n",

@@ -1,0 +1,139 @@
+/*
+ * events_bench: what the driver calls that the shim makes per op cost on a real GPU, how
+ * much memory its event pools take, and the driver behaviours its context cache and
+ * untimed markers rely on (tests/gpu/README.md). Built against cuda.h, linked with
+ * libcuda.so.1; meaningful only with the real driver. Prints one line per figure.
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../bench/timing.h"
+
+#define RECORDS 100000
+#define REPS 7
+#define POOL_EVENTS 8320 /* 2 x (4096 + 64): one context's pool at the default ring */
+
+static int failed;
+
+static void check(const char *what, int ok)
+{
+    printf("check: %s: %s\n", what, ok ? "ok" : "FAILED");
+    if (!ok) failed = 1;
+}
+
+/* ns per cuEventRecord of one event of `flags`, re-recorded RECORDS times. */
+static double record_ns(CUstream s, unsigned flags)
+{
+    CUevent ev;
+    if (cuEventCreate(&ev, flags)) return -1;
+    double t0 = bench_now_ns();
+    for (int i = 0; i < RECORDS; i++) cuEventRecord(ev, s);
+    double t1 = bench_now_ns();
+    cuStreamSynchronize(s);
+    cuEventDestroy(ev);
+    return (t1 - t0) / RECORDS;
+}
+
+static double capturing_ns(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    double t0 = bench_now_ns();
+    for (int i = 0; i < RECORDS; i++) cuStreamIsCapturing(s, &st);
+    return (bench_now_ns() - t0) / RECORDS;
+}
+
+static double get_ctx_ns(CUstream s)
+{
+    CUcontext c;
+    double t0 = bench_now_ns();
+    for (int i = 0; i < RECORDS; i++) cuStreamGetCtx(s, &c);
+    return (bench_now_ns() - t0) / RECORDS;
+}
+
+/* Host and device memory of n events of `flags` in the current context. */
+static void pool_memory(const char *label, unsigned flags)
+{
+    size_t free0, free1, total;
+    CUevent *ev = calloc(POOL_EVENTS, sizeof *ev);
+    long r0 = bench_rss_kib();
+    cuMemGetInfo(&free0, &total);
+    for (int i = 0; ev && i < POOL_EVENTS; i++) cuEventCreate(&ev[i], flags);
+    long r1 = bench_rss_kib();
+    cuMemGetInfo(&free1, &total);
+    printf("memory: %d events %s: host %ld KiB, device %zu KiB\n", POOL_EVENTS, label, r1 - r0,
+           (free0 - free1) / 1024);
+}
+
+int main(void)
+{
+    CUdevice dev;
+    CUcontext a, b;
+    CUstream s;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&a, dev) ||
+        cuCtxSetCurrent(a) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) {
+        fprintf(stderr, "events_bench: no usable CUDA device\n");
+        return 2;
+    }
+    double v[4][REPS];
+    for (int r = 0; r < REPS; r++) {
+        v[0][r] = record_ns(s, CU_EVENT_DEFAULT);
+        v[1][r] = record_ns(s, CU_EVENT_DISABLE_TIMING);
+        v[2][r] = capturing_ns(s);
+        v[3][r] = get_ctx_ns(s);
+    }
+    double timed = bench_median(v[0], REPS), untimed = bench_median(v[1], REPS);
+    printf("cost: cuEventRecord, timing event: %.1f ns\n", timed);
+    printf("cost: cuEventRecord, CU_EVENT_DISABLE_TIMING: %.1f ns (%.2fx the timing one)\n",
+           untimed, untimed / timed);
+    printf("cost: cuStreamIsCapturing: %.1f ns\n", bench_median(v[2], REPS));
+    printf("cost: cuStreamGetCtx: %.1f ns (the shim caches it per stream)\n",
+           bench_median(v[3], REPS));
+    printf("cost: the shim's default per op (capture query + 2 untimed records, 1 in 16 "
+           "ops timed): %.1f ns\n",
+           bench_median(v[2], REPS) + 2 * untimed + 2 * (timed - untimed) / 16);
+
+    /* Driver behaviours the shim relies on. */
+    CUevent t, u;
+    float ms;
+    cuEventCreate(&t, CU_EVENT_DEFAULT);
+    cuEventCreate(&u, CU_EVENT_DISABLE_TIMING);
+    cuEventRecord(t, s);
+    cuEventRecord(u, s);
+    cuStreamSynchronize(s);
+    check("cuEventElapsedTime refuses a CU_EVENT_DISABLE_TIMING event",
+          cuEventElapsedTime(&ms, t, u) == CUDA_ERROR_INVALID_HANDLE);
+    pool_memory("with timing", CU_EVENT_DEFAULT);
+    pool_memory("without timing", CU_EVENT_DISABLE_TIMING);
+    long r0 = bench_rss_kib();
+    if (cuCtxCreate_v4(&b, NULL, 0, dev)) return 2;
+    printf("memory: a second context: host %ld KiB before its pool\n", bench_rss_kib() - r0);
+    pool_memory("without timing, second context", CU_EVENT_DISABLE_TIMING);
+    CUstream sb;
+    cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING);
+    check("an event of context A recorded on a stream of context B is refused "
+          "(CUDA_ERROR_INVALID_HANDLE)",
+          cuEventRecord(t, sb) == CUDA_ERROR_INVALID_HANDLE);
+    /* A handle of a destroyed stream of A that comes back for a stream of B. */
+    cuCtxSetCurrent(a);
+    CUstream old;
+    cuStreamCreate(&old, CU_STREAM_NON_BLOCKING);
+    CUstream was = old;
+    cuStreamDestroy(old);
+    cuCtxSetCurrent(b);
+    int reused = 0;
+    for (int i = 0; i < 1000 && !reused; i++) {
+        CUstream n;
+        if (cuStreamCreate(&n, CU_STREAM_NON_BLOCKING)) break;
+        reused = n == was;
+        if (!reused) cuStreamDestroy(n);
+    }
+    cuCtxSetCurrent(a);
+    if (reused)
+        check("a reused stream handle, now of another context, refuses A's event",
+              cuEventRecord(t, was) == CUDA_ERROR_INVALID_HANDLE);
+    else
+        printf("check: stream handles were not reused in 1000 creations (nothing to check)\n");
+    return failed;
+}
