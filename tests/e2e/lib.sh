@@ -50,6 +50,28 @@ job() {
     rc=$?
 }
 
+# job_until NAME COND LAUNCH_ARGS -- TRAINLOOP_ARGS: like job, for a job that hangs:
+# it runs in a session of its own and is killed whole (SIGKILL: no teardown dumps
+# that would replace the ones to check) once the shell command COND succeeds, or
+# after 120 s. Sets $rc to 0 when COND succeeded. The environment of the call
+# (VAR=value job_until ...) reaches the job.
+job_until() {
+    local name=$1 cond=$2; shift 2
+    local largs=()
+    while [ "$1" != -- ]; do largs+=("$1"); shift; done
+    shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps exec setsid env \
+        LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$APPS/launch" "${largs[@]}" -- "$APPS/trainloop" "$@" >"$TMP/$name/out" 2>&1) &
+    local pid=$!
+    wait_for 120 bash -c "$cond"
+    rc=$?
+    kill -KILL -- -$pid 2>/dev/null
+    wait $pid 2>/dev/null
+    return 0
+}
+
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.
 preload() {
     case "${SANITIZE:-}" in

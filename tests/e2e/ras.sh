@@ -18,13 +18,19 @@ serve() {
     wait_for 30 test -s "$TMP/$1/port"
     port=$(cat "$TMP/$1/port")
 }
-job() { # NAME ENV...: a 2-rank job whose rank 1 hangs in host code
-    local name=$1; shift
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
-        NCCLGUARD_VERDICT_WAIT_S=0 NCCLGUARD_DUMP_DIR=$TMP/$name/dumps && under_shim \
-        "$LAUNCH" -n 2 --timeout 10 -- "$TRAIN" --steps 100 --hang-rank 1 --hang-step 3 \
-        --quiet >"$TMP/$name/out" 2>&1)
+# hang NAME UNTIL ENV...: a 2-rank job whose rank 1 hangs in host code, stopped once
+# the shell command UNTIL succeeds
+hang() {
+    local name=$1 until=$2; shift 2
+    (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_VERDICT_WAIT_S=0
+     job_until "$name" "$until" -n 2 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
+        --quiet)
+}
+# ras_dumped NAME: the shell command that is true once rank 0 wrote its "ras" dump
+# and rank 1 its dump of the incident
+ras_dumped() {
+    echo "grep -qs '\"reason\":\"ras\"' $TMP/$1/dumps/ncclguard-r0-*.json &&
+        ls $TMP/$1/dumps/ncclguard-r1-*.json >/dev/null"
 }
 # ras_of NAME RANK: the reason and the ras member of that rank's dump, as JSON
 ras_of() {
@@ -34,7 +40,7 @@ print(json.dumps([d["reason"], d["ras"]]))' "$TMP/$1/dumps" "$2"
 }
 
 serve json json
-job json NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang json "$(ras_dumped json)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 r0=$(ras_of json 0) r1=$(ras_of json 1)
 cmds=$(tr '\n' '|' <"$TMP/json/log")
@@ -54,7 +60,7 @@ else
 fi
 
 serve text text
-job text NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang text "$(ras_dumped text)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 if python3 -c 'import json, sys; r = json.loads(sys.argv[1])[1]
 assert r["format"] == "text" and r["status"].startswith("Communicators"), r' "$(ras_of text 0)"; then
@@ -64,7 +70,9 @@ else
 fi
 
 serve off json
-job off NCCL_RAS_ADDR=127.0.0.1:$port
+# both dumps, then 2 s: the time a query would have had
+hang off "[ \$(ls $TMP/off/dumps/*.json 2>/dev/null | wc -l) -ge 2 ] && sleep 2" \
+    NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 if [ ! -s "$TMP/off/log" ] && [ "$(ras_of off 0)" = '["timeout", null]' ]; then
     pass "NCCLGUARD_RAS unset: the service is never contacted"
@@ -73,7 +81,7 @@ else
 fi
 
 # a port where nothing listens: the stand-in's, now closed
-job absent NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang absent "$(ras_dumped absent)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 ok=1
 for name in absent; do
     python3 -c 'import json, sys; reason, r = json.loads(sys.argv[1])

@@ -23,15 +23,16 @@ echo "evidence: not part of the verdict"
 SH
 chmod +x "$TMP/lib/ncclguard"
 SHIM=$TMP/lib/libncclguard.so
-job() { # NAME ENV...: a 4-rank job whose rank 1 hangs in host code
-    local name=$1; shift
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
-        NCCLGUARD_DUMP_DIR=$TMP/$name/dumps && under_shim "$LAUNCH" -n 4 --timeout 15 -- \
-        "$TRAIN" --steps 100 --hang-rank 1 --hang-step 3 --quiet >"$TMP/$name/out" 2>&1)
+# hang NAME UNTIL ENV...: a 4-rank job whose rank 1 hangs in host code, stopped once
+# the shell command UNTIL succeeds
+hang() {
+    local name=$1 until=$2; shift 2
+    (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
+     job_until "$name" "$until" -n 4 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
+        --quiet)
 }
 
-job hang NCCLGUARD_VERDICT_WAIT_S=20
+hang hang "grep -q 'verdict (.*LD_PRELOAD=' $TMP/hang/out && sleep 1" NCCLGUARD_VERDICT_WAIT_S=20
 lines=$(grep -c 'verdict (4 dumps): ' "$TMP/hang/out")
 if grep -q "ncclguard: \[rank [0-9] .*verdict (4 dumps): culprit: stand-in saw 4 dumps of incident [0-9.]*-r[0-9]@[^ ]* in $TMP/hang/dumps (analyze)" \
         "$TMP/hang/out" &&
@@ -41,7 +42,8 @@ else
     fail "verdict in the log" "$lines verdict lines"; grep -a 'ncclguard:' "$TMP/hang/out" | tail -n 12
 fi
 
-job off NCCLGUARD_VERDICT_WAIT_S=0
+hang off "[ \$(ls $TMP/off/dumps/*.json 2>/dev/null | wc -l) -ge 4 ] && sleep 2" \
+    NCCLGUARD_VERDICT_WAIT_S=0
 if grep -q 'dump written' "$TMP/off/out" && ! grep -q 'verdict' "$TMP/off/out"; then
     pass "NCCLGUARD_VERDICT_WAIT_S=0: dumps, and no verdict"
 else
