@@ -13,7 +13,7 @@ if [ -n "${2:-}" ]; then T=$2; mkdir -p "$T"; else
     trap 'rm -rf "$T"' EXIT
 fi
 mkdir -p "$T/nodeA" "$T/nodeB"
-(cd "$T" && NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=2 NCCLGUARD_DUMP_DIR=$T/dumps \
+(cd "$T" && NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_DUMP_DIR=$T/dumps \
     NCCLGUARD_EVENTS=$T/events LD_LIBRARY_PATH=$B/fakes LD_PRELOAD=${PRELOAD:-$B/libncclguard.so} \
     "$B/apps/launch" -n 16 --timeout 300 -- /bin/sh -c \
     'if [ "$RANK" = 5 ]; then n=B; else n=A; fi; NCCLGUARD_NODE_DIR='"$T"'/node$n exec "$@"' \
