@@ -194,31 +194,11 @@ static int mem(int nctx)
     _exit(0); /* the communicators stay: their memory is what was measured */
 }
 
-/* CPU time of the thread named ncclguard-wd, in ns; -1 if there is none. */
+/* CPU time of the observer thread (ncclguard-wd), in ns; -1 if there is none. */
 static double watchdog_cpu_ns(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    double ns = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300], name[64] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        if (!fgets(name, sizeof name, f)) name[0] = '\0';
-        fclose(f);
-        if (strncmp(name, "ncclguard-wd", 12) != 0) continue;
-        /* schedstat's first field: time on a CPU, in ns */
-        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-        f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long long run_ns = 0;
-        if (fscanf(f, "%llu", &run_ns) == 1) ns = (double)run_ns;
-        fclose(f);
-    }
-    closedir(d);
-    return ns;
+    double run, slices;
+    return bench_threads_stat("ncclguard-wd", &run, &slices) == 0 ? run : -1;
 }
 
 static int inflight(long n, double seconds)

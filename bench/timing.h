@@ -1,9 +1,12 @@
-/* timing.h: the clock, the median and the resident memory shared by the benchmarks. */
+/* timing.h: the clock, the median, the resident memory and the CPU time of the
+ * shim's threads, shared by the benchmarks. */
 #ifndef NCCLGUARD_BENCH_TIMING_H
 #define NCCLGUARD_BENCH_TIMING_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double bench_now_ns(void)
@@ -36,6 +39,38 @@ static inline long bench_rss_kib(void)
         if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
     if (f) fclose(f);
     return kib;
+}
+
+/* Sums schedstat over the shim's threads whose name starts with `prefix`:
+ * ns on a CPU into *run, timeslices into *slices; -1 when there is none. */
+static inline int bench_threads_stat(const char *prefix, double *run, double *slices)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int found = 0;
+    *run = *slices = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], name[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(name, sizeof name, f)) name[0] = '\0';
+        fclose(f);
+        if (strncmp(name, prefix, strlen(prefix)) != 0) continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long long r = 0, w = 0, s = 0;
+        if (fscanf(f, "%llu %llu %llu", &r, &w, &s) == 3) {
+            *run += (double)r;
+            *slices += (double)s;
+            found = 1;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found ? 0 : -1;
 }
 
 #endif

@@ -38,45 +38,13 @@
 #include "../tests/fakes/fakecuda.h"
 #include "timing.h"
 
-/* Sums schedstat over the shim's threads whose name starts with `prefix`:
- * ns on a CPU into *run, timeslices into *slices; -1 when there is none. */
-static int threads_stat(const char *prefix, double *run, double *slices)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int found = 0;
-    *run = *slices = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300], name[64] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        if (!fgets(name, sizeof name, f)) name[0] = '\0';
-        fclose(f);
-        if (strncmp(name, prefix, strlen(prefix)) != 0) continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-        f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long long r = 0, w = 0, s = 0;
-        if (fscanf(f, "%llu %llu %llu", &r, &w, &s) == 3) {
-            *run += (double)r;
-            *slices += (double)s;
-            found = 1;
-        }
-        fclose(f);
-    }
-    closedir(d);
-    return found ? 0 : -1;
-}
-
 /* CPU ns of the observer [0], the enforcer [1] and the dump thread [2]. */
 static void watchdog_cpu_ns(double ns[3])
 {
     static const char *const names[] = {"ncclguard-wd", "ncclguard-enf", "ncclguard-dump"};
     double slices;
     for (int i = 0; i < 3; i++)
-        if (threads_stat(names[i], &ns[i], &slices) != 0) ns[i] = 0;
+        if (bench_threads_stat(names[i], &ns[i], &slices) != 0) ns[i] = 0;
 }
 
 static void pause_s(double s)
@@ -199,9 +167,9 @@ static int slow(void)
     kill(getpid(), SIGUSR2);
     while (access(held, F_OK) != 0)
         if (usleep(1000), bench_now_ns() - t0 > 20e9) return 4; /* no dump came */
-    if (threads_stat("ncclguard-enf", &run, &w0)) return 3;
+    if (bench_threads_stat("ncclguard-enf", &run, &w0)) return 3;
     pause_s(1.0);
-    threads_stat("ncclguard-enf", &run, &w1);
+    bench_threads_stat("ncclguard-enf", &run, &w1);
     int w = open(fifo, O_WRONLY); /* lets the dump go on */
     if (w >= 0) close(w);
     off_t size;
