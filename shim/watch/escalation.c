@@ -33,8 +33,9 @@ struct abort_job {
 };
 
 static struct abort_job jobs[MAX_ABORTS];
-static int njobs;
-static uint64_t finished;
+/* written by the enforcer; read by the exit summary too (ncclguard_escalation_stats) */
+static ng_atomic(int) njobs;
+static ng_atomic(uint64_t) finished;
 
 static void *abort_main(void *arg)
 {
@@ -49,7 +50,8 @@ static void *abort_main(void *arg)
 
 void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
 {
-    if (!c || ng_atomic_load_acquire(&c->fenced) || njobs == MAX_ABORTS) return;
+    if (!c || ng_atomic_load_acquire(&c->fenced) || ng_atomic_load_relaxed(&njobs) == MAX_ABORTS)
+        return;
     /* Fence first: from here on, nobody but the helper touches the handle. */
     pthread_mutex_lock(&c->poll_lock);
     c->ending = 1;
@@ -59,7 +61,7 @@ void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
     ng_atomic_store_release(&c->state, NG_COMM_ABORTED);
     pthread_mutex_unlock(&c->poll_lock);
 
-    struct abort_job *j = &jobs[njobs++];
+    struct abort_job *j = &jobs[ng_atomic_add_relaxed(&njobs, 1)];
     *j = (struct abort_job){
         .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = ng_clock_ns(CLOCK_MONOTONIC)};
     NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id,
@@ -79,13 +81,13 @@ void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
 void ncclguard_escalation_check(int64_t now_mono)
 {
     const struct ng_settings *s = ncclguard_settings();
-    for (int i = 0; i < njobs; i++) {
+    for (int i = 0; i < ng_atomic_load_relaxed(&njobs); i++) {
         struct abort_job *j = &jobs[i];
         if (j->reported) continue;
         double took = now_mono > j->started_mono ? (double)(now_mono - j->started_mono) / 1e9 : 0;
         if (ng_atomic_load_acquire(&j->done)) {
             j->reported = 1;
-            finished++;
+            ng_atomic_add_relaxed(&finished, 1);
             NG_WARN("ncclCommAbort of comm %016llx returned %d after %.1f s",
                     (unsigned long long)j->comm->id, j->result, took);
             continue;
@@ -123,6 +125,6 @@ void ncclguard_escalation_kill(const char *why)
 
 void ncclguard_escalation_stats(uint64_t *started, uint64_t *done)
 {
-    *started = (uint64_t)njobs;
-    *done = finished;
+    *started = (uint64_t)ng_atomic_load_relaxed(&njobs);
+    *done = ng_atomic_load_relaxed(&finished);
 }
