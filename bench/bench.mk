@@ -11,7 +11,8 @@ $(B)/bench/libempty.so: bench/noop.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -shared -Dmain=ng_bench_unused -o $@ $<
 
-BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead
+BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead \
+    $(B)/bench/gendumps
 ALL += $(BENCH_PROGS)
 
 # The last lines printed are `added_instr_per_call=...` (bench/instructions, with
@@ -23,7 +24,17 @@ bench: deps
 	@$(B)/bench/policy_startup $(B)/tests/e2e/policy_probe docs/examples/site.conf
 	@bench/incident.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
+	@bench/analyze.sh $(B) $(ANALYZE_RANKS)
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
+
+# Synthetic dumps with a planted culprit, for `ncclguard analyze` at scale (bench/analyze.sh).
+$(B)/bench/gendumps: bench/gendumps.c bench/gen_dump.c bench/gendumps.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/gendumps.c bench/gen_dump.c $(LDFLAGS)
+
+# bench/analyze.sh's job size: 512 ranks of 4096 records (1 GB); the target is stated
+# for ANALYZE_RANKS=4096 (8 GB).
+ANALYZE_RANKS ?= 512

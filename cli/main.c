@@ -12,8 +12,12 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"analyze", ncclguard_cli_analyze,
+     "name the culprit rank of a hang and its cause, from every rank's dump"},
     {"envcheck", ncclguard_cli_envcheck,
      "audit the NCCL_* variables against the NCCL library that would be loaded"},
+    {"report", ncclguard_cli_report,
+     "write the analysis as one self-contained HTML file, with a picture per communicator"},
 };
 
 static void usage(FILE *out)
