@@ -129,7 +129,7 @@ static void stream_blocker(const struct an *a, int32_t ri, const struct an_rcomm
         if (a->streams[r->st0 + s].stream == rc->fl.stream) *out = a->streams[r->st0 + s];
 }
 
-static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump)
+static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump, int crashed)
 {
     struct an_comm *c = &a->comms[ci];
     struct wait w = waiting(a, c, ci);
@@ -157,9 +157,9 @@ static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump)
         an_add_finding(a, &f);
     }
     /* Members without a dump are blamed only when no rank that dumped explains the
-     * wait, and someone is inside the op (not merely queued behind another): ranks
-     * that a launcher stops after the culprit's death often leave no dump. */
-    if (a->nfindings == before && (int64_t)c->nmembers < c->nranks && (w.started || !w.seq))
+     * wait, and no rank crashed: ranks that a launcher stops after a crash often
+     * leave no dump (a SIGTERM while idle writes none). */
+    if (a->nfindings == before && (int64_t)c->nmembers < c->nranks && !crashed)
         absent_members(a, ci, &w, nodump, n_nodump);
     if (a->nfindings > before || !w.started) return;
     for (int64_t m = 0; m < c->nranks; m++) {
@@ -190,6 +190,8 @@ void an_detect_collectives(struct an *a)
             if (!n_nodump) nodump = g;
             n_nodump++;
         }
+    int crashed = 0;
+    for (size_t i = 0; i < a->nranks; i++) crashed |= a->ranks[i].crashed;
     for (uint32_t ci = 0; ci < a->ncomms; ci++)
-        if (a->comms[ci].nranks > 1) one_comm(a, ci, nodump, n_nodump);
+        if (a->comms[ci].nranks > 1) one_comm(a, ci, nodump, n_nodump, crashed);
 }

@@ -76,7 +76,7 @@ static void move_bad(struct an *to, struct an *from)
 int an_read_dir(struct an *a, const char *dir)
 {
     struct reader rd = {.opt = &a->opt};
-    struct ng_dumpdir_opts o = {a->opt.backend, a->opt.threads, a->opt.progress};
+    struct ng_dumpdir_opts o = {a->opt.backend, a->opt.threads, a->opt.progress, NG_DUMP_BRIEF};
     struct ng_dumpdir_cb cb = {on_dump, on_bad, &rd};
     struct ng_dumpdir_stats st;
     char err[512];

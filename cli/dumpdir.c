@@ -31,7 +31,7 @@ struct job {
     size_t n, next, delivered, window;
     struct slot *slots;        /* window entries, file i in slots[i % window] */
     enum ng_json_backend backend;
-    int stop;
+    int flags, stop;
     pthread_mutex_t lock;
     pthread_cond_t ready, space;
 };
@@ -135,12 +135,12 @@ static void path_of(const struct job *j, size_t i, char *buf, size_t size)
 static void parse_one(struct job *j, ng_jparser *p, size_t i, struct slot *s)
 {
     char path[4096];
-    size_t len;
+    struct ng_dump_bytes b;
     path_of(j, i, path, sizeof path);
-    char *buf = ng_dump_slurp(path, &len, s->err, sizeof s->err);
-    s->d = buf ? ng_dump_parse(p, buf, len, path, s->err, sizeof s->err) : NULL;
-    s->bytes = buf ? len : 0;
-    free(buf);
+    if (ng_dump_slurp(path, &b, s->err, sizeof s->err)) return;
+    s->d = ng_dump_parse(p, b.buf, b.len, path, j->flags, s->err, sizeof s->err);
+    s->bytes = b.len;
+    ng_dump_unslurp(&b);
 }
 
 static void *worker(void *arg)
@@ -195,7 +195,7 @@ static int nthreads(const struct ng_dumpdir_opts *o)
 int ng_dumpdir_read(const char *dir, const struct ng_dumpdir_opts *o, const struct ng_dumpdir_cb *cb,
                     struct ng_dumpdir_stats *st, char *err, size_t errlen)
 {
-    struct job j = {.dir = dir, .backend = o->backend};
+    struct job j = {.dir = dir, .backend = o->backend, .flags = o->flags};
     memset(st, 0, sizeof *st);
     if (list(&j, err, errlen)) return -1;
     st->files = j.n;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,7 +164,7 @@ static int root(void *c, ng_jv *v)
 }
 
 struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
-                              char *err, size_t errlen)
+                              int flags, char *err, size_t errlen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
@@ -180,7 +181,7 @@ struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const 
     d->rank = d->local_rank = d->pid = NG_DUMP_NONE;
     d->path = path ? ng_mem_strdup(m, path, strlen(path)) : NULL;
     err[0] = '\0';
-    struct ng_rd r = {.d = d, .m = m, .err = err, .errlen = errlen};
+    struct ng_rd r = {.d = d, .m = m, .err = err, .errlen = errlen, .brief = flags & NG_DUMP_BRIEF};
     struct top_ctx x = {&r, 0};
     int rc = ng_json_parse(p, buf, len, root, &x, jerr, sizeof jerr);
     if (rc == 0) return d;
@@ -200,32 +201,50 @@ void ng_dump_free(struct ng_dump *d)
     free(d);
 }
 
-char *ng_dump_slurp(const char *path, size_t *len, char *err, size_t errlen)
+int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t errlen)
 {
     struct stat st;
+    memset(b, 0, sizeof *b);
     if (stat(path, &st)) {
         snprintf(err, errlen, "cannot read: %s", strerror(errno));
-        return NULL;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "not a regular file (%s)",
                  S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
                  : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
-        return NULL;
+        return -1;
     }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "cannot read: %s", fd < 0 ? strerror(errno) : "not a regular file");
         if (fd >= 0) close(fd);
-        return NULL;
+        return -1;
     }
     if ((uint64_t)st.st_size > MAX_DUMP_BYTES) {
         snprintf(err, errlen, "too large (%lld bytes; a dump is at most a few hundred MB)",
                  (long long)st.st_size);
         close(fd);
-        return NULL;
+        return -1;
     }
-    size_t size = (size_t)st.st_size, got = 0;
+    size_t size = (size_t)st.st_size, page = (size_t)sysconf(_SC_PAGESIZE);
+    if (size == 0) {
+        snprintf(err, errlen, "empty file");
+        close(fd);
+        return -1;
+    }
+    /* Mapped: the rest of the last page reads as zeros, and is the padding. (The
+     * writer replaces a dump by rename, never truncates it: the mapping stays valid.) */
+    if (size % page && page - size % page >= NG_JSON_PADDING) {
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (p != MAP_FAILED) {
+            close(fd);
+            b->buf = p;
+            b->len = b->maplen = size;
+            return 0;
+        }
+    }
+    size_t got = 0;
     char *buf = malloc(size + NG_JSON_PADDING);
     while (buf && got < size) {
         ssize_t n = read(fd, buf + got, size - got);
@@ -236,24 +255,32 @@ char *ng_dump_slurp(const char *path, size_t *len, char *err, size_t errlen)
     close(fd);
     if (!buf) {
         snprintf(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
     if (got == 0) {
         snprintf(err, errlen, "empty file");
         free(buf);
-        return NULL;
+        return -1;
     }
     memset(buf + got, 0, NG_JSON_PADDING);
-    *len = got;
-    return buf;
+    b->buf = buf;
+    b->len = got;
+    return 0;
 }
 
-struct ng_dump *ng_dump_read_file(ng_jparser *p, const char *path, char *err, size_t errlen)
+void ng_dump_unslurp(struct ng_dump_bytes *b)
 {
-    size_t len;
-    char *buf = ng_dump_slurp(path, &len, err, errlen);
-    if (!buf) return NULL;
-    struct ng_dump *d = ng_dump_parse(p, buf, len, path, err, errlen);
-    free(buf);
+    if (b->maplen) munmap(b->buf, b->maplen);
+    else free(b->buf);
+    memset(b, 0, sizeof *b);
+}
+
+struct ng_dump *ng_dump_read_file(ng_jparser *p, const char *path, int flags, char *err,
+                                  size_t errlen)
+{
+    struct ng_dump_bytes b;
+    if (ng_dump_slurp(path, &b, err, errlen)) return NULL;
+    struct ng_dump *d = ng_dump_parse(p, b.buf, b.len, path, flags, err, errlen);
+    ng_dump_unslurp(&b);
     return d;
 }

@@ -125,12 +125,18 @@ struct ng_dump {
 const char *ng_dop_name_str(int op);
 const char *ng_dop_state_str(int state);
 
+/* Flags of a read: NG_DUMP_BRIEF skips the members of ops[] that the analysis does
+ * not use (comm_rank, comm_nranks, group, enqueue_mono_ns, seen_start_ns,
+ * seen_end_ns, marker: they read as null), unparsed. */
+#define NG_DUMP_BRIEF 1
+
 /* Reads one dump from buf[0..len) (NG_JSON_PADDING readable bytes after it).
  * Returns the dump, or NULL with a one-line reason in err. */
 struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
-                              char *err, size_t errlen);
+                              int flags, char *err, size_t errlen);
 /* Reads the file at path (a regular file, at most 1 GiB). */
-struct ng_dump *ng_dump_read_file(ng_jparser *p, const char *path, char *err, size_t errlen);
+struct ng_dump *ng_dump_read_file(ng_jparser *p, const char *path, int flags, char *err,
+                                  size_t errlen);
 void ng_dump_free(struct ng_dump *d);
 
 /* A directory, streamed. */
@@ -139,6 +145,7 @@ struct ng_dumpdir_opts {
     int threads;           /* parsing threads; 0: one per CPU, at most 8 */
     int progress;          /* 1: a progress bar on stderr when it is a terminal and the
                               read takes longer than a second */
+    int flags;             /* of ng_dump_parse */
 };
 
 /* Called in file-name order (natural order: r2 before r10), one at a time, from

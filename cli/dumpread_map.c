@@ -5,6 +5,7 @@
  * it needs must be there and of their kind.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,83 +16,57 @@
 
 /* ---- ops[] ---- */
 
-static const char *const op_keys[] = {
-    "index", "comm", "comm_rank", "comm_nranks", "seq", "p2p_seq", "op", "count", "datatype",
-    "bytes", "redop", "root", "peer", "stream", "group", "thread", "enqueue_ns",
-    "enqueue_mono_ns", "state", "gpu_start_ns", "gpu_end_ns", "seen_start_ns", "seen_end_ns",
-    "result", "flags", "marker"};
-enum { K_INDEX, K_COMM, K_COMM_RANK, K_COMM_NRANKS, K_SEQ, K_P2P_SEQ, K_OP, K_COUNT, K_DATATYPE,
-       K_BYTES, K_REDOP, K_ROOT, K_PEER, K_STREAM, K_GROUP, K_THREAD, K_ENQUEUE_NS,
-       K_ENQUEUE_MONO_NS, K_STATE, K_GPU_START_NS, K_GPU_END_NS, K_SEEN_START_NS, K_SEEN_END_NS,
-       K_RESULT, K_FLAGS, K_MARKER, K_NOPKEYS };
-#define OP_REQUIRED ((1u << K_INDEX) | (1u << K_COMM) | (1u << K_SEQ) | (1u << K_OP) | \
-                     (1u << K_STATE) | (1u << K_ENQUEUE_NS))
+static const char *const flag_names[] = {"slow", "timeout", "deferred", "first", "dumped"};
+static const char *const op_names[] = NG_DOP_NAMES;
+static const char *const state_names[] = NG_DOP_STATE_NAMES;
 
-struct op_ctx {
-    struct ng_rd *r;
-    struct ng_dop *o;
-    uint32_t seen;
+#define F(name, kind, nullable, member, null_as) \
+    {name, kind, nullable, offsetof(struct ng_dop, member), 0, null_as, NULL}
+#define S(name, member) \
+    {name, NG_JF_CHARS, 1, offsetof(struct ng_dop, member), sizeof(((struct ng_dop *)0)->member), 0, NULL}
+#define E(name, member, names, other) \
+    {name, NG_JF_ENUM, 0, offsetof(struct ng_dop, member), sizeof names / sizeof names[0], other, names}
+
+/* Every member, in the writer's order (the reader tries the next one first). */
+static const struct ng_jfield op_fields[] = {
+    F("index", NG_JF_U64, 0, index, 0),
+    F("comm", NG_JF_HEX, 0, comm, 0),
+    F("comm_rank", NG_JF_I32, 1, comm_rank, NG_DUMP_NONE),
+    F("comm_nranks", NG_JF_I32, 1, comm_nranks, NG_DUMP_NONE),
+    F("seq", NG_JF_U64_OR_NULL, 1, seq, 0),
+    F("p2p_seq", NG_JF_U64_OR_NULL, 1, p2p_seq, 0),
+    E("op", op, op_names, NG_OP_UNKNOWN),
+    F("count", NG_JF_U64, 0, count, 0),
+    S("datatype", datatype),
+    F("bytes", NG_JF_U64, 0, bytes, 0),
+    S("redop", redop),
+    F("root", NG_JF_I32, 1, root, NG_DUMP_NONE),
+    F("peer", NG_JF_I32, 1, peer, NG_DUMP_NONE),
+    F("stream", NG_JF_HEX, 0, stream, 0),
+    F("group", NG_JF_U64_OR_NULL, 1, group, 0),
+    F("thread", NG_JF_U64, 0, thread, 0),
+    F("enqueue_ns", NG_JF_I64, 1, enqueue_ns, 0),
+    F("enqueue_mono_ns", NG_JF_I64, 1, enqueue_mono_ns, 0),
+    E("state", state, state_names, NG_ST_OTHER),
+    F("gpu_start_ns", NG_JF_I64, 1, gpu_start_ns, 0),
+    F("gpu_end_ns", NG_JF_I64, 1, gpu_end_ns, 0),
+    F("seen_start_ns", NG_JF_I64, 1, seen_start_ns, 0),
+    F("seen_end_ns", NG_JF_I64, 1, seen_end_ns, 0),
+    F("result", NG_JF_I32, 1, result, 0),
+    {"flags", NG_JF_FLAGS, 0, offsetof(struct ng_dop, flags), 5, 0, flag_names},
+    F("marker", NG_JF_I32, 1, marker, NG_DUMP_NONE),
 };
+/* The members a dump's op must have. */
+static const char *const op_required[] = {"index", "comm", "seq", "op", "state", "enqueue_ns"};
+#define NOPFIELDS ((int)(sizeof op_fields / sizeof op_fields[0]))
 
-static int op_flag(void *c, size_t i, ng_jv *v)
-{
-    static const char *const names[] = {"slow", "timeout", "deferred", "first", "dumped"};
-    struct op_ctx *x = c;
-    const char *s;
-    size_t n;
-    (void)i;
-    if (ng_jv_string(v, &s, &n)) return ng_rd_fail(x->r, "flags", "not an array of strings");
-    for (unsigned b = 0; b < sizeof names / sizeof names[0]; b++)
-        if (strlen(names[b]) == n && !memcmp(names[b], s, n)) x->o->flags |= 1u << b;
-    if (n > 3 && n < 6 && !memcmp(s, "bit", 3)) {
-        int bit = atoi(s + 3);
-        if (bit >= 0 && bit < 32) x->o->flags |= 1u << bit;
-    }
-    return 0;
-}
+/* The members a brief read (NG_DUMP_BRIEF) skips unparsed. */
+static const char *const brief_skips[] = {"comm_rank", "comm_nranks", "group", "enqueue_mono_ns",
+                                          "seen_start_ns", "seen_end_ns", "marker"};
+static struct ng_jfield brief_fields[NOPFIELDS];
+static struct ng_jrecord op_record, brief_record;
+static uint64_t op_need, brief_need; /* the bits of op_required in each */
 
-static int op_member(void *c, int k, ng_jv *v)
-{
-    struct op_ctx *x = c;
-    struct ng_rd *r = x->r;
-    struct ng_dop *o = x->o;
-    const char *key = op_keys[k];
-    x->seen |= 1u << k;
-    switch (k) {
-    case K_INDEX: return rd_u64(r, key, v, &o->index);
-    case K_COMM: return rd_hex(r, key, v, &o->comm, 0);
-    case K_COMM_RANK: return rd_i32(r, key, v, &o->comm_rank, NG_DUMP_NONE);
-    case K_COMM_NRANKS: return rd_i32(r, key, v, &o->comm_nranks, NG_DUMP_NONE);
-    case K_SEQ: return rd_u64_or_null(r, key, v, &o->seq);
-    case K_P2P_SEQ: return rd_u64_or_null(r, key, v, &o->p2p_seq);
-    case K_OP: return rd_enum(r, key, v, ng_dop_name_str, NG_OP_NNAMES, NG_OP_UNKNOWN, &o->op);
-    case K_COUNT: return rd_u64(r, key, v, &o->count);
-    case K_DATATYPE: return rd_chars(r, key, v, o->datatype, sizeof o->datatype);
-    case K_BYTES: return rd_u64(r, key, v, &o->bytes);
-    case K_REDOP: return rd_chars(r, key, v, o->redop, sizeof o->redop);
-    case K_ROOT: return rd_i32(r, key, v, &o->root, NG_DUMP_NONE);
-    case K_PEER: return rd_i32(r, key, v, &o->peer, NG_DUMP_NONE);
-    case K_STREAM: return rd_hex(r, key, v, &o->stream, 0);
-    case K_GROUP: return rd_u64_or_null(r, key, v, &o->group);
-    case K_THREAD: return rd_u64(r, key, v, &o->thread);
-    case K_ENQUEUE_NS: return rd_i64(r, key, v, &o->enqueue_ns, 0);
-    case K_ENQUEUE_MONO_NS: return rd_i64(r, key, v, &o->enqueue_mono_ns, 0);
-    case K_STATE: return rd_enum(r, key, v, ng_dop_state_str, NG_ST_NSTATES, NG_ST_OTHER, &o->state);
-    case K_GPU_START_NS: return rd_i64(r, key, v, &o->gpu_start_ns, 0);
-    case K_GPU_END_NS: return rd_i64(r, key, v, &o->gpu_end_ns, 0);
-    case K_SEEN_START_NS: return rd_i64(r, key, v, &o->seen_start_ns, 0);
-    case K_SEEN_END_NS: return rd_i64(r, key, v, &o->seen_end_ns, 0);
-    case K_RESULT: return rd_i32(r, key, v, &o->result, 0);
-    case K_MARKER: return rd_i32(r, key, v, &o->marker, NG_DUMP_NONE);
-    case K_FLAGS:
-        o->flags = 0;
-        if (ng_jv_kind(v) != NG_J_ARRAY) return ng_rd_fail(r, key, "not an array");
-        return ng_jv_array(v, op_flag, x);
-    }
-    return 0;
-}
-
-static struct ng_jkeys op_table;
 static int op_elem(void *c, size_t i, ng_jv *v)
 {
     struct ng_rd *r = c;
@@ -99,13 +74,22 @@ static int op_elem(void *c, size_t i, ng_jv *v)
     struct ng_dop *o = ng_mem_push(r->m, (void **)&d->ops, &d->nops, &r->ops_cap, sizeof *o);
     if (!o) return ng_rd_fail(r, NULL, "out of memory");
     o->comm_rank = o->comm_nranks = o->root = o->peer = o->marker = NG_DUMP_NONE;
-    struct op_ctx x = {r, o, 0};
+    uint64_t seen = 0;
+    int bad;
+    const struct ng_jrecord *rec = r->brief ? &brief_record : &op_record;
+    uint64_t need = r->brief ? brief_need : op_need;
+    if (!ng_jv_record(v, rec, o, &seen, &bad) && (seen & need) == need) return 0;
     rd_enter(r, "ops", (long)i);
-    int rc = rd_object(r, v, &op_table, op_member, &x);
-    if (!rc && (x.seen & OP_REQUIRED) != OP_REQUIRED)
-        rc = rd_missing(r, op_keys, K_NOPKEYS, x.seen, OP_REQUIRED);
+    if (bad >= 0) ng_rd_fail(r, rec->fields[bad].name, "not of its kind (see docs/dump-format.md)");
+    else if ((seen & need) != need && !r->err[0])
+        for (int k = 0; k < rec->n; k++)
+            if ((need & ~seen) & (1ull << k)) {
+                ng_rd_fail(r, rec->fields[k].name, "missing");
+                break;
+            }
+    if (!r->err[0]) ng_rd_fail(r, NULL, "not an object");
     rd_leave(r);
-    return rc;
+    return -1;
 }
 
 /* ---- comms[] and their peers ---- */
@@ -201,7 +185,19 @@ static int comm_elem(void *c, size_t i, ng_jv *v)
 
 static void init_once(void)
 {
-    ng_jkeys_init(&op_table, op_keys, K_NOPKEYS);
+    ng_jrecord_init(&op_record, op_fields, NOPFIELDS);
+    for (int i = 0; i < NOPFIELDS; i++) {
+        brief_fields[i] = op_fields[i];
+        for (size_t k = 0; k < sizeof brief_skips / sizeof brief_skips[0]; k++)
+            if (!strcmp(op_fields[i].name, brief_skips[k])) brief_fields[i].kind = NG_JF_SKIP;
+    }
+    ng_jrecord_init(&brief_record, brief_fields, NOPFIELDS);
+    for (size_t k = 0; k < sizeof op_required / sizeof op_required[0]; k++) {
+        for (int i = 0; i < op_record.n; i++)
+            if (!strcmp(op_fields[i].name, op_required[k])) op_need |= 1ull << i;
+        for (int i = 0; i < brief_record.n; i++)
+            if (!strcmp(brief_fields[i].name, op_required[k])) brief_need |= 1ull << i;
+    }
     ng_jkeys_init(&comm_table, comm_keys, C_NKEYS);
     ng_jkeys_init(&peer_table, peer_keys, 3);
 }

@@ -24,9 +24,15 @@ char *ng_mem_strdup(struct ng_dump_mem *m, const char *s, size_t len);
 void *ng_mem_push(struct ng_dump_mem *m, void **vec, size_t *n, size_t *cap, size_t el);
 void ng_mem_free(struct ng_dump_mem *m);
 
-/* The bytes of the regular file at path, with NG_JSON_PADDING zero bytes after
- * them (free them); NULL with the reason in err. */
-char *ng_dump_slurp(const char *path, size_t *len, char *err, size_t errlen);
+/* The bytes of the regular file at path, with NG_JSON_PADDING readable bytes after
+ * them: mapped from the page cache when the last page has room for the padding,
+ * else read. 0, or -1 with the reason in err. */
+struct ng_dump_bytes {
+    char *buf;
+    size_t len, maplen;    /* maplen 0: malloc'ed */
+};
+int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t errlen);
+void ng_dump_unslurp(struct ng_dump_bytes *b);
 
 /* Where the reader is, for messages: "ops[12].seq". */
 #define NG_RD_DEPTH 6
@@ -41,6 +47,7 @@ struct ng_rd {
     } path[NG_RD_DEPTH];
     int depth;
     size_t ops_cap, comms_cap, threads_cap, pythreads_cap; /* of the arrays of d */
+    int brief;            /* NG_DUMP_BRIEF */
 };
 
 static inline void rd_enter(struct ng_rd *r, const char *name, long index)

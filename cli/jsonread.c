@@ -28,6 +28,39 @@ int ng_jkeys_find(const struct ng_jkeys *k, const char *s, size_t len, int *hint
     return -1;
 }
 
+void ng_jrecord_init(struct ng_jrecord *r, const struct ng_jfield *fields, int n)
+{
+    r->fields = fields;
+    r->n = n < 64 ? n : 64;
+    for (int i = 0; i < r->n; i++) {
+        size_t len = strlen(fields[i].name);
+        r->len[i] = (unsigned char)(len < 255 ? len : 255);
+        r->names[i] = fields[i].name;
+        unsigned char b[16] = {0}, m[16] = {0};
+        if (len < 16) {
+            memcpy(b, fields[i].name, len);
+            b[len] = '"';
+            memset(m, 0xff, len + 1);
+        }
+        memcpy(r->word[i], b, 16);
+        memcpy(r->mask[i], m, 16);
+    }
+}
+
+int ng_jrecord_find(const struct ng_jrecord *r, const char *s, size_t len, int *hint)
+{
+    int h = *hint + 1;
+    if (h >= 0 && h < r->n && r->len[h] == len && !memcmp(r->fields[h].name, s, len)) return *hint = h;
+    for (int i = 0; i < r->n; i++)
+        if (r->len[i] == len && !memcmp(r->fields[i].name, s, len)) return *hint = i;
+    return -1;
+}
+
+int ng_jv_record(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t *seen, int *bad)
+{
+    return v->ops->record(v, rec, out, seen, bad);
+}
+
 int ng_jv_kind(ng_jv *v) { return v->ops->kind(v); }
 int ng_jv_int(ng_jv *v, int64_t *out) { return v->ops->integer(v, out); }
 int ng_jv_bool(ng_jv *v, int *out) { return v->ops->boolean(v, out); }

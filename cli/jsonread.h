@@ -53,6 +53,43 @@ int ng_jv_object(ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn, void *
 typedef int (*ng_jelem_fn)(void *ctx, size_t i, ng_jv *v);
 int ng_jv_array(ng_jv *v, ng_jelem_fn fn, void *ctx);
 
+/* A flat object read into a C struct by a table: each member of the table is
+ * converted by its kind and stored at its offset; members not in the table are
+ * skipped. The bulk path of the dump reader. */
+enum ng_jfkind {
+    NG_JF_I64,          /* int64_t */
+    NG_JF_I32,          /* int32_t, range-checked */
+    NG_JF_U64,          /* uint64_t, not negative */
+    NG_JF_U64_OR_NULL,  /* the same, null reads as 0 */
+    NG_JF_HEX,          /* uint64_t from 1 to 16 hexadecimal digits */
+    NG_JF_CHARS,        /* char[size], cut to fit */
+    NG_JF_ENUM,         /* uint8_t: the index among names (size of them), else null_as */
+    NG_JF_FLAGS,        /* uint32_t: bit i for each string names[i] (or "bit<i>") */
+    NG_JF_SKIP,         /* a member known and not wanted: skipped, any value */
+};
+
+struct ng_jfield {
+    const char *name;
+    uint8_t kind, nullable;  /* nullable: null reads as null_as (0, "" for strings) */
+    uint16_t offset, size;
+    int64_t null_as;
+    const char *const *names;
+};
+
+struct ng_jrecord {
+    const struct ng_jfield *fields;
+    int n;              /* at most 64 */
+    unsigned char len[64];
+    const char *names[64];
+    uint64_t word[64][2], mask[64][2]; /* name and closing quote as two words, len < 16 */
+};
+void ng_jrecord_init(struct ng_jrecord *r, const struct ng_jfield *fields, int n);
+
+/* Reads the object v into out. *seen gets bit i for each member fields[i] found.
+ * 0; -1 when v is not an object or the document is malformed (*bad = -1), or a
+ * member's value is not of its kind (*bad = its index). */
+int ng_jv_record(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t *seen, int *bad);
+
 /* A parser, reused across documents (it keeps its buffers); one per thread. */
 typedef struct ng_jparser ng_jparser;
 ng_jparser *ng_jparser_new(enum ng_json_backend b);

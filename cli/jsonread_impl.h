@@ -20,6 +20,7 @@ struct ng_jv_ops {
     int (*string)(ng_jv *v, const char **s, size_t *len);
     int (*object)(ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn, void *ctx);
     int (*array)(ng_jv *v, ng_jelem_fn fn, void *ctx);
+    int (*record)(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t *seen, int *bad);
 };
 
 struct ng_jv {
@@ -34,6 +35,9 @@ struct ng_jparser {
 
 /* The index of the name s[0..len) in k, or -1; *hint is the last index found. */
 int ng_jkeys_find(const struct ng_jkeys *k, const char *s, size_t len, int *hint);
+
+/* The index of the member named s[0..len) in rec, or -1; *hint as above. */
+int ng_jrecord_find(const struct ng_jrecord *rec, const char *s, size_t len, int *hint);
 
 ng_jparser *ng_jparser_new_simdjson(void);
 ng_jparser *ng_jparser_new_jansson(void);

@@ -9,6 +9,7 @@
 
 #include "jsonread.h"
 #include "jsonread_impl.h"
+#include "jsonread_record.h"
 
 struct jv {
     ng_jv base;
@@ -85,8 +86,46 @@ static int jv_array(ng_jv *v, ng_jelem_fn fn, void *ctx)
     return 0;
 }
 
+static int jv_member(const struct ng_jfield *f, void *out, json_t *j)
+{
+    if (f->kind == NG_JF_SKIP) return 0;
+    switch (json_typeof(j)) {
+    case JSON_INTEGER: return ngjf_int(f, out, (int64_t)json_integer_value(j));
+    case JSON_NULL: return ngjf_null(f, out);
+    case JSON_STRING: return ngjf_str(f, out, json_string_value(j), json_string_length(j));
+    case JSON_ARRAY:
+        if (f->kind != NG_JF_FLAGS) return -1;
+        *(uint32_t *)ngjf_at(f, out) = 0;
+        for (size_t i = 0; i < json_array_size(j); i++) {
+            json_t *e = json_array_get(j, i);
+            if (!json_is_string(e) || ngjf_flag(f, out, json_string_value(e), json_string_length(e)))
+                return -1;
+        }
+        return 0;
+    default: return -1;
+    }
+}
+
+static int jv_record(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t *seen, int *bad)
+{
+    json_t *j = ((struct jv *)v)->j;
+    *bad = -1;
+    if (!json_is_object(j)) return -1;
+    int hint = -1;
+    for (void *it = json_object_iter(j); it; it = json_object_iter_next(j, it)) {
+        int k = ng_jrecord_find(rec, json_object_iter_key(it), json_object_iter_key_len(it), &hint);
+        if (k < 0) continue;
+        *seen |= 1ull << k;
+        if (jv_member(&rec->fields[k], out, json_object_iter_value(it))) {
+            *bad = k;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static const struct ng_jv_ops jv_ops = {jv_kind, jv_integer, jv_boolean, jv_string, jv_object,
-                                        jv_array};
+                                        jv_array, jv_record};
 
 static void jp_free(ng_jparser *p) { free(p); }
 

@@ -13,11 +13,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <utility>
 
 #include "jsonread.h"
 #include "jsonread_impl.h"
+#include "jsonread_record.h"
 
 using namespace simdjson;
 
@@ -90,6 +92,32 @@ int sv_string(ng_jv *v, const char **s, size_t *len)
     return 0;
 }
 
+/* The raw key (after its opening quote) is name: its bytes, then the closing quote. */
+inline bool same(const char *raw, const char *name, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (raw[i] != name[i]) return false;
+    return raw[len] == '"';
+}
+
+/* The index of field f's name among names (lengths len), or -1. The raw key is
+ * compared first (the names need no escapes; the closing quote ends a match),
+ * the one after *hint first of all; only a key that matches none is unescaped. */
+int find_key(ondemand::field &f, const char *const *names, const unsigned char *len, int n,
+             int *hint, sparser *p, error_code *e)
+{
+    const char *raw = f.key().raw();
+    int h = *hint + 1;
+    if (h < n && same(raw, names[h], len[h])) return *hint = h;
+    for (int i = 0; i < n; i++)
+        if (same(raw, names[i], len[i])) return *hint = i;
+    std::string_view key;
+    if ((*e = f.unescaped_key().get(key))) return fail(p, *e) - 1;
+    for (int i = 0; i < n; i++)
+        if (len[i] == key.size() && !memcmp(key.data(), names[i], len[i])) return *hint = i;
+    return -1;
+}
+
 int sv_object(ng_jv *v, const ng_jkeys *keys, ng_jmember_fn fn, void *ctx)
 {
     sparser *p = S(v)->p;
@@ -100,9 +128,9 @@ int sv_object(ng_jv *v, const ng_jkeys *keys, ng_jmember_fn fn, void *ctx)
     for (auto member : obj) {
         ondemand::field f;
         if ((e = std::move(member).get(f))) return fail(p, e);
-        std::string_view key;
-        if ((e = f.unescaped_key().get(key))) return fail(p, e);
-        int k = ng_jkeys_find(keys, key.data(), key.size(), &hint);
+        e = SUCCESS;
+        int k = find_key(f, keys->names, keys->len, keys->n, &hint, p, &e);
+        if (e) return -1;
         if (k < 0) continue; /* skipped by the next step of the iteration */
         sval child{{&sval_ops}, &f.value(), p};
         int rc = fn(ctx, k, &child.base);
@@ -128,7 +156,83 @@ int sv_array(ng_jv *v, ng_jelem_fn fn, void *ctx)
     return 0;
 }
 
-const ng_jv_ops sval_ops = {sv_kind, sv_integer, sv_boolean, sv_string, sv_object, sv_array};
+/* One member of a record: read as its kind asks, then converted. */
+int sv_member(const ng_jfield *fd, void *out, ondemand::value &val, sparser *p)
+{
+    error_code e;
+    switch (fd->kind) {
+    case NG_JF_SKIP: return 0; /* the iteration skips it */
+    case NG_JF_I64:
+    case NG_JF_I32:
+    case NG_JF_U64:
+    case NG_JF_U64_OR_NULL: {
+        int64_t x;
+        if (!(e = val.get_int64().get(x))) return ngjf_int(fd, out, x);
+        break;
+    }
+    case NG_JF_FLAGS: {
+        ondemand::array arr;
+        if ((e = val.get_array().get(arr))) break;
+        *(uint32_t *)ngjf_at(fd, out) = 0;
+        for (auto elem : arr) {
+            std::string_view sv;
+            if ((e = std::move(elem).get_string().get(sv))) return fail(p, e);
+            if (ngjf_flag(fd, out, sv.data(), sv.size())) return -1;
+        }
+        return 0;
+    }
+    default: {
+        std::string_view sv;
+        if (!(e = val.get_string().get(sv))) return ngjf_str(fd, out, sv.data(), sv.size());
+    }
+    }
+    if (e != INCORRECT_TYPE) return fail(p, e);
+    bool null;
+    if ((e = val.is_null().get(null))) return fail(p, e);
+    return null ? ngjf_null(fd, out) : -1;
+}
+
+/* find_key for a record: names shorter than 16 bytes are compared as two words
+ * (the padding after the document makes the reads safe). */
+inline int record_key(ondemand::field &f, const ng_jrecord *rec, int *hint, sparser *p,
+                      error_code *e)
+{
+    const char *raw = f.key().raw();
+    uint64_t w[2];
+    memcpy(w, raw, 16);
+    int h = *hint + 1;
+    if (h < rec->n && rec->mask[h][0] && ((w[0] & rec->mask[h][0]) == rec->word[h][0]) &&
+        ((w[1] & rec->mask[h][1]) == rec->word[h][1]))
+        return *hint = h;
+    return find_key(f, rec->names, rec->len, rec->n, hint, p, e);
+}
+
+int sv_record(ng_jv *v, const ng_jrecord *rec, void *out, uint64_t *seen, int *bad)
+{
+    sparser *p = S(v)->p;
+    *bad = -1;
+    ondemand::object obj;
+    error_code e = S(v)->v->get_object().get(obj);
+    if (e) return fail(p, e);
+    int hint = -1;
+    for (auto member : obj) {
+        ondemand::field f;
+        if ((e = std::move(member).get(f))) return fail(p, e);
+        e = SUCCESS;
+        int k = record_key(f, rec, &hint, p, &e);
+        if (e) return -1;
+        if (k < 0) continue;
+        *seen |= 1ull << k;
+        if (sv_member(&rec->fields[k], out, f.value(), p)) {
+            if (p->error == SUCCESS) *bad = k;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const ng_jv_ops sval_ops = {sv_kind, sv_integer, sv_boolean, sv_string, sv_object, sv_array,
+                            sv_record};
 
 void sp_free(ng_jparser *jp)
 {
@@ -144,13 +248,6 @@ int sp_parse(ng_jparser *jp, const char *buf, size_t len, int (*root)(void *, ng
     p->error = SUCCESS;
     ondemand::document doc;
     error_code e = p->parser.iterate(padded_string_view(buf, len, len + NG_JSON_PADDING)).get(doc);
-    /* One pass over the structure first, so that a truncated or unbalanced document
-     * is refused as such, before any member is read. */
-    std::string_view whole;
-    if (!e) e = doc.raw_json().get(whole);
-    const char *rest; /* a location when tokens are left after the root value */
-    if (!e && doc.current_location().get(rest) == SUCCESS) e = TRAILING_CONTENT;
-    if (!e) doc.rewind();
     ondemand::value val;
     if (!e) e = doc.get_value().get(val);
     if (e) {
@@ -159,6 +256,9 @@ int sp_parse(ng_jparser *jp, const char *buf, size_t len, int (*root)(void *, ng
     }
     sval v{{&sval_ops}, &val, p};
     int rc = root(ctx, &v.base);
+    const char *rest; /* a location when tokens are left after the root value */
+    if (rc == 0 && p->error == SUCCESS && doc.current_location().get(rest) == SUCCESS)
+        p->error = TRAILING_CONTENT;
     if (p->error != SUCCESS) {
         snprintf(err, errlen, "not valid JSON (truncated or corrupt): %s", error_message(p->error));
         return -1;

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
     ng_jparser *p = ng_jparser_new(b);
     for (int i = first; i < argc; i++) {
         char err[512];
-        struct ng_dump *d = ng_dump_read_file(p, argv[i], err, sizeof err);
+        struct ng_dump *d = ng_dump_read_file(p, argv[i], 0, err, sizeof err);
         json_t *j = d ? dump_json(d) : json_pack("{ss}", "error", err);
         json_dumpf(j, stdout, JSON_COMPACT);
         putchar('\n');
