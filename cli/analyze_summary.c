@@ -78,7 +78,7 @@ void an_summary_rows(const struct an *a, void (*row)(void *ctx, const char *rank
             rows = an_grow(rows, &n, &cap, sizeof *rows);
             rows[n - 1] = (struct row){nodump, 0, g};
         }
-    qsort(rows, n, sizeof *rows, by_key);
+    if (n > 1) qsort(rows, n, sizeof *rows, by_key);
     struct group *groups = NULL;
     size_t ng = 0, capg = 0;
     for (size_t i = 0; i < n;) {
@@ -88,7 +88,7 @@ void an_summary_rows(const struct an *a, void (*row)(void *ctx, const char *rank
         groups[ng - 1] = (struct group){i, j - i, rows[i].grank};
         i = j;
     }
-    qsort(groups, ng, sizeof *groups, by_low);
+    if (ng > 1) qsort(groups, ng, sizeof *groups, by_low);
     int64_t *ranks = malloc((n + 1) * sizeof *ranks);
     for (size_t g = 0; ranks && g < ng; g++) {
         char text[160];

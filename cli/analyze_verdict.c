@@ -124,7 +124,7 @@ int an_verdict(struct an *a)
         an_detect_slow(a);
         for (size_t i = before; i < a->nfindings; i++) follow(a, &a->findings[i]);
     }
-    qsort(a->culprits, a->nculprits, sizeof *a->culprits, by_rank);
+    if (a->nculprits > 1) qsort(a->culprits, a->nculprits, sizeof *a->culprits, by_rank);
     an_verdict_lines(a);
     if (a->nculprits) return AN_EXIT_CULPRIT;
     return a->hang ? AN_EXIT_NO_CULPRIT : AN_EXIT_HEALTHY;

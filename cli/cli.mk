@@ -46,3 +46,25 @@ $(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
 	$(CXX) -o $@ $(B)/tests/unit/dumpread_echo.o $(DUMPREAD_OBJS) $(LDFLAGS) $(JSON_LIBS)
 
 ALL += $(B)/tests/unit/dumpread_echo
+
+# --- libFuzzer smoke run of the dump reader (clang), part of `make fuzz-smoke` ---
+DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) \
+    $(filter-out cli/analyze.c cli/report%,$(ANALYZE_SRCS))
+FUZZ_CXX ?= clang++
+$(B)/fuzz/jsonread_simdjson.o: cli/jsonread_simdjson.cc cli/jsonread.h cli/jsonread_impl.h \
+        cli/jsonread_record.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) -std=c++17 -g -O1 -fPIC -fno-exceptions -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,function \
+	    -fno-sanitize-recover=undefined -c $< -o $@
+$(B)/fuzz/dumpread_fuzz: $(DUMPREAD_FUZZ_SRCS) $(B)/fuzz/jsonread_simdjson.o $(wildcard cli/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(filter-out -std=c11,$(FUZZ_FLAGS)) -std=c11 -Icli -o $@ $(DUMPREAD_FUZZ_SRCS) \
+	    $(B)/fuzz/jsonread_simdjson.o -lstdc++ $(JSON_LIBS) -lpthread
+
+.PHONY: fuzz-smoke-dumpread
+fuzz-smoke: fuzz-smoke-dumpread
+fuzz-smoke-dumpread: $(B)/fuzz/dumpread_fuzz
+	@rm -rf $(B)/fuzz/work-dumpread && mkdir -p $(B)/fuzz/work-dumpread
+	$(B)/fuzz/dumpread_fuzz -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=65536 -dict=tests/fuzz/dumpread.dict -print_final_stats=1 \
+	    $(B)/fuzz/work-dumpread tests/fuzz/corpus/dumpread

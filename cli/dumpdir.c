@@ -63,7 +63,7 @@ static int list(struct job *j, char *err, size_t errlen)
         j->n++;
     }
     closedir(dp);
-    qsort(j->names, j->n, sizeof *j->names, by_name);
+    if (j->n > 1) qsort(j->names, j->n, sizeof *j->names, by_name);
     return 0;
 }
 
@@ -90,7 +90,7 @@ static void one_per_rank(struct job *j, const struct ng_dumpdir_cb *cb, struct n
     char **v = malloc(j->n * sizeof *v);
     if (!v) return;
     memcpy(v, j->names, j->n * sizeof *v);
-    qsort(v, j->n, sizeof *v, by_rank);
+    if (j->n > 1) qsort(v, j->n, sizeof *v, by_rank);
     for (size_t i = 0; i + 1 < j->n; i++) {
         long r = name_rank(v[i]);
         size_t k = i, best = i;

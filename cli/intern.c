@@ -29,7 +29,8 @@ static char *store(struct ng_intern *t, const void *s, size_t len)
     char *p = t->block + t->block_used;
     memcpy(p, s, len);
     p[len] = '\0';
-    t->block_used += len + 1;
+    t->block_used += (len + 8) & ~(size_t)7; /* items stay 8-byte aligned (structs) */
+    if (t->block_used > t->block_size) t->block_used = t->block_size;
     return p;
 }
 

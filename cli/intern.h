@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 struct ng_intern {
-    char **items;          /* items[id - 1]: the bytes, NUL-terminated */
+    char **items;          /* items[id - 1]: the bytes, NUL-terminated, 8-byte aligned */
     uint32_t *lens;
     uint32_t n, cap;
     uint32_t *slots;       /* open addressing: id, 0 empty */
