@@ -3,16 +3,19 @@
 # records each (bench/gendumps, about 2 MB a rank, rank 2345 % RANKS planted as the
 # culprit: it never calls the last AllReduce), read from the page cache. Prints the
 # time, the peak RSS and the read rate of each command, whether the culprit was named,
-# and, measured in the same run on a sample of 32 ranks, the parse rate of simdjson
+# and, measured in the same run on a sample of 64 ranks, the parse rate of simdjson
 # (the reader's library) and of jansson (the baseline) through the same reader.
 # Target: 4096 ranks (8.6 GB) in <= 10 s and <= 2 GB on the 2-core machine:
 #   make bench ANALYZE_RANKS=4096     (or: bench/analyze.sh build 4096)
-# Usage: bench/analyze.sh BUILD_DIR [RANKS] [WORK_DIR]   (the dumps are kept in
-# WORK_DIR, default $TMPDIR/ncclguard-bench-dumps, and reused while they match)
+# Usage: bench/analyze.sh BUILD_DIR [RANKS] [WORK_DIR]   (with WORK_DIR the dumps are
+# kept there and reused while they match; without, they are removed at the end)
 set -u
 B=$(cd "${1:-build}" && pwd)
 RANKS=${2:-512}
-W=${3:-${TMPDIR:-/tmp}/ncclguard-bench-dumps}
+if [ -n "${3:-}" ]; then W=$3; else
+    W=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-bench.XXXXXX")
+    trap 'rm -rf "$W"' EXIT
+fi
 NG=$B/ncclguard
 GEN=$B/bench/gendumps
 CULPRIT=$((2345 % RANKS))
@@ -30,7 +33,7 @@ dumps() {
     cat "$d"/*.json >/dev/null # into the page cache
 }
 dumps full "$RANKS"
-dumps sample 32
+dumps sample 64
 
 # measure LABEL CMD...: runs CMD, prints "LABEL seconds peak_rss_bytes exit_status"
 measure() {
@@ -62,7 +65,7 @@ print(f"analyze: {ranks} ranks x 4096 records ({full / 1e9:.2f} GB, {cpus} CPUs)
       f"peak RSS {rss / mb:.0f} MB, {full / t / mb:.0f} MB/s; exit {rc}; planted culprit named: {named}")
 print(f"report:  the same dumps: {tr:.2f} s, peak RSS {rssr / mb:.0f} MB, "
       f"{full / tr / mb:.0f} MB/s; exit {rcr}")
-print(f"parse rate, one thread, 32 ranks ({sample / mb:.0f} MB): simdjson {sample / ts / mb:.0f} MB/s, "
+print(f"parse rate, one thread, 64 ranks ({sample / mb:.0f} MB): simdjson {sample / ts / mb:.0f} MB/s, "
       f"jansson {sample / tj / mb:.0f} MB/s (baseline): simdjson is {tj / ts:.1f}x faster")
 at = t * 8.6e9 / full
 print(f"target: 4096 ranks x 4096 records (8.6 GB) in <= 10 s and <= 2 GB; at this rate "

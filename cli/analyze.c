@@ -30,8 +30,10 @@ static void usage(FILE *out)
             "input (no dump could be read), 64 usage.\n");
 }
 
-/* Parses the command line into o and *dir; 0, 1 (--help), or -1 (usage error). */
-int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json)
+/* Parses the command line into o and *dir (and --json into *json, -o into *out,
+ * for the commands that take them); 0, 1 (--help), or -1 (usage error). */
+int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json,
+                  const char **out)
 {
     enum { O_JSON = 256, O_INCIDENT, O_LAUNCHER, O_PARSER, O_THREADS, O_HELP };
     static const struct option opts[] = {
@@ -43,11 +45,16 @@ int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, in
     memset(o, 0, sizeof *o);
     o->progress = 1;
     if (json) *json = 0;
+    if (out) *out = NULL;
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
+        case 'o':
+            if (!out) goto bad;
+            *out = optarg;
+            break;
         case O_JSON:
             if (!json) goto bad;
             *json = 1;
@@ -68,13 +75,14 @@ int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, in
         default: goto bad;
         }
     }
-    if (optind != argc - 1) goto bad;
+    if (optind != argc - 1 || (out && !*out)) goto bad;
     *dir = argv[optind];
     return 0;
 bad:
     fprintf(stderr, "ncclguard %s: %s\n", argv[0],
             optind <= argc && optind > 0 && argv[optind - 1] && argv[optind - 1][0] == '-'
-                ? "bad option or value" : "expects one dump directory");
+                ? "bad option or value" : out && optind == argc - 1 ? "needs -o FILE"
+                : "expects one dump directory");
     return -1;
 }
 
@@ -96,7 +104,7 @@ int ncclguard_cli_analyze(int argc, char **argv)
     struct an_opts o;
     const char *dir;
     int json;
-    int rc = an_parse_args(argc, argv, &o, &dir, &json);
+    int rc = an_parse_args(argc, argv, &o, &dir, &json, NULL);
     if (rc) {
         usage(rc > 0 ? stdout : stderr);
         return rc > 0 ? 0 : NG_EXIT_USAGE;

@@ -35,6 +35,9 @@
 #define AN_LATE_NS 2000000LL
 #define AN_STRAGGLER_MIN 8
 #define AN_STRAGGLER_SHARE 0.5
+/* More members of a communicator without a dump than this are missing dumps, not
+ * culprits. */
+#define AN_MAX_ABSENT 4
 /* An op in flight this long at dump time counts as stuck even without a timeout. */
 #define AN_STUCK_NS 60000000000LL
 
@@ -169,6 +172,9 @@ struct an {
     struct an_opts opt;
     struct ng_intern strs;
     struct ng_intern sigs;               /* struct an_sig, by value */
+#define AN_SIG_CACHE 16
+    struct an_sig sig_cache[AN_SIG_CACHE];
+    uint32_t sig_cache_id[AN_SIG_CACHE];
     struct an_rank *ranks;
     size_t nranks, capranks;
     struct an_rcomm *rcomms;
@@ -237,7 +243,8 @@ void an_verdict_lines(struct an *a);        /* analyze_format.c */
 const struct an_rcomm *an_rcomm_of(const struct an *a, int32_t ri, uint32_t c);
 
 /* analyze.c: the command line and the run, shared with report.c */
-int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json);
+int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json,
+                  const char **out);
 int an_run(struct an *a, const char *dir, const char *cmd);
 
 /* shared by the printers (analyze_format.c) */

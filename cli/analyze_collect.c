@@ -193,7 +193,14 @@ uint32_t an_sig_of(struct an *a, const struct ng_dop *o)
     k.op = o->op;
     memcpy(k.datatype, o->datatype, sizeof k.datatype);
     memcpy(k.redop, o->redop, sizeof k.redop);
-    return ng_intern(&a->sigs, &k, sizeof k);
+    /* ops repeat: a few recent signatures answer most lookups without hashing */
+    unsigned slot = (unsigned)(o->count ^ o->op ^ (uint64_t)o->datatype[0] << 3) % AN_SIG_CACHE;
+    if (a->sig_cache_id[slot] && !memcmp(&a->sig_cache[slot], &k, sizeof k))
+        return a->sig_cache_id[slot];
+    uint32_t id = ng_intern(&a->sigs, &k, sizeof k);
+    a->sig_cache[slot] = k;
+    a->sig_cache_id[slot] = id;
+    return id;
 }
 
 void an_count_sig(struct an *a, struct an_seq *s, uint32_t sig, int32_t rank)

@@ -132,8 +132,13 @@ static void culprit_line(struct an *a, struct an_culprit *c)
 {
     char buf[4096], who[128];
     const struct an_finding *f = &c->f;
-    size_t at = (size_t)snprintf(buf, sizeof buf, "culprit: %s: %s",
-                                 an_rank_name(a, f->rank, f->grank, who, sizeof who),
+    char id[24];
+    if (f->rank < 0 && f->grank < 0) /* its comm rank is all the dumps tell */
+        snprintf(who, sizeof who, "comm rank %lld of comm %s (global rank unknown)",
+                 (long long)f->comm_rank, an_comm_short(a, f->comm, id, sizeof id));
+    else
+        an_rank_name(a, f->rank, f->grank, who, sizeof who);
+    size_t at = (size_t)snprintf(buf, sizeof buf, "culprit: %s: %s", who,
                                  ng_intern_get(&a->strs, f->detail));
     if (f->cause == AN_GPU_NOT_STARTED && at < sizeof buf)
         at += blocker_text(a, f, buf + at, sizeof buf - at);

@@ -95,6 +95,14 @@ static void absent_members(struct an *a, uint32_t ci, const struct wait *w, int6
                            size_t n_nodump)
 {
     struct an_comm *c = &a->comms[ci];
+    int64_t absent = c->nranks - (int64_t)c->nmembers;
+    if (absent > AN_MAX_ABSENT) { /* the dumps are incomplete, not 3000 culprits */
+        char id[24];
+        an_note(a, "comm %s: %lld of its %lld ranks left no dump; no culprit is named among "
+                   "them", an_comm_short(a, ci, id, sizeof id), (long long)absent,
+                (long long)c->nranks);
+        return;
+    }
     for (int64_t k = 0; k < c->nranks; k++) {
         if (c->member[k] >= 0) continue;
         int64_t g = grank_of(a, c, k, nodump, n_nodump);
@@ -159,7 +167,8 @@ static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump,
     /* Members without a dump are blamed only when no rank that dumped explains the
      * wait, and no rank crashed: ranks that a launcher stops after a crash often
      * leave no dump (a SIGTERM while idle writes none). */
-    if (a->nfindings == before && (int64_t)c->nmembers < c->nranks && !crashed)
+    if (a->nfindings == before && (int64_t)c->nmembers < c->nranks && !crashed &&
+        n_nodump <= AN_MAX_ABSENT)
         absent_members(a, ci, &w, nodump, n_nodump);
     if (a->nfindings > before || !w.started) return;
     for (int64_t m = 0; m < c->nranks; m++) {
@@ -192,6 +201,9 @@ void an_detect_collectives(struct an *a)
         }
     int crashed = 0;
     for (size_t i = 0; i < a->nranks; i++) crashed |= a->ranks[i].crashed;
+    if (n_nodump > AN_MAX_ABSENT)
+        an_note(a, "%zu of the job's %lld ranks left no dump: the dumps are incomplete, and no "
+                   "culprit is named among the ranks without one", n_nodump, (long long)a->world);
     for (uint32_t ci = 0; ci < a->ncomms; ci++)
         if (a->comms[ci].nranks > 1) one_comm(a, ci, nodump, n_nodump, crashed);
 }

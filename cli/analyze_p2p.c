@@ -114,7 +114,9 @@ static void one_pair(struct an *a, uint32_t ci, int32_t m, const struct an_peer 
     if (q < 0 || q >= c->nranks || q == m || !pm->fl.present || !at_head(a, mi, &pm->fl)) return;
     int32_t qi = c->member[q];
     if (qi < 0) {
-        if (pm->fl.state == NG_ST_STARTED) no_dump(a, ci, mi, q, pm);
+        if (pm->fl.state == NG_ST_STARTED && c->nranks - (int64_t)c->nmembers <= AN_MAX_ABSENT &&
+            (int64_t)a->nranks >= a->world - AN_MAX_ABSENT)
+            no_dump(a, ci, mi, q, pm);
         return;
     }
     const struct an_peer *pq = peer_entry(a, an_rcomm_of(a, qi, ci), m);

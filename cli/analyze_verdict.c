@@ -67,8 +67,10 @@ static void add_culprit(struct an *a, const struct an_culprit *c)
     for (size_t i = 0; i < a->nculprits; i++) {
         struct an_culprit *o = &a->culprits[i];
         if (!same_rank(&o->f, &c->f)) continue;
+        /* the winning cause; for one cause, the longer chain: it shows the ranks that
+         * were blamed and are not the culprit */
         if (c->f.cause < o->f.cause ||
-            (c->f.cause == o->f.cause && c->nchain < o->nchain) ||
+            (c->f.cause == o->f.cause && c->nchain > o->nchain) ||
             (c->f.cause == o->f.cause && c->nchain == o->nchain && c->f.since_ns &&
              (!o->f.since_ns || c->f.since_ns < o->f.since_ns)))
             *o = *c;

@@ -15,7 +15,7 @@ ANALYZE_SRCS := cli/intern.c cli/analyze.c cli/analyze_collect.c cli/analyze_fol
     cli/analyze_read.c cli/analyze_where.c cli/analyze_rank.c cli/analyze_hang.c \
     cli/analyze_p2p.c cli/analyze_cmp.c cli/analyze_verdict.c cli/analyze_launcher.c \
     cli/analyze_format.c cli/analyze_summary.c cli/analyze_text.c cli/analyze_json.c \
-    cli/report.c
+    cli/report.c cli/report_svg.c cli/report_html.c
 
 CLI_SRCS := cli/main.c cli/envcheck.c $(ANALYZE_SRCS)
 CLI_SHIM_SRCS := $(SHIM_POLICY_SRCS) $(wildcard shim/base/*.c)

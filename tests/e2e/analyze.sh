@@ -67,7 +67,7 @@ job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 verdict hang "1:missing"
 if grep -q 'trainloop_host_stall' "$TMP/hang.txt" && grep -q '"where"' "$TMP/hang.json" &&
     python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["verdict"]["culprits"][0]
-assert "trainloop_host_stall" in c["where"]["frames"] and c["seq"] and c["chain"] == [1], c' \
+assert "trainloop_host_stall" in c["where"]["frames"] and c["seq"] and c["chain"][-1] == 1, c' \
         "$TMP/hang.json"; then
     pass "host hang: the verdict shows rank 1's thread in trainloop_host_stall"
 else
@@ -114,6 +114,12 @@ else
     fail "no dump" "the peers of the crash left $(ls "$TMP/nodump/dumps" | wc -l) dumps"
 fi
 unset NCCLGUARD_TIMEOUT NCCLGUARD_FIRST_TIMEOUT
+
+# An asynchronous error on rank 0 (the fake NCCL injects ncclRemoteError after 20 ops):
+# rank 0 exits on it; its exit dump has the communicator's error.
+FAKENCCL_ASYNC_ERROR_AFTER=20 FAKENCCL_ASYNC_ERROR_RANK=0 NCCLGUARD_DUMP_AT_EXIT=1 \
+    job async -n 2 --timeout 60 -- --steps 20 --quiet
+verdict async "0:async_error"
 
 # A slow rank: rank 1's GPU starts every kernel, copy and op 4 ms late; no hang.
 # It is named slow, and nobody else is.
@@ -165,6 +171,54 @@ mkdir -p "$TMP/empty"
 rc=$?
 [ $rc = 3 ] && grep -q 'no usable dump' "$TMP/empty.err" &&
     pass "an empty directory: unusable input, exit 3" || fail "empty directory" "rc=$rc"
+
+# A chain: rank 0 waits on comm A (ranks 0, 1) for rank 1, which never called the op
+# because it waits on comm B (ranks 1, 2) for rank 2, which never called that one: the
+# verdict names rank 2, with the chain 1 -> 2.
+mkdir -p "$TMP/chain"
+python3 - "$TMP/chain" <<'PY'
+import json, sys
+A, B = "00000000000000aa", "00000000000000bb"
+def comm(cid, rank, last, done):
+    return {"id": cid, "rank": rank, "nranks": 2, "device": 0, "name": None, "state": "ready",
+            "blocking": True, "parent": None, "created_ns": 1, "last_seq": last,
+            "last_completed_seq": done, "last_async_error": 0, "peers": []}
+def op(index, cid, rank, seq, state, t):
+    return {"index": index, "comm": cid, "comm_rank": rank, "comm_nranks": 2, "seq": seq,
+            "p2p_seq": None, "op": "AllReduce", "count": 8, "datatype": "float32", "bytes": 32,
+            "redop": "sum", "root": None, "peer": None, "stream": "0000000000000010",
+            "group": None, "thread": 100 + index, "enqueue_ns": t, "enqueue_mono_ns": t,
+            "state": state, "gpu_start_ns": t + 1 if state != "scheduled" else None,
+            "gpu_end_ns": t + 2 if state == "completed" else None, "seen_start_ns": None,
+            "seen_end_ns": None, "result": 0,
+            "flags": ["timeout"] if state == "started" else [], "marker": None}
+def frames(*names):
+    return [{"pc": "%016x" % (0x1000 + i), "module": "/job/pipeline", "offset": i,
+             "function": n, "function_offset": 4, "build_id": None} for i, n in enumerate(names)]
+ranks = [
+    ([comm(A, 0, 5, 4)], [op(1, A, 0, 5, "started", 50), op(0, A, 0, 4, "completed", 40)],
+     frames("wait_stream", "stage_a", "main")),
+    ([comm(A, 1, 4, 4), comm(B, 0, 3, 2)],
+     [op(1, B, 0, 3, "started", 45), op(0, A, 1, 4, "completed", 40)],
+     frames("wait_stream", "stage_b", "main")),
+    ([comm(B, 1, 2, 2)], [op(0, B, 1, 2, "completed", 30)], frames("stage_c_hang", "main")),
+]
+for r, (comms, ops, fr) in enumerate(ranks):
+    d = {"schema": "ncclguard.dump/2", "reason": "timeout" if r < 2 else "trigger",
+         "incident": "1-r0@h", "time_ns": 10**12, "host": "h", "pid": 1000 + r, "rank": r,
+         "local_rank": r, "job": "chain", "versions": {"ncclguard": "0.1.0", "nccl": None,
+         "cuda_driver": None, "python": None}, "env": {},
+         "flight": {"capacity": 16, "recorded": len(ops), "overwritten": 0, "dropped_inflight": 0},
+         "comms": comms, "ops": ops,
+         "threads": [{"tid": 1000 + r, "name": "pipeline", "state": "S", "syscall": None,
+                      "stack_from": "self", "frames": fr}], "python": None}
+    json.dump(d, open(f"{sys.argv[1]}/ncclguard-r{r}-h-{1000 + r}.json", "w"))
+PY
+verdict chain "2:missing"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["verdict"]["culprits"][0]
+assert c["chain"] == [1, 2] and c["where"]["frames"][0] == "stage_c_hang", c' "$TMP/chain.json" &&
+    pass "chain: followed from rank 1 to rank 2, in stage_c_hang" ||
+    fail "chain" "$(head -n 1 "$TMP/chain.txt")"
 
 # Synthetic dumps (bench/gendumps), 64 ranks in groups of 8: the planted culprit.
 if [ -x "$GEN" ]; then
