@@ -50,7 +50,7 @@ const char *an_cause_name(int cause);
 
 /* An op's signature, interned (an->sigs): what must agree across ranks at one seq. */
 struct an_sig {
-    uint64_t count, bytes;
+    uint64_t count, bytes;               /* bytes: 0 (count and datatype say it) */
     int32_t root;
     uint8_t op;
     char datatype[16], redop[24];
@@ -88,7 +88,7 @@ struct an_rcomm {
     uint32_t state;                      /* interned */
     uint32_t peer0, npeers;              /* an->peers */
     uint64_t last_thread;                /* the thread of its newest op */
-    uint64_t last_index;
+    uint64_t nops;                       /* its ops in the dump */
     struct an_flight fl;                 /* its oldest collective in flight */
     uint32_t ninflight;
 };

@@ -187,8 +187,7 @@ uint32_t an_sig_of(struct an *a, const struct ng_dop *o)
 {
     struct an_sig k;
     memset(&k, 0, sizeof k);
-    k.count = o->count;
-    k.bytes = o->bytes;
+    k.count = o->count; /* bytes is count x the type's size: a brief read skips it */
     k.root = o->root;
     k.op = o->op;
     memcpy(k.datatype, o->datatype, sizeof k.datatype);

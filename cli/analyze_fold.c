@@ -107,10 +107,8 @@ static void add_ops(struct an *a, struct an_rank *r, int32_t ri, const struct ng
         struct an_rcomm *rc = rcomm_of(a, r, o->comm, &last);
         if (o->flags & NG_DOP_TIMEOUT) r->timeouts++;
         if (o->state == NG_ST_FAILED && o->result && !r->failed_result) r->failed_result = o->result;
-        if (rc && (!rc->last_thread || o->index > rc->last_index)) {
-            rc->last_index = o->index;
-            rc->last_thread = o->thread;
-        }
+        if (rc && !rc->nops++) rc->last_thread = o->thread; /* its newest op: in flight
+                                                               first, newest first */
         if (in_flight(o->state)) add_inflight(a, r, rc, o);
         if (!rc || !o->seq) continue;
         struct an_seq *s = an_seq_slot(&a->comms[rc->comm], o->seq);

@@ -87,6 +87,7 @@ static int by_rank(const void *a, const void *b)
  * j->names; their lines go to on_bad. */
 static void one_per_rank(struct job *j, const struct ng_dumpdir_cb *cb, struct ng_dumpdir_stats *st)
 {
+    if (j->n < 2) return;
     char **v = malloc(j->n * sizeof *v);
     if (!v) return;
     memcpy(v, j->names, j->n * sizeof *v);
@@ -132,21 +133,20 @@ static void path_of(const struct job *j, size_t i, char *buf, size_t size)
     snprintf(buf, size, "%s/%s", j->dir, j->names[i]);
 }
 
-static void parse_one(struct job *j, ng_jparser *p, size_t i, struct slot *s)
+static void parse_one(struct job *j, ng_jparser *p, size_t i, struct slot *s, struct ng_dump_bytes *b)
 {
     char path[4096];
-    struct ng_dump_bytes b;
     path_of(j, i, path, sizeof path);
-    if (ng_dump_slurp(path, &b, s->err, sizeof s->err)) return;
-    s->d = ng_dump_parse(p, b.buf, b.len, path, j->flags, s->err, sizeof s->err);
-    s->bytes = b.len;
-    ng_dump_unslurp(&b);
+    if (ng_dump_slurp(path, b, s->err, sizeof s->err)) return;
+    s->d = ng_dump_parse(p, b->buf, b->len, path, j->flags, s->err, sizeof s->err);
+    s->bytes = b->len;
 }
 
 static void *worker(void *arg)
 {
     struct job *j = arg;
     ng_jparser *p = ng_jparser_new(j->backend);
+    struct ng_dump_bytes b = {0};
     pthread_mutex_lock(&j->lock);
     for (;;) {
         while (!j->stop && j->next < j->n && j->next >= j->delivered + j->window)
@@ -155,7 +155,7 @@ static void *worker(void *arg)
         size_t i = j->next++;
         pthread_mutex_unlock(&j->lock);
         struct slot s = {0};
-        if (p) parse_one(j, p, i, &s);
+        if (p) parse_one(j, p, i, &s, &b);
         else snprintf(s.err, sizeof s.err, "out of memory");
         pthread_mutex_lock(&j->lock);
         s.ready = 1;
@@ -164,6 +164,7 @@ static void *worker(void *arg)
     }
     pthread_mutex_unlock(&j->lock);
     ng_jparser_free(p);
+    ng_dump_unslurp(&b);
     return NULL;
 }
 

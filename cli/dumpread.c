@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,8 +162,8 @@ static int root(void *c, ng_jv *v)
     return 0;
 }
 
-struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
-                              int flags, char *err, size_t errlen)
+static struct ng_dump *parse_once(ng_jparser *p, const char *buf, size_t len, const char *path,
+                                  int flags, int no_tail, int *again, char *err, size_t errlen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
@@ -181,16 +180,28 @@ struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const 
     d->rank = d->local_rank = d->pid = NG_DUMP_NONE;
     d->path = path ? ng_mem_strdup(m, path, strlen(path)) : NULL;
     err[0] = '\0';
-    struct ng_rd r = {.d = d, .m = m, .err = err, .errlen = errlen, .brief = flags & NG_DUMP_BRIEF};
+    struct ng_rd r = {.d = d, .m = m, .err = err, .errlen = errlen,
+                      .brief = flags & NG_DUMP_BRIEF, .no_tail = no_tail};
     struct top_ctx x = {&r, 0};
     int rc = ng_json_parse(p, buf, len, root, &x, jerr, sizeof jerr);
-    if (rc == 0) return d;
+    *again = rc == 0 && r.order_broken;
+    if (rc == 0 && !*again) return d;
     if (jerr[0]) /* the document itself is malformed: that says more than a member */
         snprintf(err, errlen, "%s", jerr);
     else if (!err[0])
         snprintf(err, errlen, "not a dump");
     ng_dump_free(d);
     return NULL;
+}
+
+struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
+                              int flags, char *err, size_t errlen)
+{
+    int again;
+    struct ng_dump *d = parse_once(p, buf, len, path, flags, 0, &again, err, errlen);
+    if (again) /* an op in flight after one that is not: read everything of every op */
+        d = parse_once(p, buf, len, path, flags, 1, &again, err, errlen);
+    return d;
 }
 
 void ng_dump_free(struct ng_dump *d)
@@ -204,7 +215,7 @@ void ng_dump_free(struct ng_dump *d)
 int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t errlen)
 {
     struct stat st;
-    memset(b, 0, sizeof *b);
+    b->len = 0;
     if (stat(path, &st)) {
         snprintf(err, errlen, "cannot read: %s", strerror(errno));
         return -1;
@@ -227,60 +238,45 @@ int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t e
         close(fd);
         return -1;
     }
-    size_t size = (size_t)st.st_size, page = (size_t)sysconf(_SC_PAGESIZE);
-    if (size == 0) {
-        snprintf(err, errlen, "empty file");
-        close(fd);
-        return -1;
-    }
-    /* Mapped: the rest of the last page reads as zeros, and is the padding. (The
-     * writer replaces a dump by rename, never truncates it: the mapping stays valid.) */
-    if (size % page && page - size % page >= NG_JSON_PADDING) {
-        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        if (p != MAP_FAILED) {
+    size_t size = (size_t)st.st_size, got = 0;
+    if (size + NG_JSON_PADDING > b->cap) {
+        char *nb = realloc(b->buf, size + NG_JSON_PADDING);
+        if (!nb) {
+            snprintf(err, errlen, "out of memory");
             close(fd);
-            b->buf = p;
-            b->len = b->maplen = size;
-            return 0;
+            return -1;
         }
+        b->buf = nb;
+        b->cap = size + NG_JSON_PADDING;
     }
-    size_t got = 0;
-    char *buf = malloc(size + NG_JSON_PADDING);
-    while (buf && got < size) {
-        ssize_t n = read(fd, buf + got, size - got);
+    while (got < size) { /* a file that shrank meanwhile is read as far as it goes */
+        ssize_t n = read(fd, b->buf + got, size - got);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         got += (size_t)n;
     }
     close(fd);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     if (got == 0) {
         snprintf(err, errlen, "empty file");
-        free(buf);
         return -1;
     }
-    memset(buf + got, 0, NG_JSON_PADDING);
-    b->buf = buf;
+    memset(b->buf + got, 0, NG_JSON_PADDING);
     b->len = got;
     return 0;
 }
 
 void ng_dump_unslurp(struct ng_dump_bytes *b)
 {
-    if (b->maplen) munmap(b->buf, b->maplen);
-    else free(b->buf);
+    free(b->buf);
     memset(b, 0, sizeof *b);
 }
 
 struct ng_dump *ng_dump_read_file(ng_jparser *p, const char *path, int flags, char *err,
                                   size_t errlen)
 {
-    struct ng_dump_bytes b;
-    if (ng_dump_slurp(path, &b, err, errlen)) return NULL;
-    struct ng_dump *d = ng_dump_parse(p, b.buf, b.len, path, flags, err, errlen);
+    struct ng_dump_bytes b = {0};
+    struct ng_dump *d = NULL;
+    if (!ng_dump_slurp(path, &b, err, errlen)) d = ng_dump_parse(p, b.buf, b.len, path, flags, err, errlen);
     ng_dump_unslurp(&b);
     return d;
 }

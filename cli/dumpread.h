@@ -125,9 +125,12 @@ struct ng_dump {
 const char *ng_dop_name_str(int op);
 const char *ng_dop_state_str(int state);
 
-/* Flags of a read: NG_DUMP_BRIEF skips the members of ops[] that the analysis does
- * not use (comm_rank, comm_nranks, group, enqueue_mono_ns, seen_start_ns,
- * seen_end_ns, marker: they read as null), unparsed. */
+/* Flags of a read: NG_DUMP_BRIEF skips, unparsed, the members of ops[] that the
+ * analysis does not use (comm_rank, comm_nranks, bytes, group, enqueue_mono_ns,
+ * seen_start_ns, seen_end_ns, marker: they read as 0 or none), and in the ops past
+ * the first one not in flight (the writer puts those in flight first) also index,
+ * p2p_seq, peer and stream, which it uses only of an op in flight. A dump that puts
+ * an op in flight later is read again without the second skip. */
 #define NG_DUMP_BRIEF 1
 
 /* Reads one dump from buf[0..len) (NG_JSON_PADDING readable bytes after it).

@@ -66,12 +66,18 @@ static const char *const op_required[] = {"index", "comm", "seq", "op", "state",
 #define COUNT_ONE(key, kind, source) +1
 _Static_assert(NOPFIELDS == 0 NG_DUMP_OP_FIELDS(COUNT_ONE), "ops[] members differ from dump_format.h");
 
-/* The members a brief read (NG_DUMP_BRIEF) skips unparsed. */
-static const char *const brief_skips[] = {"comm_rank", "comm_nranks", "group", "enqueue_mono_ns",
-                                          "seen_start_ns", "seen_end_ns", "marker"};
-static struct ng_jfield brief_fields[NOPFIELDS];
-static struct ng_jrecord op_record, brief_record;
-static uint64_t op_need, brief_need; /* the bits of op_required in each */
+/* The members a brief read (NG_DUMP_BRIEF) skips unparsed; and those it skips too
+ * in the ops past the ones in flight (dump-format.md: those come first), which the
+ * analysis needs only of an op in flight. */
+static const char *const brief_skips[] = {"comm_rank", "comm_nranks", "bytes", "group",
+                                          "enqueue_mono_ns", "seen_start_ns", "seen_end_ns",
+                                          "marker"};
+static const char *const tail_skips[] = {"index", "p2p_seq", "peer", "stream"};
+static struct ng_jfield brief_fields[NOPFIELDS], tail_fields[NOPFIELDS];
+static struct ng_jrecord op_record, brief_record, tail_record;
+static uint64_t op_need, tail_need; /* the bits of op_required in each */
+
+static int in_flight(int state) { return state == NG_ST_SCHEDULED || state == NG_ST_STARTED; }
 
 static int op_elem(void *c, size_t i, ng_jv *v)
 {
@@ -81,10 +87,14 @@ static int op_elem(void *c, size_t i, ng_jv *v)
     if (!o) return ng_rd_fail(r, NULL, "out of memory");
     o->comm_rank = o->comm_nranks = o->root = o->peer = o->marker = NG_DUMP_NONE;
     uint64_t seen = 0;
-    int bad;
-    const struct ng_jrecord *rec = r->brief ? &brief_record : &op_record;
-    uint64_t need = r->brief ? brief_need : op_need;
-    if (!ng_jv_record(v, rec, o, &seen, &bad) && (seen & need) == need) return 0;
+    int bad, tail = r->brief && r->tail && !r->no_tail;
+    const struct ng_jrecord *rec = !r->brief ? &op_record : tail ? &tail_record : &brief_record;
+    uint64_t need = tail ? tail_need : op_need;
+    if (!ng_jv_record(v, rec, o, &seen, &bad) && (seen & need) == need) {
+        if (r->brief && !in_flight(o->state)) r->tail = 1;
+        else if (tail) r->order_broken = 1;
+        return 0;
+    }
     rd_enter(r, "ops", (long)i);
     if (bad >= 0) ng_rd_fail(r, rec->fields[bad].name, "not of its kind (see docs/dump-format.md)");
     else if ((seen & need) != need && !r->err[0])
@@ -193,17 +203,21 @@ static void init_once(void)
 {
     ng_jrecord_init(&op_record, op_fields, NOPFIELDS);
     for (int i = 0; i < NOPFIELDS; i++) {
-        brief_fields[i] = op_fields[i];
+        brief_fields[i] = tail_fields[i] = op_fields[i];
         for (size_t k = 0; k < sizeof brief_skips / sizeof brief_skips[0]; k++)
-            if (!strcmp(op_fields[i].name, brief_skips[k])) brief_fields[i].kind = NG_JF_SKIP;
+            if (!strcmp(op_fields[i].name, brief_skips[k]))
+                brief_fields[i].kind = tail_fields[i].kind = NG_JF_SKIP;
+        for (size_t k = 0; k < sizeof tail_skips / sizeof tail_skips[0]; k++)
+            if (!strcmp(op_fields[i].name, tail_skips[k])) tail_fields[i].kind = NG_JF_SKIP;
     }
     ng_jrecord_init(&brief_record, brief_fields, NOPFIELDS);
-    for (size_t k = 0; k < sizeof op_required / sizeof op_required[0]; k++) {
+    ng_jrecord_init(&tail_record, tail_fields, NOPFIELDS);
+    for (size_t k = 0; k < sizeof op_required / sizeof op_required[0]; k++)
         for (int i = 0; i < op_record.n; i++)
             if (!strcmp(op_fields[i].name, op_required[k])) op_need |= 1ull << i;
-        for (int i = 0; i < brief_record.n; i++)
-            if (!strcmp(brief_fields[i].name, op_required[k])) brief_need |= 1ull << i;
-    }
+    tail_need = op_need;
+    for (int i = 0; i < NOPFIELDS; i++)
+        if (tail_fields[i].kind == NG_JF_SKIP) tail_need &= ~(1ull << i);
     ng_jkeys_init(&comm_table, comm_keys, C_NKEYS);
     ng_jkeys_init(&peer_table, peer_keys, 3);
 }

@@ -24,15 +24,16 @@ char *ng_mem_strdup(struct ng_dump_mem *m, const char *s, size_t len);
 void *ng_mem_push(struct ng_dump_mem *m, void **vec, size_t *n, size_t *cap, size_t el);
 void ng_mem_free(struct ng_dump_mem *m);
 
-/* The bytes of the regular file at path, with NG_JSON_PADDING readable bytes after
- * them: mapped from the page cache when the last page has room for the padding,
- * else read. 0, or -1 with the reason in err. */
+/* The bytes of the regular file at path, with NG_JSON_PADDING zero bytes after them,
+ * read into b->buf, which is kept (and grown) from one file to the next: a reader
+ * thread reuses one buffer. (Mapping the files instead costs more: each unmap
+ * interrupts the other CPUs to flush their TLBs.) 0, or -1 with the reason in err. */
 struct ng_dump_bytes {
     char *buf;
-    size_t len, maplen;    /* maplen 0: malloc'ed */
+    size_t len, cap;
 };
 int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t errlen);
-void ng_dump_unslurp(struct ng_dump_bytes *b);
+void ng_dump_unslurp(struct ng_dump_bytes *b); /* frees the buffer */
 
 /* Where the reader is, for messages: "ops[12].seq". */
 #define NG_RD_DEPTH 6
@@ -48,6 +49,8 @@ struct ng_rd {
     int depth;
     size_t ops_cap, comms_cap, threads_cap, pythreads_cap; /* of the arrays of d */
     int brief;            /* NG_DUMP_BRIEF */
+    int tail, no_tail;    /* brief: past the ops in flight (unless no_tail) */
+    int order_broken;     /* an op in flight among the tail: read again without it */
 };
 
 static inline void rd_enter(struct ng_rd *r, const char *name, long index)

@@ -198,6 +198,7 @@ inline int record_key(ondemand::field &f, const ng_jrecord *rec, int *hint, spar
                       error_code *e)
 {
     const char *raw = f.key().raw();
+    __builtin_prefetch(raw + 1024); /* the walk is sequential, and 2 MB fall out of L2 */
     uint64_t w[2];
     memcpy(w, raw, 16);
     int h = *hint + 1;
