@@ -12,7 +12,7 @@ $(B)/bench/libempty.so: bench/noop.c
 	$(CC) $(CFLAGS) -shared -Dmain=ng_bench_unused -o $@ $<
 
 BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead \
-    $(B)/bench/stacks
+    $(B)/bench/stacks $(B)/bench/gendumps
 ALL += $(BENCH_PROGS)
 
 # The last two lines printed are overhead's `added_ns_per_call=...` and
@@ -25,6 +25,7 @@ bench: deps
 	@bench/incident.sh $(B)
 	@bench/stacks.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
+	@bench/analyze.sh $(B) $(ANALYZE_RANKS)
 	@grep '^added_instr_per_call=' $(B)/bench-instructions.txt || true
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
@@ -42,3 +43,12 @@ $(B)/tests/gpu/events_bench: tests/gpu/events_bench.c bench/timing.h $(B)/fakes/
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libcuda.so.1
 ALL += $(B)/tests/gpu/events_bench
+
+# Synthetic dumps with a planted culprit, for `ncclguard analyze` at scale (bench/analyze.sh).
+$(B)/bench/gendumps: bench/gendumps.c bench/gen_dump.c bench/gendumps.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/gendumps.c bench/gen_dump.c $(LDFLAGS)
+
+# bench/analyze.sh's job size: 512 ranks of 4096 records (1 GB); the target is stated
+# for ANALYZE_RANKS=4096 (8 GB).
+ANALYZE_RANKS ?= 512

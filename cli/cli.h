@@ -26,4 +26,12 @@ int ncclguard_cli_diagnose(int argc, char **argv);
  * 0, 1 (no usable dump), 2 (cannot write), 64 (usage). */
 int ncclguard_cli_trace(int argc, char **argv);
 
+/* ncclguard analyze DIR [--json] [--incident ID] [--launcher-log FILE]:
+ * 0 healthy, 1 culprit named, 2 problem without culprit, 3 unusable input, 64 usage. */
+int ncclguard_cli_analyze(int argc, char **argv);
+
+/* ncclguard report DIR -o FILE [--incident ID] [--launcher-log FILE]: the same
+ * statuses as analyze. */
+int ncclguard_cli_report(int argc, char **argv);
+
 #endif

@@ -12,6 +12,8 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"analyze", ncclguard_cli_analyze,
+     "name the culprit rank of a hang and its cause, from every rank's dump"},
     {"envcheck", ncclguard_cli_envcheck,
      "audit the NCCL_* variables against the NCCL library that would be loaded"},
     {"run", ncclguard_cli_run, "run a command (torchrun, srun, mpirun...) with the library preloaded"},
@@ -19,6 +21,8 @@ static const struct {
      "what this node offers NCCL: library, driver, GPUs, topology, IB, interfaces, env"},
     {"trace", ncclguard_cli_trace, "write the dumps' ops as a Chrome trace (Perfetto, chrome://tracing)"},
     {"dump", ncclguard_cli_dump, "ask processes on this node, or a whole job, for a dump now"},
+    {"report", ncclguard_cli_report,
+     "write the analysis as one self-contained HTML file, with a picture per communicator"},
 };
 
 static void usage(FILE *out)

@@ -19,6 +19,7 @@ static const char usage_text[] =
     "                 [--quiet] [--hang-rank R [--hang-step S]] [--skip-rank R [--skip-step S]]\n"
     "                 [--mismatch-rank R [--mismatch-step S]]\n"
     "                 [--stall-gpu-rank R [--stall-step S]] [--corrupt-rank R [--corrupt-step S]]\n"
+    "                 [--hang-split-rank R [--hang-split-step S]] [--crash-rank R [--crash-step S]]\n"
     "One rank of a data-parallel job; run it under launch (RANK, WORLD_SIZE, LOCAL_RANK,\n"
     "LAUNCH_RDZV_DIR). Steps count from 0; a fault step defaults to 1.\n"
     "  --steps K          training steps (default 10)\n"
@@ -34,6 +35,9 @@ static const char usage_text[] =
     "  --mismatch-rank R  rank R passes count-1 to AllReduce #0 in step S\n"
     "  --stall-gpu-rank R rank R's stream stalls before the first collective of step S\n"
     "  --corrupt-rank R   rank R adds 1 to one input of AllReduce #0 in step S\n"
+    "  --hang-split-rank R rank R blocks in trainloop_host_stall() in step S, before its first\n"
+    "                     op on the split communicator (its world ops of the step are called)\n"
+    "  --crash-rank R     rank R dies of SIGSEGV in trainloop_crash() before step S\n"
     "Exit: 0 ok, 1 wrong result, 2 CUDA/NCCL call failed, 3 setup, 64 usage.\n";
 
 /* One line "trainloop: <problem>; see trainloop --help" and exit 64. */
@@ -63,8 +67,9 @@ enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_H
        O_FAULT_BASE };
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
-static const char *const fault_names[] = { "hang", "skip", "mismatch", "stall-gpu", "corrupt" };
-#define N_FAULTS 5
+static const char *const fault_names[] = { "hang", "skip", "mismatch", "stall-gpu", "corrupt",
+                                           "hang-split", "crash" };
+#define N_FAULTS 7
 
 static const struct option long_opts[] = {
     { "steps", required_argument, NULL, O_STEPS },
@@ -87,13 +92,17 @@ static const struct option long_opts[] = {
     { "stall-gpu-step", required_argument, NULL, O_FAULT_BASE + 7 },
     { "corrupt-rank", required_argument, NULL, O_FAULT_BASE + 8 },
     { "corrupt-step", required_argument, NULL, O_FAULT_BASE + 9 },
+    { "hang-split-rank", required_argument, NULL, O_FAULT_BASE + 10 },
+    { "hang-split-step", required_argument, NULL, O_FAULT_BASE + 11 },
+    { "crash-rank", required_argument, NULL, O_FAULT_BASE + 12 },
+    { "crash-step", required_argument, NULL, O_FAULT_BASE + 13 },
     { NULL, 0, NULL, 0 },
 };
 
 static struct tl_fault *fault_slot(struct tl_opts *o, int f)
 {
     struct tl_fault *slots[N_FAULTS] = { &o->hang, &o->skip, &o->mismatch, &o->stall_gpu,
-                                         &o->corrupt };
+                                         &o->corrupt, &o->hang_split, &o->crash };
     return slots[f];
 }
 
@@ -224,6 +233,10 @@ static void *run_worker(void *arg)
         if (tl_fault_now(w->p, &o->hang, step)) {
             tl_note(": host stall before step %d (--hang-rank, in trainloop_host_stall)", step);
             trainloop_host_stall();
+        }
+        if (tl_fault_now(w->p, &o->crash, step)) {
+            tl_note(": crash before step %d (--crash-rank, in trainloop_crash)", step);
+            trainloop_crash();
         }
         tl_host_jitter(w->p, step);
         tl_step_issue(w, step);

@@ -44,7 +44,7 @@ struct tl_opts {
     int graph;
     int quiet;
     int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
-    struct tl_fault hang, skip, mismatch, stall_gpu, corrupt;
+    struct tl_fault hang, skip, mismatch, stall_gpu, corrupt, hang_split, crash;
 };
 
 /* Per-process state, read-only once the workers start (except the sync objects). */
@@ -149,6 +149,7 @@ void tl_graph_destroy(struct tl_worker *w);
 /* trainloop_fault.c */
 int tl_fault_now(const struct tl_proc *p, const struct tl_fault *f, int step);
 void trainloop_host_stall(void);
+void trainloop_crash(void);
 void tl_host_jitter(const struct tl_proc *p, int step);
 void CUDA_CB trainloop_gpu_stall(void *arg);
 void tl_enqueue_gpu_stall(struct tl_worker *w, int step);

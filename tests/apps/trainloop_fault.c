@@ -3,7 +3,7 @@
  * stops calling NCCL (trainloop_host_stall) and a stream that never reaches
  * its collective (trainloop_gpu_stall). Both functions keep these exact,
  * non-static names so that they show up in stack traces and evidence dumps.
- * Skip, mismatch and corrupt are applied where the ops are issued and filled.
+ * Skip, mismatch, corrupt and hang-split are applied where the ops are issued and filled.
  */
 #include <stdatomic.h>
 #include <time.h>
@@ -49,6 +49,18 @@ __attribute__((noinline)) void trainloop_host_stall(void)
         sleep(1);
         __asm__ volatile("" ::: "memory");
     }
+}
+
+/*
+ * --crash-rank: a write through a null pointer, as a bug in the job would do; the
+ * process dies of SIGSEGV (after the shim's crash dump). Not inlined, so the
+ * crash dump's frame keeps the name.
+ */
+__attribute__((noinline, no_sanitize("undefined", "address"))) void trainloop_crash(void)
+{ /* not instrumented: UBSan would stop the store to NULL before it faults */
+    volatile int *p = NULL;
+    __asm__ volatile("" : "+r"(p));
+    *p = 1;
 }
 
 /*

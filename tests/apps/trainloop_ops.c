@@ -152,7 +152,7 @@ void tl_step_issue(struct tl_worker *w, int step)
         tl_enqueue_gpu_stall(w, step);
 
     /* Consecutive grouped ops form one group; it ends on the communicators they used. */
-    int in_group = 0;
+    int in_group = 0, stalled = 0;
     ncclComm_t used[2] = { NULL, NULL };   /* world, half */
     for (int k = 0; k < w->nops; k++) {
         if (!w->issued[k])
@@ -164,6 +164,12 @@ void tl_step_issue(struct tl_worker *w, int step)
         if (k == w->graph_op) {
             tl_graph_launch(w);
             continue;
+        }
+        if (w->ops[k].on_half && !stalled && tl_fault_now(w->p, &w->p->opt.hang_split, step)) {
+            stalled = 1;
+            tl_note(": host stall in step %d before the split communicator's first op "
+                    "(--hang-split-rank, in trainloop_host_stall)", step);
+            trainloop_host_stall();
         }
         if (w->ops[k].grouped) {
             if (!in_group) {

@@ -32,6 +32,6 @@ edit='sed -i "s/POLL_MS, poll_ms, INT, \"100\"/POLL_MS, poll_ms, INT, \"250\"/" 
 plant default-changed 'poll_ms defaults to 250 in settings.def'
 edit='sed -i "s/\"off|node|all\"/\"off|node|all|rack\"/" shim/policy/settings.def'
 plant choice-added 'audit takes off|node|all|rack in settings.def'
-edit='echo "Then run \`ncclguard analyze dumps/\` to name the culprit." >>docs/harness.md'
-plant command-not-there '`ncclguard analyze` is not a command of cli/main.c'
+edit='echo "Then run \`ncclguard frobnicate dumps/\` to name the culprit." >>docs/harness.md'
+plant command-not-there '`ncclguard frobnicate` is not a command of cli/main.c'
 finish

@@ -1,0 +1,262 @@
+/*
+ * analyze.h: the model of `ncclguard analyze` and `ncclguard report`.
+ *
+ * Dumps are read one at a time (dumpread.h) and folded into a compact summary
+ * (analyze_collect.c): per rank its communicators, the oldest op it has in flight
+ * on each communicator, peer and stream, and where its threads are; per
+ * communicator and seq, aggregates across ranks (the op's signature, who arrived
+ * last). No op is kept. Then the detectors (analyze_hang.c, analyze_cmp.c,
+ * analyze_rank.c) turn the summary into findings, each blaming one rank for one
+ * cause, and the verdict (analyze_verdict.c) follows each finding's chain to the
+ * rank at its end. The printers (analyze_text.c, analyze_json.c, report*.c)
+ * only read the result.
+ */
+#ifndef NCCLGUARD_ANALYZE_H
+#define NCCLGUARD_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dumpread.h"
+#include "intern.h"
+
+#define AN_NONE UINT32_MAX
+
+/* Exit statuses (docs/analysis.md). */
+#define AN_EXIT_HEALTHY 0
+#define AN_EXIT_CULPRIT 1
+#define AN_EXIT_NO_CULPRIT 2
+#define AN_EXIT_UNUSABLE 3
+
+/* A rank counts as the last to arrive at a collective only when it came this much
+ * after the first; one is a straggler when it is the last at STRAGGLER_MIN of them
+ * at least and causes STRAGGLER_SHARE of all the waiting, twice any other rank. */
+#define AN_LATE_NS 2000000LL
+#define AN_STRAGGLER_MIN 8
+#define AN_STRAGGLER_SHARE 0.5
+/* More members of a communicator without a dump than this are missing dumps, not
+ * culprits. */
+#define AN_MAX_ABSENT 4
+/* An op in flight this long at dump time counts as stuck even without a timeout. */
+#define AN_STUCK_NS 60000000000LL
+
+/* Causes, in the order in which they win when one rank has several. */
+enum an_cause { AN_CRASHED, AN_NO_DUMP, AN_ASYNC_ERROR, AN_MISMATCH, AN_MISSING,
+                AN_GPU_NOT_STARTED, AN_P2P, AN_SLOW, AN_NCAUSES };
+#define AN_CAUSE_NAMES {"crashed", "no_dump", "async_error", "mismatch", "missing", \
+                        "gpu_not_started", "p2p", "slow"}
+const char *an_cause_name(int cause);
+
+/* An op's signature, interned (an->sigs): what must agree across ranks at one seq. */
+struct an_sig {
+    uint64_t count, bytes;               /* bytes: 0 (count and datatype say it) */
+    int32_t root;
+    uint8_t op;
+    char datatype[16], redop[24];
+};
+
+/* A thread of a rank: names interned; `where` is its innermost frames that belong
+ * to the job, "f ← g ← h", `py` the same for its Python thread, `stack` every frame
+ * (the report's text). */
+struct an_thread {
+    int64_t tid;
+    uint32_t name, syscall, where, py, stack;
+};
+
+/* The oldest op in flight of one kind (per communicator, peer or stream). */
+struct an_flight {
+    uint64_t index, seq, stream, thread; /* seq: p2p_seq for a point-to-point op */
+    int64_t enqueue_ns;
+    uint32_t comm;                       /* an->comms index */
+    int32_t peer;                        /* comm rank, -1 for collectives */
+    uint8_t op, state, present;
+};
+
+struct an_peer {
+    int32_t peer;                        /* comm rank */
+    uint64_t called, done;
+    struct an_flight fl;                 /* its oldest p2p op in flight */
+};
+
+/* One rank's view of one communicator. */
+struct an_rcomm {
+    uint32_t comm;
+    int32_t comm_rank;
+    uint64_t last_seq, last_done;
+    int64_t async_error;
+    uint32_t state;                      /* interned */
+    uint32_t peer0, npeers;              /* an->peers */
+    uint64_t last_thread;                /* the thread of its newest op */
+    uint64_t nops;                       /* its ops in the dump */
+    struct an_flight fl;                 /* its oldest collective in flight */
+    uint32_t ninflight;
+};
+
+struct an_rank {
+    int64_t rank, pid, time_ns;          /* rank: global, -1 unknown */
+    uint32_t path, host, incident, reason, ras;
+    int major, minor;
+    uint32_t rc0, nrc;                   /* an->rcomms */
+    uint32_t st0, nst;                   /* an->streams: oldest op in flight per stream */
+    uint32_t th0, nth;                   /* an->threads */
+    uint32_t main;                       /* index into its threads, AN_NONE */
+    uint32_t python_why;                 /* why there are no Python stacks, interned */
+    uint64_t nops, ninflight, timeouts;
+    int64_t oldest_ns;                   /* enqueue_ns of its oldest op in flight, 0 none */
+    int32_t failed_result;               /* result of a failed op, 0 none */
+    uint8_t crashed, has_threads;
+};
+
+/* Per communicator and seq, over the ranks that recorded it. */
+struct an_seq {
+    uint32_t sig, nsig;                  /* the first signature seen, ranks with it */
+    int32_t sig_ranks[2];                /* the first two of them (an->ranks) */
+    uint32_t alt;                        /* other signatures: an->alts index + 1 */
+    uint32_t n;                          /* ranks that recorded it */
+    uint32_t dn, en;                     /* of those completed: with GPU times, enqueue times */
+    int32_t d_last, e_last;              /* who arrived last, by each measure */
+    int64_t dmin, dmax, emin, emax;      /* GPU durations (the last waited least), enqueues */
+};
+
+struct an_alt {
+    uint32_t sig, n, next;
+    int32_t ranks[2];
+};
+
+struct an_comm {
+    uint64_t id, parent;
+    int64_t nranks;
+    uint32_t name;
+    int32_t *member;                     /* comm rank -> an->ranks index, -1 none */
+    uint32_t nmembers;
+    int nranks_conflict;
+    uint64_t seq_base;                   /* an_seq of seq s: seqs[s - seq_base] */
+    struct an_seq *seqs;
+    size_t nseqs, capseqs;
+    uint64_t seqs_dropped;
+};
+
+struct an_finding {
+    int cause;
+    int32_t rank;                        /* an->ranks, -1: a rank that left no dump */
+    int64_t grank;                       /* global rank, -1 unknown */
+    int64_t comm_rank;
+    uint32_t comm;                       /* AN_NONE: not about one communicator */
+    uint64_t seq;                        /* collective seq, or p2p_seq with peer >= 0 */
+    int32_t peer;                        /* p2p: the other side (an->ranks), -1 */
+    uint8_t op;
+    uint32_t detail;                     /* interned: what the rank did or did not do */
+    uint32_t nwaiting;                   /* ranks that wait on it */
+    int64_t since_ns;                    /* when the first of them enqueued it */
+    struct an_flight blocker;            /* gpu_not_started: the oldest op of its stream */
+    uint32_t launcher;                   /* the launcher's line about the rank, interned */
+};
+
+struct an_culprit {
+    struct an_finding f;                 /* the finding at the end of the chain */
+    int32_t chain[16];                   /* ranks followed (an->ranks, -1 no dump), in order */
+    int nchain;
+    uint32_t text;                       /* the verdict line, interned */
+    uint32_t thread;                     /* the thread shown (index into its threads) */
+};
+
+struct an_opts {
+    const char *incident;                /* --incident */
+    const char *launcher_log;            /* --launcher-log */
+    enum ng_json_backend backend;
+    int threads, progress;
+};
+
+struct an {
+    struct an_opts opt;
+    struct ng_intern strs;
+    struct ng_intern sigs;               /* struct an_sig, by value */
+#define AN_SIG_CACHE 16
+    struct an_sig sig_cache[AN_SIG_CACHE];
+    uint32_t sig_cache_id[AN_SIG_CACHE];
+    struct an_rank *ranks;
+    size_t nranks, capranks;
+    struct an_rcomm *rcomms;
+    size_t nrcomms, caprcomms;
+    struct an_peer *peers;
+    size_t npeers, cappeers;
+    struct an_flight *streams;
+    size_t nstreams, capstreams;
+    struct an_thread *threads;
+    size_t nthreads, capthreads;
+    struct an_comm *comms;
+    size_t ncomms, capcomms;
+    struct ng_u64map comm_by_id;         /* id -> comms index */
+    struct ng_u64map rank_by_grank;      /* global rank -> ranks index */
+    struct an_alt *alts;
+    size_t nalts, capalts;
+    uint32_t job;                        /* interned */
+    int64_t world;                       /* the job's size, as the dumps tell it */
+    uint64_t bytes, nops;
+    /* results */
+    int hang;                            /* something is stuck (a timeout, a crash, ...) */
+    struct an_finding *findings;
+    size_t nfindings, capfindings;
+    struct an_culprit *culprits;
+    size_t nculprits, capculprits;
+    char **notes;                        /* evidence lines not tied to a finding */
+    size_t nnotes, capnotes;
+    char **bad;                          /* "FILE: why" for each file not used */
+    size_t nbad, capbad;
+    size_t files;
+};
+
+/* analyze_collect.c */
+void an_init(struct an *a, const struct an_opts *o);
+void an_free(struct an *a);
+/* Folds one dump in; 0, or 1 when it is left out (the reason goes to a->bad). */
+int an_add_dump(struct an *a, const struct ng_dump *d);
+void an_add_bad(struct an *a, const char *path, const char *why);
+void an_note(struct an *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct an_seq *an_seq_at(struct an_comm *c, uint64_t seq); /* NULL: not recorded */
+void *an_grow(void *vec, size_t *n, size_t *cap, size_t el);
+void an_push_line(char ***vec, size_t *n, size_t *cap, char *s);
+
+/* analyze_read.c: reads DIR into a (and the launcher log); -1 when unusable */
+int an_read_dir(struct an *a, const char *dir);
+
+/* analyze_where.c */
+void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_dthread *t,
+                  struct an_thread *out, struct ng_intern *strs);
+uint32_t an_pick_thread(const struct an *a, const struct an_rank *r, uint64_t tid);
+
+/* detectors: each appends findings or notes */
+void an_detect_crashed(struct an *a);
+void an_detect_async_error(struct an *a);
+void an_detect_mismatch(struct an *a);
+void an_detect_collectives(struct an *a);   /* missing, gpu_not_started, no_dump */
+void an_detect_p2p(struct an *a);
+void an_detect_slow(struct an *a);
+void an_add_finding(struct an *a, const struct an_finding *f);
+void an_launcher_lines(struct an *a);       /* analyze_launcher.c */
+
+/* analyze_verdict.c: runs the detectors, follows the chains; the exit status */
+int an_verdict(struct an *a);
+int an_stuck(const struct an *a);           /* analyze_rank.c */
+void an_verdict_lines(struct an *a);        /* analyze_format.c */
+const struct an_rcomm *an_rcomm_of(const struct an *a, int32_t ri, uint32_t c);
+
+/* analyze.c: the command line and the run, shared with report.c */
+int an_parse_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json,
+                  const char **out);
+int an_run(struct an *a, const char *dir, const char *cmd);
+
+/* shared by the printers (analyze_format.c) */
+const char *an_rank_name(const struct an *a, int32_t r, int64_t grank, char *buf, size_t n);
+const char *an_comm_short(const struct an *a, uint32_t c, char *buf, size_t n);
+const char *an_ranges(const int64_t *ranks, size_t n, char *buf, size_t size);
+void an_summary_rows(const struct an *a, void (*row)(void *ctx, const char *ranks, size_t n,
+                     const char *reason, const char *status), void *ctx);
+
+/* analyze_text.c, analyze_json.c */
+void an_print_verdict(const struct an *a, FILE *out);
+void an_print_text(const struct an *a, FILE *out);
+int an_print_json(const struct an *a, FILE *out);
+
+#endif

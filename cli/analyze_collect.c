@@ -1,0 +1,254 @@
+/*
+ * analyze_collect.c: one dump folded into the summary of analyze.h, and the
+ * summary's memory. Everything here is per rank or per (communicator, seq):
+ * what a detector needs, never an op.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+#include "analyze_collect.h"
+
+#define MAX_SEQ_SPAN (1u << 21) /* seqs compared per communicator */
+#define MAX_MEMBERS (1 << 22)
+
+const char *an_cause_name(int cause)
+{
+    static const char *const names[] = AN_CAUSE_NAMES;
+    return cause >= 0 && cause < AN_NCAUSES ? names[cause] : "?";
+}
+
+void *an_grow(void *vec, size_t *n, size_t *cap, size_t el)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        void *p = realloc(vec, nc * el);
+        if (!p) {
+            fprintf(stderr, "ncclguard: out of memory\n");
+            exit(AN_EXIT_UNUSABLE);
+        }
+        vec = p;
+        *cap = nc;
+    }
+    memset((char *)vec + *n * el, 0, el);
+    (*n)++;
+    return vec;
+}
+
+const struct an_rcomm *an_rcomm_of(const struct an *a, int32_t ri, uint32_t c)
+{
+    const struct an_rank *r = &a->ranks[ri];
+    for (uint32_t i = 0; i < r->nrc; i++)
+        if (a->rcomms[r->rc0 + i].comm == c) return &a->rcomms[r->rc0 + i];
+    return NULL;
+}
+
+void an_init(struct an *a, const struct an_opts *o)
+{
+    memset(a, 0, sizeof *a);
+    a->opt = *o;
+    a->world = -1;
+}
+
+void an_free(struct an *a)
+{
+    for (size_t i = 0; i < a->ncomms; i++) {
+        free(a->comms[i].member);
+        free(a->comms[i].seqs);
+    }
+    for (size_t i = 0; i < a->nnotes; i++) free(a->notes[i]);
+    for (size_t i = 0; i < a->nbad; i++) free(a->bad[i]);
+    free(a->notes);
+    free(a->bad);
+    free(a->ranks);
+    free(a->rcomms);
+    free(a->peers);
+    free(a->streams);
+    free(a->threads);
+    free(a->comms);
+    free(a->alts);
+    free(a->findings);
+    free(a->culprits);
+    ng_intern_free(&a->strs);
+    ng_intern_free(&a->sigs);
+    ng_u64map_free(&a->comm_by_id);
+    ng_u64map_free(&a->rank_by_grank);
+}
+
+void an_push_line(char ***vec, size_t *n, size_t *cap, char *s)
+{
+    *vec = an_grow(*vec, n, cap, sizeof **vec);
+    (*vec)[*n - 1] = s;
+}
+
+static char *vfmt(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    return s;
+}
+
+void an_note(struct an *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vfmt(fmt, ap);
+    va_end(ap);
+    if (s) an_push_line(&a->notes, &a->nnotes, &a->capnotes, s);
+}
+
+void an_add_bad(struct an *a, const char *path, const char *why)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s: %s", path, why) >= 0) an_push_line(&a->bad, &a->nbad, &a->capbad, s);
+}
+
+/* ---- communicators and seqs ---- */
+
+uint32_t an_comm_of(struct an *a, const struct ng_dcomm *dc)
+{
+    uint32_t c = ng_u64map_get(&a->comm_by_id, dc->id);
+    if (c != AN_NONE) {
+        struct an_comm *cm = &a->comms[c];
+        if (cm->nranks != dc->nranks) cm->nranks_conflict = 1;
+        return c;
+    }
+    if (dc->nranks < 1 || dc->nranks > MAX_MEMBERS) return AN_NONE;
+    struct an_comm *cm = PUSH(a->comms, a->ncomms, a->capcomms);
+    cm->id = dc->id;
+    cm->parent = dc->parent;
+    cm->nranks = dc->nranks;
+    cm->name = ng_intern_str(&a->strs, dc->name);
+    cm->member = malloc((size_t)dc->nranks * sizeof *cm->member);
+    if (!cm->member) {
+        fprintf(stderr, "ncclguard: out of memory\n");
+        exit(AN_EXIT_UNUSABLE);
+    }
+    memset(cm->member, 0xff, (size_t)dc->nranks * sizeof *cm->member);
+    c = (uint32_t)(a->ncomms - 1);
+    ng_u64map_put(&a->comm_by_id, dc->id, c);
+    return c;
+}
+
+static void seq_init(struct an_seq *s, size_t n)
+{
+    memset(s, 0, n * sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        s[i].sig_ranks[0] = s[i].sig_ranks[1] = s[i].d_last = s[i].e_last = -1;
+    }
+}
+
+/* The aggregate of seq on c, made when new; NULL beyond the span compared. */
+struct an_seq *an_seq_slot(struct an_comm *c, uint64_t seq)
+{
+    if (!c->nseqs) c->seq_base = seq;
+    uint64_t lo = seq < c->seq_base ? seq : c->seq_base;
+    uint64_t hi = seq >= c->seq_base + c->nseqs ? seq + 1 : c->seq_base + c->nseqs;
+    if (hi - lo > MAX_SEQ_SPAN) {
+        c->seqs_dropped++;
+        return NULL;
+    }
+    size_t need = (size_t)(hi - lo);
+    if (need > c->capseqs) {
+        size_t cap = c->capseqs ? c->capseqs : 64;
+        while (cap < need) cap *= 2;
+        struct an_seq *p = realloc(c->seqs, cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "ncclguard: out of memory\n");
+            exit(AN_EXIT_UNUSABLE);
+        }
+        c->seqs = p;
+        c->capseqs = cap;
+    }
+    if (lo < c->seq_base) { /* older seqs than any so far: shift up */
+        size_t by = (size_t)(c->seq_base - lo);
+        memmove(c->seqs + by, c->seqs, c->nseqs * sizeof *c->seqs);
+        seq_init(c->seqs, by);
+        c->nseqs += by;
+        c->seq_base = lo;
+    }
+    if (need > c->nseqs) {
+        seq_init(c->seqs + c->nseqs, need - c->nseqs);
+        c->nseqs = need;
+    }
+    return &c->seqs[seq - c->seq_base];
+}
+
+struct an_seq *an_seq_at(struct an_comm *c, uint64_t seq)
+{
+    if (!c->nseqs || seq < c->seq_base || seq - c->seq_base >= c->nseqs) return NULL;
+    struct an_seq *s = &c->seqs[seq - c->seq_base];
+    return s->n ? s : NULL;
+}
+
+uint32_t an_sig_of(struct an *a, const struct ng_dop *o)
+{
+    struct an_sig k;
+    memset(&k, 0, sizeof k);
+    k.count = o->count; /* bytes is count x the type's size: a brief read skips it */
+    k.root = o->root;
+    k.op = o->op;
+    memcpy(k.datatype, o->datatype, sizeof k.datatype);
+    memcpy(k.redop, o->redop, sizeof k.redop);
+    /* ops repeat: a few recent signatures answer most lookups without hashing */
+    unsigned slot = (unsigned)(o->count ^ o->op ^ (uint64_t)o->datatype[0] << 3) % AN_SIG_CACHE;
+    if (a->sig_cache_id[slot] && !memcmp(&a->sig_cache[slot], &k, sizeof k))
+        return a->sig_cache_id[slot];
+    uint32_t id = ng_intern(&a->sigs, &k, sizeof k);
+    a->sig_cache[slot] = k;
+    a->sig_cache_id[slot] = id;
+    return id;
+}
+
+void an_count_sig(struct an *a, struct an_seq *s, uint32_t sig, int32_t rank)
+{
+    s->n++;
+    if (!s->sig || s->sig == sig) {
+        s->sig = sig;
+        if (s->nsig < 2) s->sig_ranks[s->nsig] = rank;
+        s->nsig++;
+        return;
+    }
+    uint32_t *link = &s->alt;
+    while (*link) {
+        struct an_alt *x = &a->alts[*link - 1];
+        if (x->sig == sig) {
+            if (x->n < 2) x->ranks[x->n] = rank;
+            x->n++;
+            return;
+        }
+        link = &x->next;
+    }
+    struct an_alt *x = PUSH(a->alts, a->nalts, a->capalts);
+    x->sig = sig;
+    x->n = 1;
+    x->ranks[0] = rank;
+    x->ranks[1] = -1;
+    *link = (uint32_t)a->nalts; /* index + 1 */
+}
+
+/* Arrival at a completed collective: the GPU duration (the last to arrive
+ * waited least; no clock is compared across hosts) and the enqueue time. */
+void an_count_arrival(struct an_seq *s, const struct ng_dop *o, int32_t rank)
+{
+    if (o->gpu_start_ns && o->gpu_end_ns >= o->gpu_start_ns) {
+        int64_t dur = o->gpu_end_ns - o->gpu_start_ns;
+        if (!s->dn || dur < s->dmin) {
+            s->dmin = dur;
+            s->d_last = rank;
+        }
+        if (!s->dn || dur > s->dmax) s->dmax = dur;
+        s->dn++;
+    }
+    if (o->enqueue_ns) {
+        if (!s->en || o->enqueue_ns > s->emax) {
+            s->emax = o->enqueue_ns;
+            s->e_last = rank;
+        }
+        if (!s->en || o->enqueue_ns < s->emin) s->emin = o->enqueue_ns;
+        s->en++;
+    }
+}
+

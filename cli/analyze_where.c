@@ -1,0 +1,158 @@
+/*
+ * analyze_where.c: where a thread is, in the job's own code. A rank that hangs
+ * is usually not in NCCL: what matters is its innermost frames outside the
+ * runtime (libc, CUDA, NCCL, the interpreter, ncclguard itself), C and Python.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "analyze.h"
+
+#define WHERE_FRAMES 3
+#define SEP " \xe2\x86\x90 " /* " ← " */
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Libraries and programs that are not the job's code. */
+static int is_runtime(const char *module)
+{
+    static const char *const prefixes[] = {
+        "libc.so", "libc-", "libpthread", "ld-linux", "ld-", "libdl", "librt", "libm.so",
+        "libstdc++", "libgcc_s", "libcuda", "libcudart", "libnccl", "libncclguard", "libpython",
+        "python", "libtorch", "libc10", "libunwind", "linux-vdso", "libnvidia", "libcublas",
+        "libasan", "libubsan", "libtsan", "libffi"};
+    if (!module) return 1;
+    const char *b = base_name(module);
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(b, prefixes[i], strlen(prefixes[i]))) return 1;
+    return 0;
+}
+
+static int is_runtime_py(const char *file)
+{
+    return !file || strstr(file, "/lib/python3") || strstr(file, "site-packages/") ||
+           strstr(file, "dist-packages/") || !strncmp(file, "<frozen", 7);
+}
+
+/* "function", or "module+0xoffset" for a frame without a symbol. */
+static void frame_name(const struct ng_dframe *f, char *buf, size_t n)
+{
+    if (f->function)
+        snprintf(buf, n, "%s", f->function);
+    else
+        snprintf(buf, n, "%s+0x%llx", f->module ? base_name(f->module) : "?",
+                 (unsigned long long)f->offset);
+}
+
+static size_t add(char *buf, size_t at, size_t n, const char *s)
+{
+    if (at < n) at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? SEP : "", s);
+    return at;
+}
+
+static uint32_t c_where(const struct ng_dthread *t, struct ng_intern *strs)
+{
+    char buf[512], name[160];
+    size_t at = 0;
+    int got = 0;
+    for (size_t i = 0; i < t->nframes && got < WHERE_FRAMES; i++) {
+        if (is_runtime(t->frames[i].module)) continue;
+        frame_name(&t->frames[i], name, sizeof name);
+        at = add(buf, at, sizeof buf, name);
+        got++;
+    }
+    int bare = t->nframes > 0;
+    for (size_t i = 0; i < t->nframes; i++) bare &= !t->frames[i].module && !t->frames[i].function;
+    for (size_t i = 0; bare && i < t->nframes && got < WHERE_FRAMES; i++, got++) {
+        /* a crash dump's: the signal handler cannot symbolize */
+        snprintf(name, sizeof name, "0x%llx", (unsigned long long)t->frames[i].pc);
+        at = add(buf, at, sizeof buf, name);
+    }
+    if (bare && at < sizeof buf) at += (size_t)snprintf(buf + at, sizeof buf - at, " (addresses)");
+    return got ? ng_intern(strs, buf, at < sizeof buf ? at : sizeof buf - 1) : 0;
+}
+
+static uint32_t py_where(const struct ng_dpythread *p, struct ng_intern *strs)
+{
+    char buf[512], name[256];
+    size_t at = 0;
+    int got = 0;
+    for (size_t i = 0; i < p->nframes && got < WHERE_FRAMES; i++) {
+        const struct ng_dpyframe *f = &p->frames[i];
+        if (is_runtime_py(f->file)) continue;
+        if (f->line >= 0)
+            snprintf(name, sizeof name, "%s (%s:%lld)", f->function ? f->function : "?",
+                     base_name(f->file), (long long)f->line);
+        else
+            snprintf(name, sizeof name, "%s (%s)", f->function ? f->function : "?",
+                     base_name(f->file));
+        at = add(buf, at, sizeof buf, name);
+        got++;
+    }
+    return got ? ng_intern(strs, buf, at < sizeof buf ? at : sizeof buf - 1) : 0;
+}
+
+/* Every frame, one per line, without the addresses (they differ between processes). */
+static uint32_t full_stack(const struct ng_dthread *t, const struct ng_dpythread *p,
+                           struct ng_intern *strs)
+{
+    char buf[8192], name[160];
+    size_t at = 0;
+    for (size_t i = 0; i < t->nframes && at < sizeof buf; i++) {
+        const struct ng_dframe *f = &t->frames[i];
+        frame_name(f, name, sizeof name);
+        if (f->function && f->function_offset >= 0)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s+0x%llx (%s)\n", name,
+                                   (unsigned long long)f->function_offset,
+                                   f->module ? base_name(f->module) : "?");
+        else
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s\n", name);
+    }
+    for (size_t i = 0; p && i < p->nframes && at < sizeof buf; i++) {
+        const struct ng_dpyframe *f = &p->frames[i];
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "py: %s (%s:%lld)\n",
+                               f->function ? f->function : "?", f->file ? f->file : "?",
+                               (long long)f->line);
+    }
+    if (at >= sizeof buf) at = sizeof buf - 1;
+    return at ? ng_intern(strs, buf, at) : 0;
+}
+
+/* The Python thread of C thread t: the one with its tid; else, when the method
+ * does not give tids, the only one, or the first (faulthandler lists the current
+ * thread first) for the process's main thread. */
+static const struct ng_dpythread *python_of(const struct ng_dump *d, const struct ng_dthread *t)
+{
+    const struct ng_dpython *y = d->python;
+    if (!y || !y->nthreads) return NULL;
+    for (size_t i = 0; i < y->nthreads; i++)
+        if (y->threads[i].tid >= 0 && y->threads[i].tid == t->tid) return &y->threads[i];
+    int tids = 0;
+    for (size_t i = 0; i < y->nthreads; i++) tids |= y->threads[i].tid >= 0;
+    if (!tids && (y->nthreads == 1 || t->tid == d->pid)) return &y->threads[0];
+    return NULL;
+}
+
+void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_dthread *t,
+                  struct an_thread *out, struct ng_intern *strs)
+{
+    (void)a;
+    const struct ng_dpythread *p = python_of(d, t);
+    out->tid = t->tid;
+    out->name = ng_intern_str(strs, t->name);
+    out->syscall = ng_intern_str(strs, t->syscall);
+    out->where = c_where(t, strs);
+    out->py = p ? py_where(p, strs) : 0;
+    out->stack = full_stack(t, p, strs);
+}
+
+uint32_t an_pick_thread(const struct an *a, const struct an_rank *r, uint64_t tid)
+{
+    for (uint32_t i = 0; tid && i < r->nth; i++)
+        if ((uint64_t)a->threads[r->th0 + i].tid == tid) return i;
+    return r->main;
+}

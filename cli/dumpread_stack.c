@@ -1,0 +1,200 @@
+/*
+ * dumpread_stack.c: the stacks of a dump, threads[] (C frames) and python
+ * (Python frames), into struct ng_dump (dumpread.h).
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "dumpread.h"
+#include "dumpread_mem.h"
+#include "dumpread_scalar.h"
+
+static const char *const thread_keys[] = {"tid", "name", "state", "syscall", "stack_from", "frames"};
+static const char *const frame_keys[] = {"pc", "module", "offset", "function", "function_offset",
+                                         "build_id"};
+static const char *const python_keys[] = {"method", "why", "threads", "raw"};
+static const char *const pythread_keys[] = {"thread_id", "tid", "frames"};
+static const char *const pyframe_keys[] = {"file", "line", "function"};
+static struct ng_jkeys thread_table, frame_table, python_table, pythread_table, pyframe_table;
+
+static void init_once(void)
+{
+    ng_jkeys_init(&thread_table, thread_keys, 6);
+    ng_jkeys_init(&frame_table, frame_keys, 6);
+    ng_jkeys_init(&python_table, python_keys, 4);
+    ng_jkeys_init(&pythread_table, pythread_keys, 3);
+    ng_jkeys_init(&pyframe_table, pyframe_keys, 3);
+}
+
+static void init_tables(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+}
+
+/* ---- threads[] ---- */
+
+struct thread_ctx {
+    struct ng_rd *r;
+    struct ng_dthread *t;
+    struct ng_dframe *f;
+    size_t frames_cap;
+};
+
+static int frame_member(void *c, int k, ng_jv *v)
+{
+    struct thread_ctx *x = c;
+    struct ng_dframe *f = x->f;
+    const char *key = frame_keys[k];
+    switch (k) {
+    case 0: return rd_hex(x->r, key, v, &f->pc, 0);
+    case 1: return rd_str(x->r, key, v, &f->module);
+    case 2: return rd_u64(x->r, key, v, &f->offset);
+    case 3: return rd_str(x->r, key, v, &f->function);
+    case 4: return rd_i64(x->r, key, v, &f->function_offset, NG_DUMP_NONE);
+    default: return rd_str(x->r, key, v, &f->build_id);
+    }
+}
+
+static int frame_elem(void *c, size_t i, ng_jv *v)
+{
+    struct thread_ctx *x = c;
+    struct ng_dthread *t = x->t;
+    x->f = ng_mem_push(x->r->m, (void **)&t->frames, &t->nframes, &x->frames_cap, sizeof *x->f);
+    if (!x->f) return ng_rd_fail(x->r, NULL, "out of memory");
+    x->f->function_offset = NG_DUMP_NONE;
+    rd_enter(x->r, "frames", (long)i);
+    int rc = rd_object(x->r, v, &frame_table, frame_member, x);
+    rd_leave(x->r);
+    return rc;
+}
+
+static int thread_member(void *c, int k, ng_jv *v)
+{
+    struct thread_ctx *x = c;
+    struct ng_dthread *t = x->t;
+    const char *key = thread_keys[k];
+    switch (k) {
+    case 0: return rd_i64(x->r, key, v, &t->tid, NG_DUMP_NONE);
+    case 1: return rd_str(x->r, key, v, &t->name);
+    case 2: return rd_str(x->r, key, v, &t->state);
+    case 3: return rd_str(x->r, key, v, &t->syscall);
+    case 4: return rd_str(x->r, key, v, &t->stack_from);
+    default:
+        if (ng_jv_kind(v) != NG_J_ARRAY) return ng_rd_fail(x->r, key, "not an array");
+        return ng_jv_array(v, frame_elem, x);
+    }
+}
+
+static int thread_elem(void *c, size_t i, ng_jv *v)
+{
+    struct ng_rd *r = c;
+    struct ng_dump *d = r->d;
+    struct ng_dthread *t = ng_mem_push(r->m, (void **)&d->threads, &d->nthreads, &r->threads_cap,
+                                       sizeof *t);
+    if (!t) return ng_rd_fail(r, NULL, "out of memory");
+    t->tid = NG_DUMP_NONE;
+    struct thread_ctx x = {r, t, NULL, 0};
+    rd_enter(r, "threads", (long)i);
+    int rc = rd_object(r, v, &thread_table, thread_member, &x);
+    rd_leave(r);
+    return rc;
+}
+
+int ng_rd_threads(struct ng_rd *r, ng_jv *v)
+{
+    init_tables();
+    int kind = ng_jv_kind(v);
+    r->d->has_threads = kind == NG_J_ARRAY;
+    if (kind == NG_J_NULL) return 0;
+    if (kind != NG_J_ARRAY) return ng_rd_fail(r, "threads", "not an array or null");
+    return ng_jv_array(v, thread_elem, r);
+}
+
+/* ---- python ---- */
+
+struct py_ctx {
+    struct ng_rd *r;
+    struct ng_dpython *py;
+    struct ng_dpythread *t;
+    struct ng_dpyframe *f;
+    size_t frames_cap;
+};
+
+static int pyframe_member(void *c, int k, ng_jv *v)
+{
+    struct py_ctx *x = c;
+    const char *key = pyframe_keys[k];
+    if (k == 1) return rd_i64(x->r, key, v, &x->f->line, NG_DUMP_NONE);
+    return rd_str(x->r, key, v, k == 0 ? &x->f->file : &x->f->function);
+}
+
+static int pyframe_elem(void *c, size_t i, ng_jv *v)
+{
+    struct py_ctx *x = c;
+    struct ng_dpythread *t = x->t;
+    x->f = ng_mem_push(x->r->m, (void **)&t->frames, &t->nframes, &x->frames_cap, sizeof *x->f);
+    if (!x->f) return ng_rd_fail(x->r, NULL, "out of memory");
+    x->f->line = NG_DUMP_NONE;
+    rd_enter(x->r, "frames", (long)i);
+    int rc = rd_object(x->r, v, &pyframe_table, pyframe_member, x);
+    rd_leave(x->r);
+    return rc;
+}
+
+static int pythread_member(void *c, int k, ng_jv *v)
+{
+    struct py_ctx *x = c;
+    const char *key = pythread_keys[k];
+    if (k == 0) return rd_hex(x->r, key, v, &x->t->thread_id, 0);
+    if (k == 1) return rd_i64(x->r, key, v, &x->t->tid, NG_DUMP_NONE);
+    if (ng_jv_kind(v) != NG_J_ARRAY) return ng_rd_fail(x->r, key, "not an array");
+    x->frames_cap = 0;
+    return ng_jv_array(v, pyframe_elem, x);
+}
+
+static int pythread_elem(void *c, size_t i, ng_jv *v)
+{
+    struct py_ctx *x = c;
+    struct ng_dpython *py = x->py;
+    x->t = ng_mem_push(x->r->m, (void **)&py->threads, &py->nthreads, &x->r->pythreads_cap,
+                       sizeof *x->t);
+    if (!x->t) return ng_rd_fail(x->r, NULL, "out of memory");
+    x->t->tid = NG_DUMP_NONE;
+    rd_enter(x->r, "threads", (long)i);
+    int rc = rd_object(x->r, v, &pythread_table, pythread_member, x);
+    rd_leave(x->r);
+    return rc;
+}
+
+static int python_member(void *c, int k, ng_jv *v)
+{
+    struct py_ctx *x = c;
+    const char *key = python_keys[k];
+    switch (k) {
+    case 0: return rd_str(x->r, key, v, &x->py->method);
+    case 1: return rd_str(x->r, key, v, &x->py->why);
+    case 3: return rd_str(x->r, key, v, &x->py->raw);
+    default:
+        if (ng_jv_kind(v) != NG_J_ARRAY) return ng_rd_fail(x->r, key, "not an array");
+        return ng_jv_array(v, pythread_elem, x);
+    }
+}
+
+int ng_rd_python(struct ng_rd *r, ng_jv *v)
+{
+    init_tables();
+    int kind = ng_jv_kind(v);
+    if (kind == NG_J_NULL) return 0;
+    if (kind != NG_J_OBJECT) return ng_rd_fail(r, "python", "not an object or null");
+    struct ng_dpython *py = NULL;
+    size_t n = 0, cap = 0;
+    py = ng_mem_push(r->m, (void **)&py, &n, &cap, sizeof *py);
+    if (!py) return ng_rd_fail(r, "python", "out of memory");
+    r->d->python = py;
+    struct py_ctx x = {r, py, NULL, NULL, 0};
+    rd_enter(r, "python", -1);
+    int rc = rd_object(r, v, &python_table, python_member, &x);
+    rd_leave(r);
+    return rc;
+}

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# `ncclguard analyze` end to end: each fault of trainloop (tests/apps) under the shim,
+# on the CPU harness, gets a verdict that names exactly the faulty rank and its cause;
+# healthy runs (a jittery one too) get healthy: true and no culprit; bad files in the
+# dump directory each get a line, and the rest is still analyzed; the synthetic dumps
+# of bench/gendumps get their planted culprit; the reader reads back what the shim
+# wrote (schema /2, and the /1.x fixtures), with both JSON libraries alike.
+source "$(dirname "$0")/lib.sh"
+NG=$ROOT/$B/ncclguard
+LAUNCH=$APPS/launch
+TRAIN=$APPS/trainloop
+GEN=$ROOT/$B/bench/gendumps
+if [ ! -x "$NG" ] || [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
+    skip "analyze" "ncclguard or the harness not built"; finish; exit
+fi
+
+# job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: a job in $TMP/NAME, dumps in $TMP/NAME/dumps,
+# its output (the launcher's too) in $TMP/NAME/out. RANKENV (optional) is shell code run
+# in each rank before trainloop, e.g. to give one rank its own variables.
+job() {
+    local name=$1; shift
+    local largs=()
+    while [ "$1" != -- ]; do largs+=("$1"); shift; done
+    shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim "$LAUNCH" "${largs[@]}" -- \
+        /bin/sh -c "${RANKENV:-:}; exec \"\$@\"" sh "$TRAIN" "$@" >"$TMP/$name/out" 2>&1)
+}
+
+# verdict NAME WANT [ANALYZE_ARGS...]: analyze $TMP/NAME/dumps; WANT is "healthy", or the
+# culprits as "rank:cause ..." in the verdict's order; passes when the verdict is exactly
+# that and the exit status matches (0 healthy, 1 culprit).
+verdict() {
+    local name=$1 want=$2; shift 2
+    local dir=$TMP/$name/dumps
+    [ -d "$dir" ] || dir=$TMP/$name
+    "$NG" analyze --json "$@" "$dir" >"$TMP/$name.json" 2>"$TMP/$name.err"
+    local rc=$?
+    "$NG" analyze "$@" "$dir" >"$TMP/$name.txt" 2>/dev/null
+    local got
+    got=$(python3 - "$TMP/$name.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["schema"] == "ncclguard.analysis/1", v["schema"]
+c = v["verdict"]["culprits"]
+assert v["verdict"]["healthy"] == (not c and not v["stuck"]), v["verdict"]
+for x in c:
+    assert set(x) >= {"rank", "host", "pid", "cause", "comm", "seq", "chain", "where"}, x
+print("healthy" if v["verdict"]["healthy"] else
+      " ".join(f"{x['rank']}:{x['cause']}" for x in c) or "no-culprit")
+PY
+)
+    local want_rc=1
+    [ "$want" = healthy ] && want_rc=0
+    if [ "$got" = "$want" ] && [ $rc -eq $want_rc ]; then
+        pass "$name: $(head -n 1 "$TMP/$name.txt" | cut -c1-160)"
+    else
+        fail "$name" "want '$want' (exit $want_rc), got '$got' (exit $rc): $(head -n 3 "$TMP/$name.txt")"
+        tail -n 5 "$TMP/$name/out" 2>/dev/null
+    fi
+}
+
+# Hangs: the peers time out (not on their first op, whose timeout is set far off), and
+# every rank dumps for the incident.
+export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
+job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
+verdict hang "1:missing"
+if grep -q 'trainloop_host_stall' "$TMP/hang.txt" && grep -q '"where"' "$TMP/hang.json" &&
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["verdict"]["culprits"][0]
+assert "trainloop_host_stall" in c["where"]["frames"] and c["seq"] and c["chain"][-1] == 1, c' \
+        "$TMP/hang.json"; then
+    pass "host hang: the verdict shows rank 1's thread in trainloop_host_stall"
+else
+    fail "host hang: where" "$(head -n 1 "$TMP/hang.txt")"
+fi
+
+job skip -n 4 --timeout 15 -- --steps 30 --skip-rank 3 --skip-step 2 --quiet
+verdict skip "3:missing"
+grep -q 'skipped AllReduce' "$TMP/skip.txt" && pass "skipped op: said to be skipped" ||
+    fail "skipped op: the words" "$(head -n 1 "$TMP/skip.txt")"
+
+job mismatch -n 4 --timeout 15 -- --steps 30 --mismatch-rank 3 --mismatch-step 2 --quiet
+verdict mismatch "3:mismatch"
+
+job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
+verdict stall "2:gpu_not_started"
+grep -q "not NCCL's" "$TMP/stall.txt" && pass "GPU stall: the stream is blocked by non-NCCL work" ||
+    fail "GPU stall: the blocker" "$(head -n 1 "$TMP/stall.txt")"
+
+# A hang on the split communicator only: rank 1 stops after the step's world ops; its
+# half waits in the AllGather, the other half in the Send/Recv ring, behind it.
+job split -n 4 --timeout 15 -- --steps 30 --hang-split-rank 1 --hang-split-step 2 --quiet
+verdict split "1:missing"
+python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); c=v["verdict"]["culprits"][0]
+world=[x["id"] for x in v["communicators"] if x["nranks"] == 4]
+assert c["comm"] not in world, (c["comm"], world)' "$TMP/split.json" &&
+    pass "split hang: the culprit's communicator is the split one" ||
+    fail "split hang: the communicator" "$(head -n 1 "$TMP/split.txt")"
+
+# A crash: rank 2's crash dump; the launcher stops the others.
+job crash -n 4 --timeout 15 -- --steps 30 --crash-rank 2 --crash-step 3 --quiet
+verdict crash "2:crashed"
+# The same job without rank 2's dump (a SIGKILL leaves none): no_dump, with the
+# launcher's line about it.
+mkdir -p "$TMP/nodump/dumps"
+cp "$TMP"/crash/dumps/*.json "$TMP/nodump/dumps/" 2>/dev/null
+rm -f "$TMP"/nodump/dumps/ncclguard-r2-*.json
+if [ "$(ls "$TMP/nodump/dumps" | wc -l)" -ge 3 ]; then
+    verdict nodump "2:no_dump" --launcher-log "$TMP/crash/out"
+    # (under ASan, its SEGV handler ends the process: exit status 1)
+    grep -Eq 'launcher: launch: rank 2 (killed by signal SIGSEGV|exited with status 1)' \
+        "$TMP/nodump.txt" &&
+        pass "no dump: the launcher's line is in the verdict" ||
+        fail "no dump: the launcher's line" "$(head -n 1 "$TMP/nodump.txt")"
+else
+    fail "no dump" "the peers of the crash left $(ls "$TMP/nodump/dumps" | wc -l) dumps"
+fi
+unset NCCLGUARD_TIMEOUT NCCLGUARD_FIRST_TIMEOUT
+
+# An asynchronous error on rank 0 (the fake NCCL injects ncclRemoteError after 20 ops):
+# rank 0 exits on it; its exit dump has the communicator's error.
+FAKENCCL_ASYNC_ERROR_AFTER=20 FAKENCCL_ASYNC_ERROR_RANK=0 NCCLGUARD_DUMP_AT_EXIT=1 \
+    job async -n 2 --timeout 60 -- --steps 20 --quiet
+verdict async "0:async_error"
+
+# A slow rank: rank 1's GPU starts every kernel, copy and op 4 ms late; no hang.
+# It is named slow, and nobody else is.
+RANKENV='[ "$RANK" = 1 ] && export FAKECUDA_OP_DELAY_US=4000' NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_SLOW_FACTOR=1000 job slow -n 4 --timeout 300 -- --steps 40 --quiet
+verdict slow "1:slow"
+
+# Healthy: exit dumps of a plain job, and of one with host jitter and pauses (the ranks
+# wait for each other, in turn: no straggler).
+NCCLGUARD_DUMP_AT_EXIT=1 job healthy -n 4 --timeout 300 -- --steps 50 --quiet
+verdict healthy healthy
+NCCLGUARD_DUMP_AT_EXIT=1 job jitter -n 4 --timeout 300 -- --steps 100 --jitter-ms 15 \
+    --pause-ms 40 --quiet
+verdict jitter healthy
+
+dumps_sane # the shim's dumps and gendumps', before the bad files below
+
+# Bad files among a healthy job's dumps: one line each, naming the file; the rest is
+# still analyzed (healthy, exit 0).
+bad=$TMP/bad/dumps
+mkdir -p "$bad"
+cp "$TMP"/healthy/dumps/*.json "$bad/"
+one=$(ls "$bad" | head -n 1)
+head -c 3000 "$bad/$one" >"$bad/ncclguard-r10-cut-1.json"            # truncated
+printf '{"schema":"ncclguard.dump/2", "reason": [}' >"$bad/ncclguard-r11-corrupt-1.json"
+sed 's/"schema":"ncclguard.dump\/2"/"schema":"ncclguard.dump\/9"/' "$bad/$one" \
+    >"$bad/ncclguard-r12-future-1.json"                                # unknown schema
+sed 's/"rank":0,/"rank":13,/; s/"job":"[^"]*"/"job":"another"/' "$TMP/healthy/dumps/$(ls "$TMP/healthy/dumps" | head -n 1)" \
+    >"$bad/ncclguard-r13-other-1.json"                                 # another job
+cp "$bad/$one" "$bad/${one%.json}0.json" && touch -d '-1 hour' "$bad/${one%.json}0.json"
+mkfifo "$bad/fifo.json"
+mkdir "$bad/dir.json"
+: >"$bad/empty.json"
+verdict bad healthy
+n=0
+for f in ncclguard-r10-cut-1.json ncclguard-r11-corrupt-1.json ncclguard-r12-future-1.json \
+    ncclguard-r13-other-1.json "${one%.json}0.json" fifo.json dir.json empty.json; do
+    c=$(grep -c -- "/$f: " "$TMP/bad.err")
+    [ "$c" = 1 ] && n=$((n + 1)) || echo "no single line for $f ($c): $(cat "$TMP/bad.err")"
+done
+[ $n = 8 ] && pass "8 bad files: one line each on stderr, naming the file" ||
+    fail "bad files" "$n of 8 named once"
+grep -q 'unknown schema' "$TMP/bad.err" && grep -q 'not of job' "$TMP/bad.err" &&
+    grep -q 'second dump of rank 0' "$TMP/bad.err" && grep -q 'a FIFO' "$TMP/bad.err" &&
+    pass "bad files: the lines say why (schema, job, second dump, FIFO)" ||
+    fail "bad files: why" "$(cat "$TMP/bad.err")"
+mkdir -p "$TMP/empty"
+"$NG" analyze "$TMP/empty" >/dev/null 2>"$TMP/empty.err"
+rc=$?
+[ $rc = 3 ] && grep -q 'no usable dump' "$TMP/empty.err" &&
+    pass "an empty directory: unusable input, exit 3" || fail "empty directory" "rc=$rc"
+
+# A chain: rank 0 waits on comm A (ranks 0, 1) for rank 1, which never called the op
+# because it waits on comm B (ranks 1, 2) for rank 2, which never called that one: the
+# verdict names rank 2, with the chain 1 -> 2.
+mkdir -p "$TMP/chain"
+python3 - "$TMP/chain" <<'PY'
+import json, sys
+A, B = "00000000000000aa", "00000000000000bb"
+def comm(cid, rank, last, done):
+    return {"id": cid, "rank": rank, "nranks": 2, "device": 0, "name": None, "state": "ready",
+            "blocking": True, "parent": None, "created_ns": 1, "last_seq": last,
+            "last_completed_seq": done, "last_async_error": 0, "peers": []}
+def op(index, cid, rank, seq, state, t):
+    return {"index": index, "comm": cid, "comm_rank": rank, "comm_nranks": 2, "seq": seq,
+            "p2p_seq": None, "op": "AllReduce", "count": 8, "datatype": "float32", "bytes": 32,
+            "redop": "sum", "root": None, "peer": None, "stream": "0000000000000010",
+            "group": None, "thread": 100 + index, "enqueue_ns": t, "enqueue_mono_ns": t,
+            "state": state, "gpu_start_ns": t + 1 if state != "scheduled" else None,
+            "gpu_end_ns": t + 2 if state == "completed" else None, "seen_start_ns": None,
+            "seen_end_ns": None, "result": 0,
+            "flags": ["timeout"] if state == "started" else [], "marker": None}
+def frames(*names):
+    return [{"pc": "%016x" % (0x1000 + i), "module": "/job/pipeline", "offset": i,
+             "function": n, "function_offset": 4, "build_id": None} for i, n in enumerate(names)]
+ranks = [
+    ([comm(A, 0, 5, 4)], [op(1, A, 0, 5, "started", 50), op(0, A, 0, 4, "completed", 40)],
+     frames("wait_stream", "stage_a", "main")),
+    ([comm(A, 1, 4, 4), comm(B, 0, 3, 2)],
+     [op(1, B, 0, 3, "started", 45), op(0, A, 1, 4, "completed", 40)],
+     frames("wait_stream", "stage_b", "main")),
+    ([comm(B, 1, 2, 2)], [op(0, B, 1, 2, "completed", 30)], frames("stage_c_hang", "main")),
+]
+for r, (comms, ops, fr) in enumerate(ranks):
+    d = {"schema": "ncclguard.dump/2", "reason": "timeout" if r < 2 else "trigger",
+         "incident": "1-r0@h", "time_ns": 10**12, "host": "h", "pid": 1000 + r, "rank": r,
+         "local_rank": r, "job": "chain", "versions": {"ncclguard": "0.1.0", "nccl": None,
+         "cuda_driver": None, "python": None}, "env": {},
+         "flight": {"capacity": 16, "recorded": len(ops), "overwritten": 0, "dropped_inflight": 0},
+         "comms": comms, "ops": ops,
+         "threads": [{"tid": 1000 + r, "name": "pipeline", "state": "S", "syscall": None,
+                      "stack_from": "self", "frames": fr}], "python": None}
+    json.dump(d, open(f"{sys.argv[1]}/ncclguard-r{r}-h-{1000 + r}.json", "w"))
+PY
+verdict chain "2:missing"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["verdict"]["culprits"][0]
+assert c["chain"] == [1, 2] and c["where"]["frames"][0] == "stage_c_hang", c' "$TMP/chain.json" &&
+    pass "chain: followed from rank 1 to rank 2, in stage_c_hang" ||
+    fail "chain" "$(head -n 1 "$TMP/chain.txt")"
+
+# Synthetic dumps (bench/gendumps), 64 ranks in groups of 8: the planted culprit.
+if [ -x "$GEN" ]; then
+    for cause in missing mismatch gpu_not_started slow crash; do
+        "$GEN" -o "$TMP/gen-$cause" -n 64 -r 512 --culprit 37 --cause $cause
+        verdict "gen-$cause" "37:$( [ $cause = crash ] && echo crashed || echo $cause)"
+    done
+    "$GEN" -o "$TMP/gen-nodump" -n 64 -r 512 --no-dump 21
+    verdict gen-nodump "21:no_dump"
+    "$GEN" -o "$TMP/gen-none" -n 64 -r 512
+    verdict gen-none healthy
+else
+    skip "synthetic dumps" "bench/gendumps not built"
+fi
+
+# The reader: what the shim wrote, read back member by member, by both JSON libraries;
+# and the hand-written 1.x files.
+ECHO=$ROOT/$B/tests/unit/dumpread_echo
+if [ -x "$ECHO" ] && out=$(python3 "$ROOT/tests/unit/check_dumpread.py" "$ECHO" \
+    "$TMP"/hang/dumps/*.json "$TMP"/crash/dumps/*.json "$TMP"/healthy/dumps/*.json \
+    "$ROOT"/tests/unit/dump-1.*.json "$ROOT"/tests/unit/dump-bad-*.json 2>&1); then
+    pass "round trip: ${out#check_dumpread: }"
+else
+    fail "round trip of the dumps" "${out:-dumpread_echo not built}"
+fi
+finish
