@@ -101,6 +101,22 @@ static void follow(struct an *a, const struct an_finding *start)
     add_culprit(a, &c);
 }
 
+/* A rank that died (crashed, or left no dump) explains the waits of the others:
+ * their ops stay in flight, scheduled or started as each rank's watchdog last
+ * saw them. Those waits are no culprits then; a mismatch or an async error is
+ * evidence of its own and stays. */
+static void crash_explains_waits(struct an *a)
+{
+    int died = 0;
+    for (size_t i = 0; i < a->nculprits; i++)
+        died |= a->culprits[i].f.cause == AN_CRASHED || a->culprits[i].f.cause == AN_NO_DUMP;
+    if (!died) return;
+    size_t kept = 0;
+    for (size_t i = 0; i < a->nculprits; i++)
+        if (a->culprits[i].f.cause <= AN_MISMATCH) a->culprits[kept++] = a->culprits[i];
+    a->nculprits = kept;
+}
+
 static int by_rank(const void *x, const void *y)
 {
     const struct an_culprit *a = x, *b = y;
@@ -126,6 +142,7 @@ int an_verdict(struct an *a)
         an_detect_slow(a);
         for (size_t i = before; i < a->nfindings; i++) follow(a, &a->findings[i]);
     }
+    crash_explains_waits(a);
     if (a->nculprits > 1) qsort(a->culprits, a->nculprits, sizeof *a->culprits, by_rank);
     an_verdict_lines(a);
     if (a->nculprits) return AN_EXIT_CULPRIT;
