@@ -125,6 +125,15 @@ static void enforce_flags(uint64_t index, uint64_t flags)
  * group. An op without (the driver refused an event, the pool was empty, the
  * legacy stream during a capture) would otherwise look stuck forever; the ops
  * around it on its stream still are followed. */
+/* The op's timeout: the first op of a communicator (or with a peer) connects, so
+ * it gets the first-op one. */
+static double op_limit(const struct ng_settings *s, const struct ng_op_record *r)
+{
+    int first = (r->flags & NG_REC_FIRST) != 0;
+    return ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP, (int)r->op,
+                               r->bytes);
+}
+
 static int can_time_out(const struct ng_op_record *r, int state)
 {
     return state != NG_OP_CAPTURED && (r->marker != NG_NO_MARKER || r->group_id);
@@ -133,9 +142,7 @@ static int can_time_out(const struct ng_op_record *r, int state)
 static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)
 {
     const struct ng_settings *s = ncclguard_settings();
-    int first = (r->flags & NG_REC_FIRST) != 0;
-    double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
-                                       (int)r->op, r->bytes);
+    double limit = op_limit(s, r);
     double warn_at = ncclguard_action_after_s(s, NG_ACTION_WARN, limit);
     double dump_at = ncclguard_action_after_s(s, NG_ACTION_DUMP, limit);
     double age = (double)(p->now_mono - r->enqueue_mono_ns) / 1e9;
@@ -185,9 +192,7 @@ static void check_timeout(uint64_t index, const struct ng_op_record *r, int stat
 static int64_t next_due(const struct ng_op_record *r, int64_t now)
 {
     const struct ng_settings *s = ncclguard_settings();
-    int first = (r->flags & NG_REC_FIRST) != 0;
-    double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP,
-                                       (int)r->op, r->bytes);
+    double limit = op_limit(s, r);
     int64_t best = -1;
     for (int a = NG_ACTION_WARN; a <= NG_ACTION_KILL; a++) {
         double after = ncclguard_action_after_s(s, (enum ng_action)a, limit);
