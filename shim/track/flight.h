@@ -24,7 +24,8 @@
  *    way, by the application thread that records its end marker;
  *  - a writer preempted between its claim and its stores while the others go a
  *    whole lap of the ring writes its older record over the newer one of its
- *    slot: the newer one is lost uncounted, and a copy by its index fails. It
+ *    slot: the newer one is lost uncounted, and a copy by its index fails (a
+ *    drop's copy taken while both write can even mix the two). It
  *    takes a ring full of ops enqueued during one preemption;
  *  - claiming a slot whose previous record is not finished drops that record
  *    (counted in `dropped_inflight`); every overwrite counts in `overwritten`.

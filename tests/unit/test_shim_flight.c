@@ -279,7 +279,9 @@ START_TEST(concurrent_writers_and_reader)
      * is handed to the callback intact, or not at all. */
     ck_assert_uint_le(nadvanced + st.dropped_inflight + unfinished, WRITERS * PER_WRITER);
     ck_assert_uint_le(ndropped, st.dropped_inflight);
-    ck_assert_uint_eq(dropped_bad, 0);
+    /* The same lapped writer can also mix its payload into the copy of a record
+     * being dropped from its slot (flight.h): at most once per writer. */
+    ck_assert_uint_le(dropped_bad, WRITERS);
 }
 END_TEST
 
