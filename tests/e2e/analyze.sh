@@ -19,32 +19,6 @@ fi
 # healthy 2-rank communicator can look like one with a straggler.
 export NCCLGUARD_TIMING_SAMPLE=1
 
-# job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: a job in $TMP/NAME, dumps in $TMP/NAME/dumps,
-# its output (the launcher's too) in $TMP/NAME/out. RANKENV (optional) is shell code run
-# in each rank before trainloop, e.g. to give one rank its own variables. With UNTIL (a
-# shell command), a job that hangs is killed whole once UNTIL succeeds.
-job() {
-    local name=$1; shift
-    local largs=()
-    while [ "$1" != -- ]; do largs+=("$1"); shift; done
-    shift
-    mkdir -p "$TMP/$name"
-    if [ -z "${UNTIL:-}" ]; then
-        (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim "$LAUNCH" "${largs[@]}" \
-            -- /bin/sh -c "${RANKENV:-:}; exec \"\$@\"" sh "$TRAIN" "$@" >"$TMP/$name/out" 2>&1)
-        return
-    fi
-    # a hang: stopped whole (no teardown) once UNTIL, a shell command, succeeds
-    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps exec setsid env \
-        LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        "$LAUNCH" "${largs[@]}" -- /bin/sh -c "${RANKENV:-:}; exec \"\$@\"" sh "$TRAIN" "$@" \
-        >"$TMP/$name/out" 2>&1) &
-    local pid=$!
-    wait_for 120 bash -c "$UNTIL"
-    kill -KILL -- -$pid 2>/dev/null
-    wait $pid 2>/dev/null
-}
-
 # verdict NAME WANT [ANALYZE_ARGS...]: analyze $TMP/NAME/dumps; WANT is "healthy", or the
 # culprits as "rank:cause ..." in the verdict's order; passes when the verdict is exactly
 # that and the exit status matches (0 healthy, 1 culprit).

@@ -37,35 +37,33 @@ wait_for() {
 }
 
 # job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: trainloop under launch and the shim, in
-# $TMP/NAME, with dumps in $TMP/NAME/dumps and the combined output in
-# $TMP/NAME/out; sets $rc. A script may define a job of its own instead.
+# $TMP/NAME, with dumps in $TMP/NAME/dumps and the combined output (the
+# launcher's too) in $TMP/NAME/out; sets $rc. A script may define a job of its own.
+#  - RANKENV: shell code each rank runs before trainloop (one rank's variables);
+#  - UNTIL: for a job that hangs, a shell command: the job runs in a session of its
+#    own and is killed whole once UNTIL succeeds (SIGKILL: no teardown dumps that
+#    would replace the ones to check), or after 120 s; $rc is then 0 when UNTIL
+#    succeeded.
 job() {
     local name=$1; shift
     local largs=()
     while [ "$1" != -- ]; do largs+=("$1"); shift; done
     shift
     mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim \
-        "$APPS/launch" "${largs[@]}" -- "$APPS/trainloop" "$@" >"$TMP/$name/out" 2>&1)
-    rc=$?
-}
-
-# job_until NAME COND LAUNCH_ARGS -- TRAINLOOP_ARGS: like job, for a job that hangs:
-# it runs in a session of its own and is killed whole (SIGKILL: no teardown dumps
-# that would replace the ones to check) once the shell command COND succeeds, or
-# after 120 s. Sets $rc to 0 when COND succeeded. The environment of the call
-# (VAR=value job_until ...) reaches the job.
-job_until() {
-    local name=$1 cond=$2; shift 2
-    local largs=()
-    while [ "$1" != -- ]; do largs+=("$1"); shift; done
-    shift
-    mkdir -p "$TMP/$name"
+    local cmd=("$APPS/launch" "${largs[@]}" --)
+    [ -z "${RANKENV:-}" ] || cmd+=(/bin/sh -c "$RANKENV; exec \"\$@\"" sh)
+    cmd+=("$APPS/trainloop" "$@")
+    if [ -z "${UNTIL:-}" ]; then
+        (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps under_shim "${cmd[@]}" \
+            >"$TMP/$name/out" 2>&1)
+        rc=$?
+        return 0
+    fi
     (cd "$TMP/$name" && NCCLGUARD_DUMP_DIR=$TMP/$name/dumps exec setsid env \
         LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        "$APPS/launch" "${largs[@]}" -- "$APPS/trainloop" "$@" >"$TMP/$name/out" 2>&1) &
+        "${cmd[@]}" >"$TMP/$name/out" 2>&1) &
     local pid=$!
-    wait_for 120 bash -c "$cond"
+    wait_for 120 bash -c "$UNTIL"
     rc=$?
     kill -KILL -- -$pid 2>/dev/null
     wait $pid 2>/dev/null

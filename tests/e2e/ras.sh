@@ -23,7 +23,7 @@ serve() {
 hang() {
     local name=$1 until=$2; shift 2
     (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_VERDICT_WAIT_S=0
-     job_until "$name" "$until" -n 2 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
+     UNTIL=$until job "$name" -n 2 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
         --quiet)
 }
 # ras_dumped NAME: the shell command that is true once rank 0 wrote its "ras" dump

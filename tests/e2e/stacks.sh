@@ -17,9 +17,9 @@ stacks_check() {
 }
 
 # --- a hang: where the timed-out op was enqueued, in the line and the dump ---------------
-NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 job_until hang \
-    "[ \$(ls $TMP/hang/dumps/*.json 2>/dev/null | wc -l) -ge 2 ] && grep -q 'in flight' $TMP/hang/out" \
-    -n 2 --timeout 120 -- --steps 40 --hang-rank 1 --hang-step 3 --quiet
+NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
+    UNTIL="[ \$(ls $TMP/hang/dumps/*.json 2>/dev/null | wc -l) -ge 2 ] && grep -q 'in flight' $TMP/hang/out" \
+    job hang -n 2 --timeout 120 -- --steps 40 --hang-rank 1 --hang-step 3 --quiet
 if grep -q 'ncclguard: \[rank 0 .*in flight .* at tl_step_issue ← run_worker ← main (stack [0-9]*)$' \
         "$TMP/hang/out" &&
     stacks_check hang "$(readelf -n "$TRAIN" | sed -n 's/.*Build ID: //p')" <<'PY'

@@ -28,7 +28,7 @@ SHIM=$TMP/lib/libncclguard.so
 hang() {
     local name=$1 until=$2; shift 2
     (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
-     job_until "$name" "$until" -n 4 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
+     UNTIL=$until job "$name" -n 4 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
         --quiet)
 }
 
