@@ -66,8 +66,8 @@
     X("env", ENV, d)                                        \
     X("config", CONFIG, d)                                  \
     X("flight", FLIGHT, d)                                  \
-    X("comms", COMMS, d)                                    \
     X("ops", OPS, d)                                        \
+    X("comms", COMMS, d)                                    \
     X("stack_table", STACK_TABLE, d)                        \
     X("stacks", STACKS, d)                                  \
     X("threads", THREADS, d)                                \

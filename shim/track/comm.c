@@ -177,6 +177,21 @@ void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
     ng_atomic_store_release(&c->peers, peers); /* a dump may be reading */
 }
 
+void ncclguard_comm_count_completed(struct ng_comm *c, uint64_t seq, int peer, uint64_t p2p_seq)
+{
+    ng_atomic(uint64_t) *done = NULL;
+    if (!c) return;
+    struct ng_peer *peers = ng_atomic_load_acquire(&c->peers);
+    if (seq) {
+        done = &c->completed_seq;
+    } else if (peers && peer >= 0 && peer < c->npeers) {
+        done = &peers[peer].done;
+        seq = p2p_seq;
+    }
+    /* Only the watchdog writes them; the state it publishes next orders this. */
+    if (done && seq > ng_atomic_load_relaxed(done)) ng_atomic_store_relaxed(done, seq);
+}
+
 ncclComm_t ncclguard_comm_handle(struct ng_comm *c)
 {
     return ng_atomic_load_acquire(&c->handle);

@@ -85,6 +85,12 @@ struct ng_comm {
  * parent's size of per-peer counters at creation, before anyone uses them. */
 void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers);
 
+/* Counts an op of c as seen completed: a collective's seq (seq > 0), else the
+ * p2p_seq of a send or receive with peer. The watchdog calls it before it
+ * publishes the record's completed state, so that whoever sees the state
+ * (a dump) and then reads the counter finds the op counted. */
+void ncclguard_comm_count_completed(struct ng_comm *c, uint64_t seq, int peer, uint64_t p2p_seq);
+
 /* Index of a record in the registry (for ncclguard_comm_at). */
 int ncclguard_comm_index(const struct ng_comm *c);
 

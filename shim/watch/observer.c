@@ -93,18 +93,6 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
                       int64_t gpu_end, int64_t now_mono)
 {
     ng_atomic_add_relaxed(&ncompleted, 1);
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    /* The newest op seen completed: a collective's seq, or a peer's p2p_seq.
-     * Only this thread writes them. */
-    ng_atomic(uint64_t) *done = NULL;
-    uint64_t seq = r->seq;
-    if (c && r->seq) {
-        done = &c->completed_seq;
-    } else if (c && r->peer >= 0 && r->peer < c->npeers) {
-        done = &ng_atomic_load_acquire(&c->peers)[r->peer].done;
-        seq = r->p2p_seq;
-    }
-    if (done && seq > ng_atomic_load_relaxed(done)) ng_atomic_store_relaxed(done, seq);
     /* Only timing samples (timed markers) have GPU times; the slow-op rules use
      * them alone, since a discovery time is off by up to a poll period. With
      * TRACK=end a sample has no start: enqueue to GPU end. */
@@ -226,6 +214,7 @@ static int progress(uint64_t index, const struct ng_op_record *r, int state, voi
         watch(index, NG_WATCH_SEEN_END, p->now_real);
         watch(index, NG_WATCH_GPU_END, ge);
     }
+    if (to == NG_OP_COMPLETED) ncclguard_comm_count_completed(c, r->seq, r->peer, r->p2p_seq);
     if (ncclguard_flight_advance(index, state, to) != 0) return state;
     if (ng_op_state_final(to)) {
         if (shared) ncclguard_group_put(r->group_id, r->stream);

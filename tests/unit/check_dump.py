@@ -23,7 +23,7 @@ TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns"
        ("host", "STR"),
        ("pid", "I64"), ("rank", "I64_NONNEG"), ("local_rank", "I64_NONNEG"), ("job", "STR"),
        ("versions", "VERSIONS"), ("env", "ENV"), ("config", "CONFIG"),
-       ("flight", "FLIGHT"), ("comms", "COMMS"), ("ops", "OPS"),
+       ("flight", "FLIGHT"), ("ops", "OPS"), ("comms", "COMMS"),
        ("stack_table", "STACK_TABLE"), ("stacks", "STACKS"), ("threads", "THREADS"),
        ("python", "PYTHON"), ("ras", "RAS")]
 # ncclguard.dump/1.x: the versions were two top-level members, and there was no
@@ -71,9 +71,10 @@ OP = [("index", "U64"), ("comm", "HEX"), ("comm_rank", "I64"), ("comm_nranks", "
       ("result", "I64"), ("flags", "OP_FLAGS"), ("marker", "I64_NONNEG"),
       ("stack", "I64_NONNEG")]
 # ncclguard.dump/2.0 and 1.x had no "times" and no enqueue stacks; 2.0 had no
-# stack_table, stacks or ras either.
+# stack_table, stacks or ras either, and its comms came before its ops.
 OP_V1 = [f for f in OP if f[0] not in ("times", "stack")]
-TOP_V20 = [f for f in TOP if f[0] not in ("stack_table", "stacks", "ras")]
+TOP_V20 = [f for f in TOP if f[0] not in ("stack_table", "stacks", "ras", "comms")]
+TOP_V20.insert(TOP_V20.index(("ops", "OPS")), ("comms", "COMMS"))
 STACK_TABLE = [("depth", "I64"), ("capacity", "I64"), ("used", "I64"), ("lost", "U64")]
 STACK = [("id", "I64"), ("frames", "STACK_FRAMES")]
 RAS = [("incident", "STR"), ("format", "STR"), ("error", "OPT_STR"), ("truncated", "BOOL"),

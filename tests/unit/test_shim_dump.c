@@ -495,6 +495,57 @@ START_TEST(dump_while_writers_append)
 }
 END_TEST
 
+/* Runs the check every dump of the end-to-end tests must pass
+ * (tests/e2e/dumpcheck.py sane) on one dump. */
+static void run_sane(const char *dump)
+{
+    char cmd[3 * PATH_MAX];
+    fmt_path(cmd, "python3 '%s/tests/e2e/dumpcheck.py' sane '%s'", repo, dump);
+    int rc = system(cmd);
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dumpcheck sane failed on %s", dump);
+}
+
+/* An application thread and the watchdog in one: numbers a collective of c1
+ * and appends it, then counts it completed and publishes that, in the order
+ * of track/ops.c and watch/observer.c. */
+static void *collectives(void *arg)
+{
+    (void)arg;
+    struct ng_op_record r;
+    fill(&r, 7);
+    r.comm_id = C1_ID;
+    r.comm_slot = c1->slot;
+    r.marker = NG_NO_MARKER;
+    r.gpu_end_ns = r.seen_end_ns = r.enqueue_ns + 2000;
+    while (!ng_atomic_load_relaxed(&stop_writers)) {
+        r.seq = ng_atomic_add_relaxed(&c1->coll_seq, 1) + 1;
+        uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+        ncclguard_comm_count_completed(c1, r.seq, -1, 0);
+        ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_COMPLETED);
+    }
+    return NULL;
+}
+
+/* A dump taken while ops are called and complete lists none beyond its
+ * communicator's counters (seen once in CI: a completed op above
+ * last_completed_seq, when comms were read before the ops). */
+START_TEST(comm_counters_cover_the_listed_ops)
+{
+    setup("0", "job42", "d");
+    build_registry();
+    ck_assert_int_eq(ncclguard_flight_init(64), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, collectives, NULL), 0);
+    char path[PATH_MAX];
+    for (int d = 0; d < 20; d++) {
+        ck_assert_int_eq(ncclguard_dump_write("signal", path, sizeof path), 0);
+        run_sane(path);
+    }
+    ng_atomic_store_relaxed(&stop_writers, 1);
+    pthread_join(t, NULL);
+}
+END_TEST
+
 START_TEST(later_dump_replaces_earlier)
 {
     setup("2", "job42", "d");
@@ -885,6 +936,7 @@ int main(void)
     tcase_add_test(tc, checker_reads_1x_and_rejects_3);
     tcase_add_test(tc, large_dump_streams_through_the_buffer);
     tcase_add_test(tc, dump_while_writers_append);
+    tcase_add_test(tc, comm_counters_cover_the_listed_ops);
     tcase_add_test(tc, later_dump_replaces_earlier);
     tcase_add_test(tc, symlink_at_final_name_not_followed);
     tcase_add_test(tc, symlink_at_temp_name_not_followed);
