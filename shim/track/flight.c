@@ -8,17 +8,20 @@
 
 #define STATE_BITS 8
 #define STATE_MASK ((1u << STATE_BITS) - 1)
-#define WORDS (sizeof(struct ng_op_record) / sizeof(uint64_t))
 #define WORD(field) (offsetof(struct ng_op_record, field) / sizeof(uint64_t))
-#define PAYLOAD_WORDS WORD(state_word)
+#define PAYLOAD_WORDS WORD(state_word) /* what a writer stores */
+#define SLOT_WORDS WORD(gpu_start_ns)  /* what a slot holds: the payload, state and version */
 
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
+_Static_assert(offsetof(struct ng_op_record, flags) % sizeof(uint64_t) == 0, "the 32-bit fields fill their words");
 _Static_assert(STATE_MASK == 0xff, "ng_record_state (flight.h) reads the same bits");
 _Static_assert(NG_OP_NSTATES <= STATE_MASK, "a state fits in its bits");
+_Static_assert(WORD(version) + 1 == SLOT_WORDS, "state and version end the slot's words");
 
-/* A slot of the ring: one record, as words that threads share. */
+/* A slot of the ring: one record, as words that threads share, padded to whole
+ * cache lines, so that threads appending side by side never share one. */
 struct slot {
-    ng_atomic(uint64_t) w[WORDS];
+    ng_atomic(uint64_t) w[(SLOT_WORDS + 7) / 8 * 8];
 };
 
 /* Beside each slot: what each watchdog thread learnt (each part written by its
@@ -74,7 +77,8 @@ int ncclguard_flight_init(uint64_t cap)
 }
 
 /* Copies the first `nwords` words of slot s, which must hold record `index`
- * complete: 0, or -1 when it does not, or when a writer came meanwhile. */
+ * complete, and clears what the watchdog learnt: 0, or -1 when it does not,
+ * or when a writer came meanwhile. */
 static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, size_t nwords)
 {
     uint64_t v1 = ng_atomic_load_acquire(&s->w[WORD(version)]);
@@ -82,6 +86,7 @@ static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, 
     uint64_t *dst = (uint64_t *)out;
     for (size_t w = 0; w < nwords; w++) dst[w] = ng_atomic_load_relaxed(&s->w[w]);
     ng_atomic_fence_acquire();
+    out->gpu_start_ns = out->gpu_end_ns = out->seen_start_ns = out->seen_end_ns = 0;
     return ng_atomic_load_relaxed(&s->w[WORD(version)]) == v1 ? 0 : -1;
 }
 
@@ -118,8 +123,11 @@ static void merge_side(uint64_t index, struct ng_op_record *out)
  * share of its group's. */
 static int holds_events(struct slot *s)
 {
-    return (int64_t)ng_atomic_load_relaxed(&s->w[WORD(marker)]) != NG_NO_MARKER ||
-           ng_atomic_load_relaxed(&s->w[WORD(group_id)]) != 0;
+    uint64_t w = ng_atomic_load_relaxed(&s->w[WORD(marker)]);
+    int32_t marker;
+    memcpy(&marker, (const char *)&w + offsetof(struct ng_op_record, marker) % sizeof w,
+           sizeof marker);
+    return marker != NG_NO_MARKER || ng_atomic_load_relaxed(&s->w[WORD(group_id)]) != 0;
 }
 
 /*
@@ -195,7 +203,7 @@ static struct slot *slot(uint64_t index)
 int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)
 {
     struct slot *s = slot(index);
-    if (!s || copy_words(s, index, out, WORDS) != 0) return -1;
+    if (!s || copy_words(s, index, out, SLOT_WORDS) != 0) return -1;
     if ((out->state_word >> STATE_BITS) != index) return -1;
     merge_side(index, out);
     return 0;

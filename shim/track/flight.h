@@ -46,8 +46,8 @@
 
 #define NG_NO_MARKER (-1)
 
-/* Every field is 64 bits wide, so that records can be copied word by word with
- * relaxed atomic accesses (torn-free, and clean under ThreadSanitizer). */
+/* Records are copied word by word with relaxed atomic accesses (torn-free, and
+ * clean under ThreadSanitizer): 64-bit fields, and 32-bit ones two to a word. */
 struct ng_op_record {
     /* set by the writer */
     uint64_t comm_id;
@@ -60,25 +60,26 @@ struct ng_op_record {
     uint64_t thread_id;      /* gettid() of the caller */
     int64_t enqueue_ns;      /* CLOCK_REALTIME */
     int64_t enqueue_mono_ns; /* CLOCK_MONOTONIC */
-    int64_t op;              /* enum ng_op_type (base/ops.h) */
-    int64_t dtype;           /* ncclDataType_t */
-    int64_t redop;           /* ncclRedOp_t, -1 when none */
+    int32_t op;              /* enum ng_op_type (base/ops.h) */
+    int32_t dtype;           /* ncclDataType_t */
+    int32_t redop;           /* ncclRedOp_t, -1 when none */
     union {
-        int64_t root;        /* a rooted collective's root, -1 when none */
-        int64_t peer;        /* a Send's or Recv's peer (comm rank) */
+        int32_t root;        /* a rooted collective's root, -1 when none */
+        int32_t peer;        /* a Send's or Recv's peer (comm rank) */
     };
-    int64_t comm_rank, comm_nranks;
-    int64_t comm_slot;       /* index of the communicator in the registry, -1 if none */
-    int64_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
-    int64_t result;          /* ncclResult_t the enqueue returned */
-    int64_t stack;           /* enqueue stack id (track/stacks.h), NG_NO_STACK if none */
-    /* learnt by the watchdog: 0 in what the writer appends, merged into copies */
-    int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale; 0 unknown */
-    int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */
-    uint64_t flags;                     /* NG_REC_*: the writer's, and the watchdog's */
+    int32_t comm_rank, comm_nranks;
+    int32_t comm_slot;       /* index of the communicator in the registry, -1 if none */
+    int32_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
+    int32_t result;          /* ncclResult_t the enqueue returned */
+    int32_t stack;           /* enqueue stack id (track/stacks.h), NG_NO_STACK if none */
+    uint64_t flags;          /* NG_REC_*: the writer's, and the watchdog's */
     /* concurrency */
     uint64_t state_word; /* (index << 8) | enum ng_op_state (base/ops.h) */
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
+    /* learnt by the watchdog: not in the ring's slot (the writer never stores
+     * them), kept beside it and merged into copies; 0 unknown */
+    int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale */
+    int64_t seen_start_ns, seen_end_ns; /* when the watchdog discovered them */
 };
 
 /* The state of a record copied out of the ring. */

@@ -123,7 +123,6 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->comm_nranks = ng_comm_nranks(c);
     r->comm_slot = c->slot;
     r->result = 0;
-    r->gpu_start_ns = r->gpu_end_ns = r->seen_start_ns = r->seen_end_ns = 0;
     r->flags = 0;
     r->marker = NG_NO_MARKER;
     r->stack = ncclguard_stack_capture();

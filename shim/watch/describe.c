@@ -26,8 +26,8 @@ long long ncclguard_record_comm_size(const struct ng_op_record *r)
 
 const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len)
 {
-    const char *name = ng_op_name((int)r->op);
-    if (ng_op_is_p2p((int)r->op))
+    const char *name = ng_op_name(r->op);
+    if (r->op >= 0 && r->op < NG_OP_NTYPES && ng_op_is_p2p(r->op))
         snprintf(buf, len, "%s #%llu %s peer %lld", name, (unsigned long long)r->p2p_seq,
                  r->op == NG_OP_SEND ? "to" : "from", (long long)r->peer);
     else

@@ -238,6 +238,19 @@ static void fill(struct ng_op_record *r, int i)
     }
 }
 
+/* Appends r as an application thread would, then gives it its times as the
+ * observer learns them: a writer never stores them in the ring. */
+static uint64_t append(const struct ng_op_record *r, int state)
+{
+    uint64_t i = ncclguard_flight_append(r, state);
+    const int64_t t[] = {r->gpu_start_ns, r->gpu_end_ns, r->seen_start_ns, r->seen_end_ns};
+    const enum ng_watch_field f[] = {NG_WATCH_GPU_START, NG_WATCH_GPU_END, NG_WATCH_SEEN_START,
+                                     NG_WATCH_SEEN_END};
+    for (int k = 0; k < 4; k++)
+        if (t[k]) ncclguard_flight_watch(i, NG_WATCHER_OBSERVER, f[k], (uint64_t)t[k]);
+    return i;
+}
+
 static struct ng_comm *c1, *c2;
 
 static void build_registry(void)
@@ -269,7 +282,7 @@ static void build_ring(void)
     for (int i = 0; i < NRECORDS; i++) {
         fill(&r, i);
         int state = i == 19 ? NG_OP_SCHEDULED : rows[i].state;
-        ck_assert_uint_eq(ncclguard_flight_append(&r, state), (uint64_t)i);
+        ck_assert_uint_eq(append(&r, state), (uint64_t)i);
     }
     ck_assert_int_eq(ncclguard_flight_advance(19, NG_OP_SCHEDULED, NG_OP_STARTED), 0);
     ncclguard_flight_watch(19, NG_WATCHER_OBSERVER, NG_WATCH_GPU_START, T0 + 19 * 1000 + 1000);
@@ -443,7 +456,7 @@ START_TEST(large_dump_streams_through_the_buffer)
     for (int i = 0; i < 700; i++) {
         fill(&r, 7);
         r.seq = (uint64_t)i + 1;
-        ncclguard_flight_append(&r, i % 5 ? NG_OP_COMPLETED : NG_OP_STARTED);
+        append(&r, i % 5 ? NG_OP_COMPLETED : NG_OP_STARTED);
     }
     char path[PATH_MAX], expect[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("exit", path, sizeof path), 0);
@@ -519,7 +532,7 @@ static void *collectives(void *arg)
     r.gpu_end_ns = r.seen_end_ns = r.enqueue_ns + 2000;
     while (!ng_atomic_load_relaxed(&stop_writers)) {
         r.seq = ng_atomic_add_relaxed(&c1->coll_seq, 1) + 1;
-        uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+        uint64_t i = append(&r, NG_OP_SCHEDULED);
         ncclguard_comm_count_completed(c1, r.seq, -1, 0);
         ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_COMPLETED);
     }
