@@ -6,7 +6,8 @@
  *  - slow: at each completed collective, the rank that arrived last; a rank that
  *    makes the others wait persistently is a straggler. Arrival comes from the GPU durations
  *    (everyone leaves a collective together, so the last to arrive waited least;
- *    no clock is compared across hosts), or the enqueue times without them.
+ *    no clock is compared across hosts) of the collectives timed on every rank,
+ *    or the enqueue times when none is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,12 +169,19 @@ void an_detect_slow(struct an *a)
         if (c->nranks < 2 || (int64_t)c->nmembers < c->nranks) continue;
         memset(last, 0, a->nranks * sizeof *last);
         memset(late, 0, a->nranks * sizeof *late);
-        uint32_t waited = 0;
+        /* The GPU durations of the collectives timed on every rank (the timing
+         * samples), whenever there are any: enqueue times say when a host got
+         * there, not when its GPU did, and healthy ranks' hosts run ahead of
+         * their GPUs by different amounts. */
+        uint32_t timed = 0, waited = 0;
+        for (size_t i = 0; i < c->nseqs; i++) timed += c->seqs[i].dn == c->nranks;
+        int by_duration = timed > 0;
         for (size_t i = 0; i < c->nseqs; i++) {
             const struct an_seq *s = &c->seqs[i];
             int64_t spread;
             int32_t who;
-            if (s->dn == c->nranks) {
+            if (by_duration) {
+                if (s->dn != c->nranks) continue;
                 spread = s->dmax - s->dmin;
                 who = s->d_last;
             } else if (s->en == c->nranks) {
