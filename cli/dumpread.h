@@ -33,9 +33,9 @@ enum ng_dop_name { NG_OP_ALLREDUCE, NG_OP_BROADCAST, NG_OP_BCAST, NG_OP_REDUCE, 
 
 /* ops[].state */
 enum ng_dop_state { NG_ST_SCHEDULED, NG_ST_STARTED, NG_ST_COMPLETED, NG_ST_FAILED, NG_ST_ABORTED,
-                    NG_ST_CAPTURED, NG_ST_OTHER, NG_ST_NSTATES };
+                    NG_ST_CAPTURED, NG_ST_UNTRACKED, NG_ST_OTHER, NG_ST_NSTATES };
 #define NG_DOP_STATE_NAMES {"scheduled", "started", "completed", "failed", "aborted", "captured", \
-                           "other"}
+                           "untracked", "other"}
 
 /* ops[].flags, bit i: NG_DUMP_OP_FLAG_NAMES[i] (dump_format.h), "bitN" for the others */
 #define NG_DOP_SLOW (1u << 0)

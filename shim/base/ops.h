@@ -81,6 +81,7 @@ enum ng_op_state {
     NG_OP_FAILED,        /* NCCL returned an error at enqueue, or an async error */
     NG_OP_ABORTED,       /* its communicator was aborted or revoked before it finished */
     NG_OP_CAPTURED,      /* recorded into a CUDA graph: no markers */
+    NG_OP_UNTRACKED,     /* no marker (TRACK=off, or none could be recorded): never followed */
     NG_OP_NSTATES
 };
 
@@ -94,7 +95,8 @@ static inline int ng_op_state_final(int s)
 static inline const char *ng_op_state_name(int state)
 {
     static const char *const names[] = {"scheduled", "started", "completed",
-                                        "failed",    "aborted", "captured"};
+                                        "failed",    "aborted", "captured",
+                                        "untracked"};
     _Static_assert(sizeof names / sizeof names[0] == NG_OP_NSTATES, "one name per state");
     return state >= 0 && state < NG_OP_NSTATES ? names[state] : "unknown";
 }

@@ -185,8 +185,8 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
         ncclguard_flight_append(r, NG_OP_CAPTURED);
         return;
     }
-    if (r->marker == NG_NO_MARKER) {
-        ncclguard_flight_append(r, NG_OP_SCHEDULED);
+    if (r->marker == NG_NO_MARKER) { /* a group's ops get their markers at its end */
+        ncclguard_flight_append(r, r->group_id ? NG_OP_SCHEDULED : NG_OP_UNTRACKED);
         return;
     }
     if (res == ncclInProgress) {

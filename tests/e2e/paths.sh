@@ -84,6 +84,21 @@ else
     fail "track=end" "rc=$rc $(cat "$TMP/end/check")"; show end
 fi
 
+# --- NCCLGUARD_TRACK=off: no markers, so every op is untracked, none left in flight ------
+job off NCCLGUARD_TRACK=off NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20
+if [ $rc -eq 0 ] && $CHECK sane "$TMP/off/dumps" >"$TMP/off/check" &&
+    python3 - "$TMP"/off/dumps/ncclguard-*.json >>"$TMP/off/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+other = [(o["index"], o["state"]) for o in ops if o["state"] != "untracked" or o["marker"] is not None]
+assert ops and not other, f"ops not untracked: {other}"
+PY
+then
+    pass "track=off: every op untracked, none in flight"
+else
+    fail "track=off" "rc=$rc $(cat "$TMP/off/check")"; show off
+fi
+
 # --- a deferred record overwritten in the ring: its marker comes back exactly once ------
 # Lost, the pool runs dry; returned twice, two ops get the same one.
 job deferred NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" deferred 120

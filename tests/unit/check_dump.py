@@ -102,7 +102,7 @@ NESTED = ("CONFIG", "FLIGHT", "COMMS", "PEERS", "OPS", "VERSIONS", "ENV", "STACK
           "RAS")
 
 COMM_STATES = {"initializing", "ready", "finalizing", "revoked", "aborted", "destroyed", "failed"}
-OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured"}
+OP_STATES = {"scheduled", "started", "completed", "failed", "aborted", "captured", "untracked"}
 IN_FLIGHT = {"scheduled", "started"}
 OP_NAMES = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
             "AlltoAll", "Gather", "Scatter", "Send", "Recv", "Unknown"}
