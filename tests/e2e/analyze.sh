@@ -52,7 +52,6 @@ PY
 # every rank dumps for the incident.
 export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
 # every rank's dump of the incident
-dumped() { echo "[ \$(grep -l '\"incident\":\"' $TMP/$1/dumps/*.json 2>/dev/null | wc -l) -ge 4 ]"; }
 UNTIL="$(dumped hang) && grep -q 'verdict (' $TMP/hang/out" job hang -n 4 --timeout 60 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 verdict hang "1:missing"
 if grep -q 'trainloop_host_stall' "$TMP/hang.txt" && grep -q '"where"' "$TMP/hang.json" &&

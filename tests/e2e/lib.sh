@@ -44,6 +44,9 @@ wait_for() {
 #    own and is killed whole once UNTIL succeeds (SIGKILL: no teardown dumps that
 #    would replace the ones to check), or after 120 s; $rc is then 0 when UNTIL
 #    succeeded.
+# dumped NAME [N]: an UNTIL command, true once N (4) dumps of job NAME belong to an incident
+dumped() { echo "[ \$(grep -l '\"incident\":\"' $TMP/$1/dumps/*.json 2>/dev/null | wc -l) -ge ${2:-4} ]"; }
+
 job() {
     local name=$1; shift
     local largs=()

@@ -69,8 +69,9 @@ fi
 # --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
 # Here and below, the ops that hang are not their communicator's first: FIRST_TIMEOUT,
 # set far off, must not be the timeout that counts.
-NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_EVENTS=$TMP/stall.events \
-    job stall -n 4 --timeout 15 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
+UNTIL="$(dumped stall) && [ \$(grep -c '\"event\":\"dump\"' $TMP/stall.events) -ge 4 ]" \
+    NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_EVENTS=$TMP/stall.events \
+    job stall -n 4 --timeout 60 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
     grep -q 'ncclguard: \[rank 0 .*in flight .*started on GPU, not finished' "$TMP/stall/out" &&
     $CHECK stall "$TMP/stall/dumps" 2 >"$TMP/stall/check" &&
@@ -113,8 +114,8 @@ else
 fi
 
 # --- a rank hung on the host: the others time out on the op it never called --------------
-NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
-    job hang -n 4 --timeout 15 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
+UNTIL=$(dumped hang) NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
+    job hang -n 4 --timeout 60 -- --steps 30 --hang-rank 1 --hang-step 3 --quiet
 if $CHECK hang "$TMP/hang/dumps" 1 >"$TMP/hang/check" &&
     ! grep -q 'ncclguard: \[rank 1 .*in flight' "$TMP/hang/out"; then
     pass "host hang on rank 1: peers time out on one op, rank 1 dumps on their trigger"
@@ -132,8 +133,8 @@ fi
 
 # --- skipped and mismatched collectives: the dumps differ exactly there -------------------
 for kind in skip mismatch; do
-    NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
-        job $kind -n 4 --timeout 15 -- --steps 30 --$kind-rank 3 --$kind-step 2 --quiet
+    UNTIL=$(dumped $kind) NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 \
+        job $kind -n 4 --timeout 60 -- --steps 30 --$kind-rank 3 --$kind-step 2 --quiet
     if $CHECK differ "$TMP/$kind/dumps" 3 >"$TMP/$kind/check"; then
         pass "--$kind-rank 3: $(cat "$TMP/$kind/check")"
     else
