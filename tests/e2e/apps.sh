@@ -286,7 +286,7 @@ test_hang() {
 fault_hangs() {
     local name=$1 notice=$2 out=$TMP/$1.out
     shift 2
-    run "$out" with_fakes "$LAUNCH" -n 2 --timeout 10 -- "$TRAIN" --steps 4 --quiet "$@"
+    run "$out" with_fakes "$LAUNCH" -n 2 --timeout 5 -- "$TRAIN" --steps 4 --quiet "$@"
     if [ "$rc" -eq 124 ] && grep -q -- "$notice" "$out" && ! grep -q ' ok steps=' "$out"; then
         pass "$name"
     else
