@@ -260,6 +260,33 @@ void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx)
     }
 }
 
+/* Record i to fn: 1 when taken, or gone (overwritten before it was taken); 0
+ * while it is still being written. */
+static int read_one(uint64_t i, ng_flight_fn fn, void *ctx)
+{
+    struct ng_op_record r;
+    if (ncclguard_flight_copy(i, &r) == 0) {
+        fn(i, &r, ctx);
+        return 1;
+    }
+    return ncclguard_flight_state(i) < 0 && ncclguard_flight_head() - i > capacity;
+}
+
+void ncclguard_flight_read(struct ng_flight_reader *rd, ng_flight_fn fn, void *ctx)
+{
+    uint64_t head = ncclguard_flight_head();
+    int n = 0;
+    for (int k = 0; k < rd->nlate; k++)
+        if (!read_one(rd->late[k], fn, ctx)) rd->late[n++] = rd->late[k];
+    rd->nlate = n;
+    if (head - rd->next > capacity) rd->next = head - capacity;
+    for (; rd->next < head; rd->next++)
+        if (!read_one(rd->next, fn, ctx)) {
+            if (rd->nlate == NG_FLIGHT_LATE) break;
+            rd->late[rd->nlate++] = rd->next;
+        }
+}
+
 uint64_t ncclguard_flight_head(void)
 {
     return ng_atomic_load_acquire(&head);

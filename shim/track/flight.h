@@ -143,6 +143,28 @@ void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_f
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
 
+/* What a reader is handed: record `index`, a consistent copy of it. */
+typedef void (*ng_flight_fn)(uint64_t index, const struct ng_op_record *r, void *ctx);
+
+/*
+ * A reader that takes every record once, as it is appended: each of the
+ * watchdog's threads keeps one (the observer files the records in its lanes,
+ * the enforcer in its agenda), so that a pass copies the records appended since
+ * the last one, not the ring. A record still being written when the reader
+ * reaches it is taken at a later call (the first NG_FLIGHT_LATE of them; past
+ * that, the reader waits at the next one); a record overwritten before it was
+ * taken is skipped.
+ */
+#define NG_FLIGHT_LATE 64
+struct ng_flight_reader {
+    uint64_t next; /* the records below it were taken, or are late */
+    uint64_t late[NG_FLIGHT_LATE];
+    int nlate;
+};
+
+/* Calls fn for every record appended since the last call on rd. */
+void ncclguard_flight_read(struct ng_flight_reader *rd, ng_flight_fn fn, void *ctx);
+
 /*
  * Calls fn for every record from *tail to the head that is not in a final
  * state, with a consistent copy and its state; fn returns the record's state
