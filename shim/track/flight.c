@@ -217,19 +217,32 @@ int ncclguard_flight_advance(uint64_t index, int from, int to)
     return ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &expected, pack(index, to)) ? 0 : -1;
 }
 
+void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned which,
+                                   const uint64_t value[NG_WATCH_NFIELDS])
+{
+    if (!slot(index) || who >= NG_WATCHERS) return;
+    struct part *p = &sides[index & mask].part[who];
+    int fresh = ng_atomic_load_relaxed(&p->tag) != index + 1;
+    if (fresh) { /* the part was a former record's: its fields start from 0 */
+        ng_atomic_store_relaxed(&p->tag, 0);
+        ng_atomic_fence_release();
+    }
+#pragma GCC unroll 8
+    for (int f = 0; f < NG_WATCH_NFIELDS; f++) {
+        uint64_t v = f == NG_WATCH_FLAGS ? value[f] & NG_REC_WATCH_FLAGS : value[f];
+        if (which & (1u << f)) ng_atomic_store_release(&p->field[f], v);
+        else if (fresh) ng_atomic_store_relaxed(&p->field[f], 0);
+    }
+    if (fresh) ng_atomic_store_release(&p->tag, index + 1);
+}
+
 void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
                             uint64_t value)
 {
-    if (!slot(index) || who >= NG_WATCHERS || field >= NG_WATCH_NFIELDS) return;
-    struct part *p = &sides[index & mask].part[who];
-    if (ng_atomic_load_relaxed(&p->tag) != index + 1) { /* a newer record: start over */
-        ng_atomic_store_relaxed(&p->tag, 0);
-        ng_atomic_fence_release();
-        for (int f = 0; f < NG_WATCH_NFIELDS; f++) ng_atomic_store_relaxed(&p->field[f], 0);
-        ng_atomic_store_release(&p->tag, index + 1);
-    }
-    if (field == NG_WATCH_FLAGS) value &= NG_REC_WATCH_FLAGS;
-    ng_atomic_store_release(&p->field[field], value);
+    uint64_t v[NG_WATCH_NFIELDS] = {0};
+    if (field >= NG_WATCH_NFIELDS) return;
+    v[field] = value;
+    ncclguard_flight_watch_fields(index, who, 1u << field, v);
 }
 
 void ncclguard_flight_end_deferred(uint64_t index)
@@ -237,26 +250,13 @@ void ncclguard_flight_end_deferred(uint64_t index)
     if (slot(index)) ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
 }
 
-void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx)
+void ncclguard_flight_walk(ng_flight_fn fn, void *ctx)
 {
     uint64_t head = ncclguard_flight_head();
-    if (head - *tail > capacity) *tail = head - capacity;
-    int at_tail = 1;
-    for (uint64_t i = *tail; i < head; i++) {
+    for (uint64_t i = head > capacity ? head - capacity : 0; i < head; i++) {
         struct ng_op_record r;
-        int state = ncclguard_flight_state(i);
-        if (ncclguard_flight_copy(i, &r) != 0) {
-            if (state >= 0) at_tail = 0; /* still being written */
-            else if (at_tail) *tail = i + 1;
-            continue;
-        }
-        state = ng_record_state(&r);
-        if (!ng_op_state_final(state)) state = fn(i, &r, state, ctx);
-        if (ng_op_state_final(state)) {
-            if (at_tail) *tail = i + 1;
-            continue;
-        }
-        at_tail = 0;
+        if (ncclguard_flight_copy(i, &r) == 0 && !ng_op_state_final(ng_record_state(&r)))
+            fn(i, &r, ctx);
     }
 }
 
