@@ -15,12 +15,14 @@
  * ncclguard_observer_pass; the watchdog's threads are not started.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../fakes/fakecuda.h"
+#include "base/atomic.h"
 #include "base/clock.h"
 #include "check_main.h"
 #include "policy/config_load.h"
@@ -260,6 +262,63 @@ START_TEST(overwritten_in_flight)
 }
 END_TEST
 
+/* A writer thread appends ops on a held stream into a ring of 16 as fast as it
+ * can while passes run: records are dropped in flight at every moment of a
+ * pass, also between the settling of their lane and the taking of the records
+ * that replace them. Once the stream goes on, the 16 newest complete, and the
+ * dropped ones' markers came back. (Also run under ThreadSanitizer.) */
+struct writer {
+    CUcontext ctx;
+    CUstream s;
+    ng_atomic(int) stop;
+    uint64_t last, failed;
+};
+
+static void *write_ops(void *arg)
+{
+    struct writer *w = arg;
+    if (cuCtxSetCurrent(w->ctx)) return NULL;
+    while (!ng_atomic_load_acquire(&w->stop)) {
+        int m;
+        if (ncclguard_marker_begin(w->s, 1, 0, &m) != NG_MARKER_OK ||
+            ncclguard_marker_end(m, w->s) != 0) {
+            w->failed++;
+            continue;
+        }
+        struct ng_op_record r = record(6, w->s);
+        r.marker = m;
+        w->last = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    }
+    return NULL;
+}
+
+START_TEST(overwritten_while_passes_run)
+{
+    start(16);
+    static volatile int spin;
+    struct writer w = {.s = stream()};
+    ck_assert_int_eq(cuCtxGetCurrent(&w.ctx), CUDA_SUCCESS);
+    hold(w.s, &spin);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, write_ops, &w), 0);
+    int64_t until = ng_clock_ns(CLOCK_MONOTONIC) + 300000000;
+    int passes = 0;
+    while (ng_clock_ns(CLOCK_MONOTONIC) < until || passes < 100) {
+        pass();
+        passes++;
+    }
+    ng_atomic_store_release(&w.stop, 1);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(w.failed, 0);
+    ck_assert_uint_gt(w.last, 1000);
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(w.s), CUDA_SUCCESS);
+    pass();
+    for (uint64_t i = w.last - 15; i <= w.last; i++) ck_assert_int_eq(state(i), NG_OP_COMPLETED);
+    ck_assert_uint_eq(fakecuda_misuse_count(), 0);
+}
+END_TEST
+
 /* One communicator, two streams: its op on s2 is started by its marker, but
  * NCCL runs it after its op on s1, which is held before it starts. */
 START_TEST(comm_waits_for_its_other_stream)
@@ -385,6 +444,7 @@ int main(void)
     tcase_add_test(t, many_streams_and_comms);
     tcase_add_test(t, as_many_lanes_as_slots);
     tcase_add_test(t, overwritten_in_flight);
+    tcase_add_test(t, overwritten_while_passes_run);
     tcase_add_test(t, comm_waits_for_its_other_stream);
     tcase_add_test(t, group_shares_marker);
     tcase_add_test(t, deferred_op_passed_over);
