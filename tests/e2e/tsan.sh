@@ -2,9 +2,8 @@
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
 # writers, the observer's lanes beside one, jobs whose watchdog polls while
-# application threads enqueue, the
-# writer thread of the log files, and a ring that overflows while the watchdog
-# polls.
+# application threads enqueue, the writer thread of the log files, and a ring
+# that overflows while the watchdog polls.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
     skip "tsan" "run with make tsan"; finish; exit
