@@ -31,11 +31,12 @@ struct ng_lane {
     uint32_t oldest, newest; /* its nodes; never empty */
     uint32_t next;           /* the next lane of its communicator (0: the last) */
     uint32_t comm;           /* its communicator's registry slot + 1; 0: none */
-    /* The observer's: the lane's oldest op that the GPU has not finished (0:
-     * none), its state, the marker it is asked by, what that said at the last
-     * query (enum ng_marker_state), and the GPU start time. Kept from pass to
-     * pass; cleared when that node leaves the lane. */
+    /* The observer's: the lane's oldest op that the GPU has not finished (its
+     * node, 0: none; its record), its state, the marker it is asked by, what
+     * that said at the last query (enum ng_marker_state), and the GPU start
+     * time. Kept from pass to pass; cleared when that node leaves the lane. */
     uint32_t front;
+    uint64_t front_index;
     int front_state, front_marker, front_gpu;
     int64_t front_start_ns;
 };

@@ -230,23 +230,28 @@ static void set_front(struct ng_lane *l, uint32_t node, const struct op *o,
                       enum ng_marker_state m, int64_t gs)
 {
     l->front = node;
+    l->front_index = o->index;
     l->front_state = o->state;
     l->front_marker = o->marker;
     l->front_gpu = m;
     l->front_start_ns = gs;
 }
 
-/* Whether the lane's front is as the last pass left it: still its oldest op,
- * in the same state, its communicator not ended, and its marker says the same.
- * Then nothing behind it moved either, and the lane costs that one query. */
+/*
+ * Whether the lane's front is as the last pass left it: still its oldest op,
+ * in the same state (the end of its communicator, seen by sweep_ended, changes
+ * that), and its marker not further. Then nothing behind it moved either, and
+ * the lane costs one query: of the start event while the GPU has not reached
+ * it (the end event comes after it on the stream), else of the end event.
+ */
 static int front_unmoved(const struct pass *p, const struct ng_lane *l)
 {
     if (!l->front || l->front != l->oldest ||
-        ncclguard_flight_state(ncclguard_node_index(l->front)) != l->front_state ||
-        comm_over(ncclguard_comm_at((int)l->comm - 1)))
+        ncclguard_flight_state(l->front_index) != l->front_state)
         return 0;
-    int64_t gs = 0, ge = 0;
-    return (int)ncclguard_marker_poll(l->front_marker, p->has_start, &gs, &ge) == l->front_gpu;
+    int end = !p->has_start || l->front_gpu == NG_MARKER_STARTED;
+    return (l->front_gpu == NG_MARKER_PENDING || l->front_gpu == NG_MARKER_STARTED) &&
+           ncclguard_marker_passed(l->front_marker, end) == 0;
 }
 
 /*
@@ -342,13 +347,12 @@ static void start_comm(struct pass *p, int comm)
     uint64_t oldest = UINT64_MAX;
     for (uint32_t id = ncclguard_lanes_first(comm); id; id = ncclguard_lane(id)->next) {
         struct ng_lane *l = ncclguard_lane(id);
-        if (l->front && ncclguard_node_index(l->front) < oldest)
-            oldest = ncclguard_node_index(l->front);
+        if (l->front && l->front_index < oldest) oldest = l->front_index;
     }
     for (uint32_t id = ncclguard_lanes_first(comm), next; id; id = next) {
         struct ng_lane *l = ncclguard_lane(id);
         next = l->next; /* start_front may end the lane */
-        if (l->front && ncclguard_node_index(l->front) == oldest) start_front(p, l);
+        if (l->front && l->front_index == oldest) start_front(p, l);
     }
 }
 
