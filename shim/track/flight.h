@@ -148,7 +148,8 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
 
-/* What a reader is handed: record `index`, a consistent copy of it. */
+/* What a reader or a walk hands its callback: record `index`, a consistent
+ * copy of it. */
 typedef void (*ng_flight_fn)(uint64_t index, const struct ng_op_record *r, void *ctx);
 
 /*

@@ -13,9 +13,9 @@
  * record is in at most one lane, only while it holds its slot, and a lane
  * exists only while it holds a record, so neither table can be full: an op
  * never goes unfollowed for want of room, however many streams there are.
- * Filing a record first takes out of its lane the record that held the slot
- * before (overwritten while in flight: its writer took it over). The tables
- * are mmap'ed once: zero pages until used.
+ * Before a record is filed, the one that held its slot leaves its lane
+ * (ncclguard_lanes_vacate: it was overwritten in flight, and its writer took
+ * it over). The tables are mmap'ed once: zero pages until used.
  *
  * Threads: the observer's pass only (under its lock).
  */

@@ -281,9 +281,14 @@ static void settle_lane(struct pass *p, uint32_t lane)
     }
 }
 
-/* A record appended since the last pass. An op whose progress the GPU tells
+/*
+ * A record appended since the last pass. An op whose progress the GPU tells
  * goes into its lane, and is asked at once when nothing unfinished is ahead of
- * it there; one without a marker only its communicator's end moves on. */
+ * it there; one without a marker only its communicator's end moves on. An op
+ * of a group taken before its ncclGroupEnd published the group's marker waits
+ * in its lane like the others: when that end failed, the op ends failed once
+ * nothing unfinished is ahead of it.
+ */
 static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
 {
     struct pass *p = ctx;
