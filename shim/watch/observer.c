@@ -48,13 +48,13 @@ static ng_atomic(int) running;
 /* The observer sleeps on this between passes; ncclguard_observer_wake cuts it short. */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond;
-static int woken;                      /* under sleep_lock */
+static int woken; /* under sleep_lock */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ng_flight_reader reader; /* under pass_lock, like the lanes */
+static struct ng_flight_reader reader;    /* under pass_lock, like the lanes */
 static unsigned char swept[NG_MAX_COMMS]; /* under pass_lock: its ops were ended with it */
-static ng_atomic(int64_t) pass_began;  /* CLOCK_MONOTONIC of the pass under way, 0: none */
+static ng_atomic(int64_t) pass_began;     /* CLOCK_MONOTONIC of the pass under way, 0: none */
 static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
-static int64_t slow_window_start;      /* under pass_lock, like the slow lines */
+static int64_t slow_window_start; /* under pass_lock, like the slow lines */
 static int slow_lines;
 static uint64_t slow_suppressed;
 
@@ -134,8 +134,8 @@ struct op {
  * every record appended comes through here. */
 static inline int prepare(uint64_t index, const struct ng_op_record *r, struct op *o)
 {
-    *o = (struct op){index, r, ncclguard_comm_at((int)r->comm_slot), ng_record_state(r),
-                     (int)r->marker, 0};
+    *o = (struct op){.index = index, .r = r, .comm = ncclguard_comm_at((int)r->comm_slot),
+                     .state = ng_record_state(r), .marker = (int)r->marker};
     if (ng_op_state_final(o->state)) return -1;
     if (o->marker == NG_NO_MARKER && r->group_id) {
         o->marker = ncclguard_group_find(r->group_id, r->stream);
@@ -174,9 +174,10 @@ static int move_on(struct pass *p, const struct op *o, int to, int64_t gs, int64
 {
     const struct ng_op_record *r = o->r;
     if (to == o->state || (to == NG_OP_STARTED && o->state != NG_OP_SCHEDULED)) return 0;
-    const uint64_t t[NG_WATCH_NFIELDS] = {
-        [NG_WATCH_SEEN_START] = (uint64_t)p->now_real, [NG_WATCH_GPU_START] = (uint64_t)gs,
-        [NG_WATCH_SEEN_END] = (uint64_t)p->now_real, [NG_WATCH_GPU_END] = (uint64_t)ge};
+    const uint64_t t[NG_WATCH_NFIELDS] = {[NG_WATCH_SEEN_START] = (uint64_t)p->now_real,
+                                          [NG_WATCH_GPU_START] = (uint64_t)gs,
+                                          [NG_WATCH_SEEN_END] = (uint64_t)p->now_real,
+                                          [NG_WATCH_GPU_END] = (uint64_t)ge};
     unsigned which = 0;
     if (to == NG_OP_STARTED || to == NG_OP_COMPLETED) {
         if (!r->seen_start_ns && p->has_start) which |= 1u << NG_WATCH_SEEN_START;
@@ -226,8 +227,8 @@ static int settle(struct pass *p, const struct op *o, enum ng_marker_state *m, i
     return OP_LEFT;
 }
 
-static void set_front(struct ng_lane *l, uint32_t node, const struct op *o,
-                      enum ng_marker_state m, int64_t gs)
+static void set_front(struct ng_lane *l, uint32_t node, const struct op *o, enum ng_marker_state m,
+                      int64_t gs)
 {
     l->front = node;
     l->front_index = o->index;
