@@ -225,19 +225,32 @@ int ncclguard_flight_advance(uint64_t index, int from, int to)
     return ng_atomic_cas_acq_rel(&s->w[WORD(state_word)], &expected, pack(index, to)) ? 0 : -1;
 }
 
+void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned which,
+                                   const uint64_t value[NG_WATCH_NFIELDS])
+{
+    if (!slot(index) || who >= NG_WATCHERS) return;
+    struct part *p = &sides[index & mask].part[who];
+    int fresh = ng_atomic_load_relaxed(&p->tag) != index + 1;
+    if (fresh) { /* the part was a former record's: its fields start from 0 */
+        ng_atomic_store_relaxed(&p->tag, 0);
+        ng_atomic_fence_release();
+    }
+#pragma GCC unroll 8
+    for (int f = 0; f < NG_WATCH_NFIELDS; f++) {
+        uint64_t v = f == NG_WATCH_FLAGS ? value[f] & NG_REC_WATCH_FLAGS : value[f];
+        if (which & (1u << f)) ng_atomic_store_release(&p->field[f], v);
+        else if (fresh) ng_atomic_store_relaxed(&p->field[f], 0);
+    }
+    if (fresh) ng_atomic_store_release(&p->tag, index + 1);
+}
+
 void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
                             uint64_t value)
 {
-    if (!slot(index) || who >= NG_WATCHERS || field >= NG_WATCH_NFIELDS) return;
-    struct part *p = &sides[index & mask].part[who];
-    if (ng_atomic_load_relaxed(&p->tag) != index + 1) { /* a newer record: start over */
-        ng_atomic_store_relaxed(&p->tag, 0);
-        ng_atomic_fence_release();
-        for (int f = 0; f < NG_WATCH_NFIELDS; f++) ng_atomic_store_relaxed(&p->field[f], 0);
-        ng_atomic_store_release(&p->tag, index + 1);
-    }
-    if (field == NG_WATCH_FLAGS) value &= NG_REC_WATCH_FLAGS;
-    ng_atomic_store_release(&p->field[field], value);
+    uint64_t v[NG_WATCH_NFIELDS] = {0};
+    if (field >= NG_WATCH_NFIELDS) return;
+    v[field] = value;
+    ncclguard_flight_watch_fields(index, who, 1u << field, v);
 }
 
 void ncclguard_flight_end_deferred(uint64_t index)
@@ -245,27 +258,41 @@ void ncclguard_flight_end_deferred(uint64_t index)
     if (slot(index)) ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
 }
 
-void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx)
+void ncclguard_flight_walk(ng_flight_fn fn, void *ctx)
 {
     uint64_t head = ncclguard_flight_head();
-    if (head - *tail > capacity) *tail = head - capacity;
-    int at_tail = 1;
-    for (uint64_t i = *tail; i < head; i++) {
+    for (uint64_t i = head > capacity ? head - capacity : 0; i < head; i++) {
         struct ng_op_record r;
-        int state = ncclguard_flight_state(i);
-        if (ncclguard_flight_copy(i, &r) != 0) {
-            if (state >= 0) at_tail = 0; /* still being written */
-            else if (at_tail) *tail = i + 1;
-            continue;
-        }
-        state = ng_record_state(&r);
-        if (!ng_op_state_final(state)) state = fn(i, &r, state, ctx);
-        if (ng_op_state_final(state)) {
-            if (at_tail) *tail = i + 1;
-            continue;
-        }
-        at_tail = 0;
+        if (ncclguard_flight_copy(i, &r) == 0 && !ng_op_state_final(ng_record_state(&r)))
+            fn(i, &r, ctx);
     }
+}
+
+/* Record i to fn: 1 when taken, or gone (overwritten before it was taken); 0
+ * while it is still being written. */
+static int read_one(uint64_t i, ng_flight_fn fn, void *ctx)
+{
+    struct ng_op_record r;
+    if (ncclguard_flight_copy(i, &r) == 0) {
+        fn(i, &r, ctx);
+        return 1;
+    }
+    return ncclguard_flight_state(i) < 0 && ncclguard_flight_head() - i > capacity;
+}
+
+void ncclguard_flight_read(struct ng_flight_reader *rd, ng_flight_fn fn, void *ctx)
+{
+    uint64_t head = ncclguard_flight_head();
+    int n = 0;
+    for (int k = 0; k < rd->nlate; k++)
+        if (!read_one(rd->late[k], fn, ctx)) rd->late[n++] = rd->late[k];
+    rd->nlate = n;
+    if (head - rd->next > capacity) rd->next = head - capacity;
+    for (; rd->next < head; rd->next++)
+        if (!read_one(rd->next, fn, ctx)) {
+            if (rd->nlate == NG_FLIGHT_LATE) break;
+            rd->late[rd->nlate++] = rd->next;
+        }
 }
 
 uint64_t ncclguard_flight_head(void)

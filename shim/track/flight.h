@@ -139,22 +139,43 @@ enum ng_watch_field { NG_WATCH_GPU_START, NG_WATCH_GPU_END, NG_WATCH_SEEN_START,
                       NG_WATCH_SEEN_END, NG_WATCH_FLAGS, NG_WATCH_NFIELDS };
 void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
                             uint64_t value);
+/* The same for several fields at once, those whose bit (1u << field) is set in
+ * `which`, from value[field]: the observer learns up to four times of an op
+ * that completes, for the price of one call. */
+void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned which,
+                                   const uint64_t value[NG_WATCH_NFIELDS]);
 
 /* The application thread recorded the deferred end marker of record `index`:
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
 
+/* What a reader or a walk hands its callback: record `index`, a consistent
+ * copy of it. */
+typedef void (*ng_flight_fn)(uint64_t index, const struct ng_op_record *r, void *ctx);
+
 /*
- * Calls fn for every record from *tail to the head that is not in a final
- * state, with a consistent copy and its state; fn returns the record's state
- * after it looked (it may have moved it on). *tail moves past every record of
- * the oldest run that is final or gone, so that a later walk starts after them;
- * records still being written stop it. For the watchdog's threads, each with
- * its own tail.
+ * A reader that takes every record once, as it is appended: each of the
+ * watchdog's threads keeps one (the observer files the records in its lanes,
+ * the enforcer in its agenda), so that a pass copies the records appended since
+ * the last one, not the ring. A record still being written when the reader
+ * reaches it is taken at a later call (the first NG_FLIGHT_LATE of them; past
+ * that, the reader waits at the next one); a record overwritten before it was
+ * taken is skipped.
  */
-typedef int (*ng_flight_walk_fn)(uint64_t index, const struct ng_op_record *r, int state,
-                                 void *ctx);
-void ncclguard_flight_walk(uint64_t *tail, ng_flight_walk_fn fn, void *ctx);
+#define NG_FLIGHT_LATE 64
+struct ng_flight_reader {
+    uint64_t next; /* the records below it were taken, or are late */
+    uint64_t late[NG_FLIGHT_LATE];
+    int nlate;
+};
+
+/* Calls fn for every record appended since the last call on rd. */
+void ncclguard_flight_read(struct ng_flight_reader *rd, ng_flight_fn fn, void *ctx);
+
+/* Calls fn for every record of the ring that is not in a final state (those
+ * being written are left out): a whole walk, for the rare pass that must find
+ * records wherever they are. */
+void ncclguard_flight_walk(ng_flight_fn fn, void *ctx);
 
 /* Index one past the newest record. */
 uint64_t ncclguard_flight_head(void);

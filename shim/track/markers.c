@@ -467,6 +467,15 @@ enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *s
     return r == CUDA_ERROR_NOT_READY ? NG_MARKER_PENDING : NG_MARKER_ERROR;
 }
 
+int ncclguard_marker_passed(int marker, int end)
+{
+    int i;
+    struct pairs *k;
+    if (!pool_at(marker, &k, &i)) return -1;
+    CUresult r = cu.event_query(end ? k->end[i] : k->start[i]);
+    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
 void ncclguard_markers_watchdog_setup(void)
 {
     if (ncclguard_markers_open()) return;

@@ -74,6 +74,11 @@ enum ng_marker_state { NG_MARKER_PENDING, NG_MARKER_STARTED, NG_MARKER_DONE, NG_
 enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
                                                int64_t *end_ns);
 
+/* Watchdog: whether the GPU passed the end event of `marker` (end = 1) or its
+ * start event (end = 0, when it was recorded): 1, 0 not yet, -1 on an error.
+ * One query, for an op whose progress is known up to the other event. */
+int ncclguard_marker_passed(int marker, int end);
+
 /* Watchdog thread set-up: relaxed capture mode for this thread. */
 void ncclguard_markers_watchdog_setup(void);
 

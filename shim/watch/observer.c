@@ -1,11 +1,15 @@
 /*
  * observer.c: see observer.h.
  *
- * A pass walks the flight recorder from the observer's own tail (the oldest
- * record that may still change) to the head, asks the markers of unfinished
- * records how far the GPU is, and moves records along scheduled -> started ->
- * completed. A full pass then tends the marker pools and asks each
- * communicator for its async error.
+ * The ops in flight wait in lanes (lanes.h: one per communicator and stream,
+ * oldest first). A pass settles each lane from its oldest op: those the GPU
+ * finished leave it, up to its front, the first one it has not. It then takes
+ * the records appended since the last pass into their lanes, asking the GPU at
+ * once about each one that has nothing unfinished ahead of it, and last moves
+ * each communicator's oldest front on to started. A pass thus costs the lanes
+ * and the ops that move on (scheduled -> started -> completed), not the ops in
+ * flight. A full pass then tends the marker pools and asks each communicator
+ * for its async error.
  */
 #include "watch/observer.h"
 
@@ -29,6 +33,7 @@
 #include "track/markers.h"
 #include "track/track.h"
 #include "watch/describe.h"
+#include "watch/lanes.h"
 #include "watch/nccl_calls.h"
 #include "watch/stats.h"
 
@@ -43,12 +48,13 @@ static ng_atomic(int) running;
 /* The observer sleeps on this between passes; ncclguard_observer_wake cuts it short. */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond;
-static int woken;                      /* under sleep_lock */
+static int woken; /* under sleep_lock */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t tail;                  /* under pass_lock */
-static ng_atomic(int64_t) pass_began;  /* CLOCK_MONOTONIC of the pass under way, 0: none */
+static struct ng_flight_reader reader;    /* under pass_lock, like the lanes */
+static unsigned char swept[NG_MAX_COMMS]; /* under pass_lock: its ops were ended with it */
+static ng_atomic(int64_t) pass_began;     /* CLOCK_MONOTONIC of the pass under way, 0: none */
 static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
-static int64_t slow_window_start;      /* under pass_lock, like the slow lines */
+static int64_t slow_window_start; /* under pass_lock, like the slow lines */
 static int slow_lines;
 static uint64_t slow_suppressed;
 
@@ -108,120 +114,295 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     }
 }
 
-/* Streams found busy in this pass: a stream runs its work in order, so once
- * one of its ops is not finished, the later ones have not started; their
- * markers need no query (this keeps a pass cheap with many ops queued). The
- * exception is the rest of the same group: the ops of a group on one stream
- * share its marker and run together, so they take the state it was found in. */
-#define BUSY_STREAMS 64
-struct busy_stream {
-    uint64_t stream;
-    uint64_t group_id; /* the group whose marker was found unfinished, 0 for an op */
-    enum ng_marker_state m;
-    int64_t start_ns;
-};
-
-/* Communicators with an op found unfinished in this pass, and its stream. NCCL
- * runs a communicator's kernels one after another through its internal stream
- * (enqueue.cc), so a later op of it on another stream has not started, even
- * when its start marker, recorded on its own stream before NCCL made that
- * stream wait, has passed. */
-#define BUSY_COMMS 64
-struct busy_comm {
-    int64_t slot;
-    uint64_t stream;
-};
-
 struct pass {
     int has_start; /* TRACK=full: start markers were recorded */
     int64_t now_real, now_mono;
-    struct busy_stream busy[BUSY_STREAMS];
-    int nbusy;
-    struct busy_comm comms[BUSY_COMMS];
-    int ncomms;
 };
 
-/* Whether an earlier op of the record's communicator, on another stream, is
- * unfinished; notes the record's own when it is the first. */
-static int behind_comm(struct pass *p, const struct ng_op_record *r)
+/* What a pass knows of one record: a consistent copy, and the marker that
+ * tells its progress, its own or the one its group shares on its stream. */
+struct op {
+    uint64_t index;
+    const struct ng_op_record *r;
+    struct ng_comm *comm; /* NULL: none */
+    int state;
+    int marker;
+    int shared; /* the marker is its group's */
+};
+
+/* o for record `index` (copy r); 0, or -1 when the record is final. Inline:
+ * every record appended comes through here. */
+static inline int prepare(uint64_t index, const struct ng_op_record *r, struct op *o)
 {
-    for (int i = 0; i < p->ncomms; i++)
-        if (p->comms[i].slot == r->comm_slot) return p->comms[i].stream != r->stream;
-    if (p->ncomms < BUSY_COMMS) p->comms[p->ncomms++] = (struct busy_comm){r->comm_slot, r->stream};
+    *o = (struct op){.index = index, .r = r, .comm = ncclguard_comm_at((int)r->comm_slot),
+                     .state = ng_record_state(r), .marker = (int)r->marker};
+    if (ng_op_state_final(o->state)) return -1;
+    if (o->marker == NG_NO_MARKER && r->group_id) {
+        o->marker = ncclguard_group_find(r->group_id, r->stream);
+        o->shared = 1;
+    }
     return 0;
 }
 
-static const struct busy_stream *busy_entry(const struct pass *p, uint64_t stream)
+/* o for the record of lane node `node`, copied into *r; 0, or -1 when it is
+ * final or gone. */
+static int look(uint32_t node, struct ng_op_record *r, struct op *o)
 {
-    for (int i = 0; i < p->nbusy; i++)
-        if (p->busy[i].stream == stream) return &p->busy[i];
-    return NULL;
+    uint64_t index = ncclguard_node_index(node);
+    return ncclguard_flight_copy(index, r) == 0 ? prepare(index, r, o) : -1;
 }
 
-static void watch(uint64_t index, enum ng_watch_field f, int64_t v)
+/* Whether c was aborted or revoked: its ops in flight end aborted. */
+static int comm_over(struct ng_comm *c)
 {
-    ncclguard_flight_watch(index, NG_WATCHER_OBSERVER, f, (uint64_t)v);
-}
-
-/* Where the GPU is with record `index`; moves its state on and returns it. */
-static int progress(uint64_t index, const struct ng_op_record *r, int state, void *ctx)
-{
-    struct pass *p = ctx;
-    int marker = (int)r->marker, shared = 0;
-    if (marker == NG_NO_MARKER && r->group_id) {
-        marker = ncclguard_group_find(r->group_id, r->stream);
-        shared = 1;
-    }
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
     int cs = c ? ng_comm_state(c) : NG_COMM_READY;
-    int end = marker == NG_GROUP_FAILED                       ? NG_OP_FAILED
-              : cs == NG_COMM_ABORTED || cs == NG_COMM_REVOKED ? NG_OP_ABORTED
-                                                               : -1;
-    if (end >= 0) {
-        if (ncclguard_flight_advance(index, state, end) != 0) return state;
-        /* A deferred marker is still held by track/deferred.c, which returns it. */
-        if (marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
-            if (shared) ncclguard_group_put(r->group_id, r->stream);
-            else ncclguard_marker_release(marker);
-        }
-        return end;
-    }
-    if (marker < 0 || (r->flags & NG_REC_DEFERRED)) return state;
-    int behind = behind_comm(p, r);
-    int64_t gs = 0, ge = 0;
-    enum ng_marker_state m;
-    const struct busy_stream *b = busy_entry(p, r->stream);
-    if (b) {
-        if (!shared || b->group_id != r->group_id) return state;
-        m = b->m;
-        gs = b->start_ns;
-    } else {
-        m = ncclguard_marker_poll(marker, p->has_start, &gs, &ge);
-        if (m != NG_MARKER_DONE && p->nbusy < BUSY_STREAMS)
-            p->busy[p->nbusy++] = (struct busy_stream){r->stream, shared ? r->group_id : 0, m, gs};
-    }
-    if (m != NG_MARKER_DONE && behind) return state; /* waits for its communicator */
-    int to = m == NG_MARKER_DONE      ? NG_OP_COMPLETED
-             : m == NG_MARKER_STARTED ? NG_OP_STARTED
-             : m == NG_MARKER_ERROR   ? NG_OP_FAILED
-                                      : state;
-    if (to == state || (to == NG_OP_STARTED && state != NG_OP_SCHEDULED)) return state;
-    if (to != NG_OP_FAILED) {
-        if (!r->seen_start_ns && p->has_start) watch(index, NG_WATCH_SEEN_START, p->now_real);
-        if (gs && !r->gpu_start_ns) watch(index, NG_WATCH_GPU_START, gs);
+    return cs == NG_COMM_ABORTED || cs == NG_COMM_REVOKED;
+}
+
+/* The state o ends in whatever its marker says: failed when its group's
+ * ncclGroupEnd failed, aborted with its communicator; -1 otherwise. */
+static int end_state(const struct op *o)
+{
+    if (o->marker == NG_GROUP_FAILED) return NG_OP_FAILED;
+    return comm_over(o->comm) ? NG_OP_ABORTED : -1;
+}
+
+/* Moves o on to `to`, with what the GPU told (start and end times, 0 when
+ * unknown): 0, or -1 when the record changed meanwhile (a writer dropped it,
+ * and so owns its events). */
+static int move_on(struct pass *p, const struct op *o, int to, int64_t gs, int64_t ge)
+{
+    const struct ng_op_record *r = o->r;
+    if (to == o->state || (to == NG_OP_STARTED && o->state != NG_OP_SCHEDULED)) return 0;
+    const uint64_t t[NG_WATCH_NFIELDS] = {[NG_WATCH_SEEN_START] = (uint64_t)p->now_real,
+                                          [NG_WATCH_GPU_START] = (uint64_t)gs,
+                                          [NG_WATCH_SEEN_END] = (uint64_t)p->now_real,
+                                          [NG_WATCH_GPU_END] = (uint64_t)ge};
+    unsigned which = 0;
+    if (to == NG_OP_STARTED || to == NG_OP_COMPLETED) {
+        if (!r->seen_start_ns && p->has_start) which |= 1u << NG_WATCH_SEEN_START;
+        if (gs && !r->gpu_start_ns) which |= 1u << NG_WATCH_GPU_START;
     }
     if (to == NG_OP_COMPLETED) {
-        watch(index, NG_WATCH_SEEN_END, p->now_real);
-        watch(index, NG_WATCH_GPU_END, ge);
+        which |= 1u << NG_WATCH_SEEN_END;
+        which |= 1u << NG_WATCH_GPU_END;
+        /* before the state is published: a dump that reads the state, then the
+         * counter, finds the op counted */
+        ncclguard_comm_count_completed(o->comm, r->seq, (int)r->peer, r->p2p_seq);
     }
-    if (to == NG_OP_COMPLETED) ncclguard_comm_count_completed(c, r->seq, r->peer, r->p2p_seq);
-    if (ncclguard_flight_advance(index, state, to) != 0) return state;
-    if (ng_op_state_final(to)) {
-        if (shared) ncclguard_group_put(r->group_id, r->stream);
-        else ncclguard_marker_release(marker);
+    if (which) ncclguard_flight_watch_fields(o->index, NG_WATCHER_OBSERVER, which, t);
+    if (ncclguard_flight_advance(o->index, o->state, to) != 0) return -1;
+    /* Whoever finishes a record returns its events; a deferred end marker is
+     * still track/deferred.c's, which returns it. */
+    if (ng_op_state_final(to) && o->marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
+        if (o->shared) ncclguard_group_put(r->group_id, r->stream);
+        else ncclguard_marker_release(o->marker);
     }
-    if (to == NG_OP_COMPLETED) completed(r, index, gs, ge, p->now_mono);
-    return to;
+    if (to == NG_OP_COMPLETED) completed(r, o->index, gs, ge, p->now_mono);
+    return 0;
+}
+
+enum { OP_LEFT, OP_WAITING, OP_UNFINISHED };
+
+/*
+ * Asks the GPU about o, and moves it on when it finished or will never run.
+ * OP_LEFT: it is in flight no more (moved to a final state now, or dropped by
+ * a writer meanwhile); OP_WAITING: it has no marker to ask yet (its end marker
+ * is deferred, its group not launched); OP_UNFINISHED: *m and *gs say how far
+ * its marker is.
+ */
+static int settle(struct pass *p, const struct op *o, enum ng_marker_state *m, int64_t *gs)
+{
+    int end = end_state(o);
+    if (end >= 0) {
+        move_on(p, o, end, 0, 0);
+        return OP_LEFT;
+    }
+    if (o->marker < 0 || (o->r->flags & NG_REC_DEFERRED)) return OP_WAITING;
+    int64_t ge = 0;
+    *gs = 0;
+    *m = ncclguard_marker_poll(o->marker, p->has_start, gs, &ge);
+    if (*m != NG_MARKER_DONE) return OP_UNFINISHED;
+    move_on(p, o, NG_OP_COMPLETED, *gs, ge);
+    return OP_LEFT;
+}
+
+static void set_front(struct ng_lane *l, uint32_t node, const struct op *o, enum ng_marker_state m,
+                      int64_t gs)
+{
+    l->front = node;
+    l->front_index = o->index;
+    l->front_state = o->state;
+    l->front_marker = o->marker;
+    l->front_gpu = m;
+    l->front_start_ns = gs;
+}
+
+/*
+ * Whether the lane's front is as the last pass left it: still its oldest op,
+ * in the same state (the end of its communicator, seen by sweep_ended, changes
+ * that), and its marker not further. Then nothing behind it moved either, and
+ * the lane costs one query: of the start event while the GPU has not reached
+ * it (the end event comes after it on the stream), else of the end event.
+ */
+static int front_unmoved(const struct pass *p, const struct ng_lane *l)
+{
+    if (!l->front || l->front != l->oldest ||
+        ncclguard_flight_state(l->front_index) != l->front_state)
+        return 0;
+    int end = !p->has_start || l->front_gpu == NG_MARKER_STARTED;
+    return (l->front_gpu == NG_MARKER_PENDING || l->front_gpu == NG_MARKER_STARTED) &&
+           ncclguard_marker_passed(l->front_marker, end) == 0;
+}
+
+/*
+ * A lane from its oldest op: the ops that finished leave it, up to the first
+ * one the GPU has not finished, the lane's front; its stream runs the later
+ * ones after it, so they have not started and their markers need no query.
+ * An op with no marker to ask yet is passed over: it may not even be on the
+ * stream yet, and says nothing of the ops behind it.
+ */
+static void settle_lane(struct pass *p, uint32_t lane)
+{
+    struct ng_lane *l = ncclguard_lane(lane);
+    if (front_unmoved(p, l)) return;
+    l->front = 0;
+    for (uint32_t n = l->oldest, newer; n; n = newer) {
+        newer = ncclguard_node_newer(n); /* the last removal ends the lane too */
+        struct ng_op_record r;
+        struct op o;
+        enum ng_marker_state m;
+        int64_t gs;
+        int v = look(n, &r, &o) != 0 ? OP_LEFT : settle(p, &o, &m, &gs);
+        if (v == OP_LEFT) ncclguard_node_remove(n);
+        if (v == OP_UNFINISHED) {
+            set_front(l, n, &o, m, gs);
+            return;
+        }
+    }
+}
+
+/*
+ * A record appended since the last pass. An op whose progress the GPU tells
+ * goes into its lane, and is asked at once when nothing unfinished is ahead of
+ * it there; one without a marker only its communicator's end moves on. An op
+ * of a group taken before its ncclGroupEnd published the group's marker waits
+ * in its lane like the others: when that end failed, the op ends failed once
+ * nothing unfinished is ahead of it.
+ */
+static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
+{
+    struct pass *p = ctx;
+    struct op o;
+    ncclguard_lanes_vacate(index); /* the slot's last record, dropped in flight */
+    if (prepare(index, r, &o) != 0) return;
+    if (r->marker == NG_NO_MARKER && !r->group_id) {
+        int end = end_state(&o);
+        if (end >= 0) move_on(p, &o, end, 0, 0);
+        return;
+    }
+    uint32_t lane = ncclguard_lane_of(r->comm_slot, r->stream, 0);
+    if (lane && ncclguard_lane(lane)->front) { /* behind an unfinished op: not started */
+        ncclguard_lane_file(lane, index);
+        return;
+    }
+    enum ng_marker_state m;
+    int64_t gs;
+    int v = settle(p, &o, &m, &gs);
+    if (v == OP_LEFT) return;
+    if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, 1);
+    uint32_t n = ncclguard_lane_file(lane, index);
+    if (v == OP_UNFINISHED) set_front(ncclguard_lane(lane), n, &o, m, gs);
+}
+
+/*
+ * The GPU started a lane's front, or its marker failed: the front moves on,
+ * and with it the rest of its group on the stream, which shares its marker
+ * and so its state.
+ */
+static void start_front(struct pass *p, struct ng_lane *l)
+{
+    int m = l->front_gpu, state = l->front_state;
+    int to = m == NG_MARKER_STARTED ? NG_OP_STARTED
+             : m == NG_MARKER_ERROR ? NG_OP_FAILED
+                                    : state;
+    if (to == state) return;
+    int64_t gs = l->front_start_ns;
+    uint64_t group = 0;
+    for (uint32_t n = l->front, newer; n; n = newer) {
+        newer = ncclguard_node_newer(n);
+        struct ng_op_record r;
+        struct op o;
+        if (look(n, &r, &o) != 0) return; /* gone meanwhile: the next pass takes it out */
+        if (group && (!o.shared || r.group_id != group)) return;
+        if (move_on(p, &o, to, gs, 0) != 0 || ng_op_state_final(to)) ncclguard_node_remove(n);
+        else if (n == l->front) l->front_state = to;
+        if (!o.shared) return;
+        group = r.group_id;
+    }
+}
+
+/*
+ * NCCL runs a communicator's kernels one after another through its internal
+ * stream (enqueue.cc): of the fronts of its lanes only the oldest can have
+ * started, even when a later one's start marker, recorded on its own stream
+ * before NCCL made that stream wait, has passed.
+ */
+static void start_comm(struct pass *p, int comm)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t id = ncclguard_lanes_first(comm); id; id = ncclguard_lane(id)->next) {
+        struct ng_lane *l = ncclguard_lane(id);
+        if (l->front && l->front_index < oldest) oldest = l->front_index;
+    }
+    for (uint32_t id = ncclguard_lanes_first(comm), next; id; id = next) {
+        struct ng_lane *l = ncclguard_lane(id);
+        next = l->next; /* start_front may end the lane */
+        if (l->front && l->front_index == oldest) start_front(p, l);
+    }
+}
+
+/* Ends an op in flight of a communicator that was aborted or revoked. */
+static void end_if_over(uint64_t index, const struct ng_op_record *r, void *ctx)
+{
+    struct op o;
+    if (prepare(index, r, &o) != 0) return;
+    int end = end_state(&o);
+    if (end >= 0) move_on(ctx, &o, end, 0, 0);
+}
+
+/* Communicators aborted or revoked since the last pass: their ops in flight,
+ * in lanes or not (those without a marker), end aborted. One walk of the ring
+ * finds them, once per communicator; its later records end as they are taken. */
+static void sweep_ended(struct pass *p)
+{
+    int any = 0;
+    for (int i = 0; i < ncclguard_comm_count() && i < NG_MAX_COMMS; i++)
+        if (!swept[i] && comm_over(ncclguard_comm_at(i))) swept[i] = any = 1;
+    if (any) ncclguard_flight_walk(end_if_over, p);
+}
+
+/* One pass over the ops in flight: the lanes first, where the ops that finished
+ * since the last pass leave them, then the records appended since, then the
+ * starts, each communicator's once all its lanes' fronts are known. */
+static void follow(struct pass *p)
+{
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    if (!st.capacity) return;
+    if (ncclguard_lanes_init(st.capacity) != 0) {
+        NG_WARN_ONCE("no memory for the watchdog's lanes (%llu records): ops are recorded but "
+                     "not followed on the GPU", (unsigned long long)st.capacity);
+        return;
+    }
+    sweep_ended(p);
+    for (int c = 0; c < ncclguard_lanes_comms(); c++)
+        for (uint32_t id = ncclguard_lanes_first(c), next; id; id = next) {
+            next = ncclguard_lane(id)->next; /* settle_lane may end the lane */
+            settle_lane(p, id);
+        }
+    ncclguard_flight_read(&reader, take, p);
+    for (int c = 0; c < ncclguard_lanes_comms(); c++) start_comm(p, c);
 }
 
 /* Each communicator's async error; a split child's rank and size, which only
@@ -284,10 +465,7 @@ void ncclguard_observer_pass(int full)
                      .now_real = ng_clock_ns(CLOCK_REALTIME),
                      .now_mono = ng_clock_ns(CLOCK_MONOTONIC)};
     ng_atomic_store_relaxed(&pass_began, p.now_mono);
-    if (ncclguard_track_mode == NG_TRACK_OFF) /* GPU progress is not followed */
-        tail = ncclguard_flight_head();
-    else
-        ncclguard_flight_walk(&tail, progress, &p);
+    if (ncclguard_track_mode != NG_TRACK_OFF) follow(&p); /* off: GPU progress is not followed */
     if (full) {
         ncclguard_track_refresh_clock();
         ncclguard_markers_maintain();
@@ -385,7 +563,9 @@ void ncclguard_observer_atfork_child(void)
     pthread_mutex_init(&sleep_lock, NULL);
     ng_atomic_store_relaxed(&running, 0);
     woken = 0;
-    tail = 0;
+    memset(&reader, 0, sizeof reader);
+    memset(swept, 0, sizeof swept);
+    ncclguard_lanes_atfork_child();
     ng_atomic_store_relaxed(&pass_began, 0);
     ng_atomic_store_relaxed(&ncompleted, 0);
     ng_atomic_store_relaxed(&nslow, 0);

@@ -4,7 +4,7 @@
  * (a full hardware queue, a stuck driver, an NCCL call that hangs).
  *
  * Owns: following every op on the GPU (its markers: scheduled -> started ->
- * completed), the duration statistics and slow-op lines of completed ops, the
+ * completed; the ops in flight wait in lanes, lanes.h), the duration statistics and slow-op lines of completed ops, the
  * marker pools and clock anchors, each communicator's async error and the rank
  * and size of split children, and a heartbeat. It decides nothing irreversible:
  * timeouts, dumps and the escalation ladder are the enforcer's (watchdog.c),

@@ -48,11 +48,7 @@ static pthread_t thread;
 static ng_atomic(int) running;
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
-static uint64_t seen; /* records below it are in the agenda, or need none */
-/* Records that were still being written when the pass came to them. */
-#define LATE_MAX 64
-static uint64_t late[LATE_MAX];
-static int nlate;
+static struct ng_flight_reader reader; /* the records it took are in the agenda, or need none */
 static uint64_t ntimeouts, ninit_timeouts, npasses;
 static unsigned char init_reported[NG_MAX_COMMS];
 static int said_stuck;
@@ -203,9 +199,9 @@ static int64_t next_due(const struct ng_op_record *r, int64_t now)
     return best;
 }
 
-/* The ring's capacity; the agenda gets room for twice as many entries (an
- * entry per record at most, and as many finished ones again before a prune). */
-static uint64_t ring_capacity(void)
+/* Allocates the agenda (once), with room for twice the ring's records: an
+ * entry per record at most, and as many finished ones again before a prune. */
+static void agenda_init(void)
 {
     struct ng_flight_stats st;
     ncclguard_flight_stats(&st);
@@ -215,7 +211,6 @@ static uint64_t ring_capacity(void)
         NG_WARN("no memory for the watchdog's agenda of %llu entries: no op can time out",
                 (unsigned long long)(2 * st.capacity));
     }
-    return st.capacity;
 }
 
 static int still_in_flight(uint64_t index)
@@ -234,33 +229,12 @@ static void schedule(uint64_t index, const struct ng_op_record *r, int64_t now)
     }
 }
 
-/* Copies record i for the agenda: 1 taken (or none needed), 0 still being
- * written. */
-static int take(uint64_t i)
+/* A record appended since the last pass, into the agenda. */
+static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
 {
-    struct ng_op_record r;
-    if (ncclguard_flight_copy(i, &r) != 0) return ncclguard_flight_state(i) < 0 &&
-                                                  ncclguard_flight_head() - i > ring_capacity();
-    int state = ng_record_state(&r);
-    if (!ng_op_state_final(state) && can_time_out(&r, state)) schedule(i, &r, INT64_MIN);
-    return 1;
-}
-
-/* The records appended since the last pass into the agenda; each is copied
- * once. One still being written is taken at a later pass. */
-static void take_new(void)
-{
-    uint64_t head = ncclguard_flight_head(), cap = ring_capacity();
-    int n = 0;
-    for (int k = 0; k < nlate; k++)
-        if (!take(late[k])) late[n++] = late[k];
-    nlate = n;
-    if (head - seen > cap) seen = head - cap;
-    for (; seen < head; seen++)
-        if (!take(seen)) {
-            if (nlate == LATE_MAX) break;
-            late[nlate++] = seen;
-        }
+    (void)ctx;
+    int state = ng_record_state(r);
+    if (!ng_op_state_final(state) && can_time_out(r, state)) schedule(index, r, INT64_MIN);
 }
 
 /* The ops whose next step is due: checked, and put back for the step after. */
@@ -350,7 +324,8 @@ static void enforcer_pass(void)
     static struct pass p; /* under pass_lock: too large for a thread's stack to matter */
     memset(&p, 0, sizeof p);
     p.now_mono = ng_clock_ns(CLOCK_MONOTONIC);
-    take_new();
+    agenda_init();
+    ncclguard_flight_read(&reader, take, NULL);
     run_due(&p);
     report_timeouts(&p);
     check_creations(ng_clock_ns(CLOCK_REALTIME));
@@ -470,8 +445,7 @@ void ncclguard_watchdog_atfork_child(void)
     ncclguard_dumper_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
     dump_due = 0;
-    seen = 0;
-    nlate = 0;
+    memset(&reader, 0, sizeof reader);
     ncclguard_due_clear();
     ntimeouts = ninit_timeouts = npasses = 0;
     said_stuck = 0;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
-# writers, jobs whose watchdog polls while application threads enqueue, the
-# writer thread of the log files, and a ring that overflows while the watchdog
-# polls.
+# writers, the observer's lanes beside one, jobs whose watchdog polls while
+# application threads enqueue, the writer thread of the log files, and a ring
+# that overflows while the watchdog polls.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
     skip "tsan" "run with make tsan"; finish; exit
@@ -23,6 +23,15 @@ if [ $rc -eq 0 ] && [ "$(reports "$TMP/flight.out")" = 0 ]; then
     pass "flight recorder: concurrent writers and readers, no race"
 else
     fail "flight recorder under TSan" "rc=$rc"; tail -n 30 "$TMP/flight.out"
+fi
+
+# The observer's lanes while a writer overwrites their records in flight.
+"$ROOT/$B/tests/unit/test_shim_observer" >"$TMP/observer.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/observer.out")" = 0 ]; then
+    pass "observer lanes: records overwritten in flight while passes run, no race"
+else
+    fail "observer lanes under TSan" "rc=$rc"; tail -n 30 "$TMP/observer.out"
 fi
 
 # The stack signal: threads unwind themselves into slots that the dumping thread reads.

@@ -13,3 +13,9 @@ $(B)/tests/unit/libstacksites.so: tests/unit/stack_sites.c
 $(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so
 $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
     -Wl,-rpath,$(abspath $(B)/tests/unit)
+
+# test_shim_observer drives the observer with the fake driver's streams and
+# events (and its test entry points): linked to it, found at run time by rpath.
+$(B)/tests/unit/test_shim_observer: $(B)/fakes/libcuda.so.1
+$(B)/tests/unit/test_shim_observer: LDFLAGS += -L$(B)/fakes -l:libcuda.so.1 \
+    -Wl,-rpath,$(abspath $(B)/fakes)
