@@ -373,6 +373,12 @@ void ncclguard_json_key(struct ng_json *j, const char *key)
     put_key(j, key, n, all_plain((const unsigned char *)key, n));
 }
 
+void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n)
+{
+    if (begin_key(j, key)) return;
+    put_key(j, key, n, 1);
+}
+
 void ncclguard_json_string(struct ng_json *j, const char *s)
 {
     size_t n = 0;

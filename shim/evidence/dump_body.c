@@ -108,9 +108,16 @@ void ncclguard_dump_set_incident(const char *id)
 
 /* ---- scalar kinds ---- */
 
+/* Every key of dump_format.h needs no escape (check_dump.py --format holds
+ * them to [a-z_0-9]+), and the ring repeats them thousands of times. */
+static void put_key(struct ng_json *j, const char *key)
+{
+    ncclguard_json_key_plain(j, key, strlen(key));
+}
+
 static void put_STR(struct ng_json *j, const char *key, const char *v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_string(j, v);
 }
 
@@ -139,7 +146,7 @@ static void put_NAME(struct ng_json *j, const char *key, const char *v)
 {
     size_t n = 0;
     while (n < sizeof(((struct comm_view *)0)->name) && v[n]) n++;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (n)
         ncclguard_json_string_n(j, v, n);
     else
@@ -148,19 +155,19 @@ static void put_NAME(struct ng_json *j, const char *key, const char *v)
 
 static void put_I64(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_int64(j, v);
 }
 
 static void put_U64(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_uint64(j, v);
 }
 
 static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v >= 0)
         ncclguard_json_int64(j, v);
     else
@@ -169,7 +176,7 @@ static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
 
 static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_int64(j, v);
     else
@@ -178,7 +185,7 @@ static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
 
 static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_uint64(j, v);
     else
@@ -187,13 +194,13 @@ static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 
 static void put_HEX(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_hex64(j, v);
 }
 
 static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_hex64(j, v);
     else
@@ -202,7 +209,7 @@ static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 
 static void put_BOOL(struct ng_json *j, const char *key, int v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_bool(j, v);
 }
 
@@ -236,7 +243,7 @@ static void put_OP_NAME(struct ng_json *j, const char *key, int64_t v)
 static void put_DATATYPE(struct ng_json *j, const char *key, int64_t v)
 {
     static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
         ncclguard_json_string(j, names[v]);
     else
@@ -247,7 +254,7 @@ static void put_REDOP(struct ng_json *j, const char *key, int64_t v)
 {
     static const char *const names[] = NG_DUMP_REDOP_NAMES;
     _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v < 0)
         ncclguard_json_null(j);
     else if (v < ncclNumOps)
@@ -272,7 +279,7 @@ static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
 {
     static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
     const unsigned nnames = sizeof names / sizeof names[0];
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (unsigned bit = 0; bit < 64; bit++) {
         if (!(v & ((uint64_t)1 << bit))) continue;
@@ -296,7 +303,7 @@ static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx
     (void)d;
     ng_dump_config_fn fn = ng_atomic_load_acquire(&config_writer);
     if (!fn) return;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     fn(j);
     if (ncclguard_json_value_pending(j)) ncclguard_json_null(j);
 }
@@ -307,7 +314,7 @@ static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx
     struct ng_flight_stats st;
     ncclguard_flight_stats(&st);
     const struct ng_flight_stats *s = &st;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_FLIGHT_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -336,7 +343,7 @@ static void comm_snapshot(struct ng_comm *src, struct comm_view *c)
 
 static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view *c)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < c->npeers; i++) {
         struct peer_view view = {i, LOAD(c->peers[i].seq), LOAD(c->peers[i].done)};
@@ -352,7 +359,7 @@ static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view
 static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     int n = ncclguard_comm_count();
     for (int i = 0; i < n; i++) {
@@ -406,7 +413,7 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     uint64_t oldest = head > cap ? head - cap : 0;
     int exact = cap <= MAX_RING;
     if (exact) memset(listed, 0, (size_t)((cap + 63) / 64) * sizeof listed[0]);
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     struct op_view v;
     for (uint64_t i = head; i-- > oldest;) {
@@ -426,7 +433,7 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
 
 static void put_VERSIONS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_VERSION_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -453,7 +460,7 @@ static int env_allowed(const char *var, size_t name_len)
 static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     char **env = environ;
     for (size_t i = 0; env && env[i]; i++) {
@@ -486,7 +493,7 @@ static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
 
 static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_thread_view *t)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     int symbols = ncclguard_threads_symbolizable();
     for (int i = 0; i < t->npcs; i++) put_frame(j, (uintptr_t)t->pcs[i], symbols);
@@ -499,7 +506,7 @@ static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dum
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
     const struct ng_stacks_stats *k = &st;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_STACK_TABLE_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -507,7 +514,7 @@ static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dum
 
 static void put_STACK_FRAMES(struct ng_json *j, const char *key, const struct stack_view *e)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols);
     ncclguard_json_end_array(j);
@@ -518,7 +525,7 @@ static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx
 {
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     if (d->symbols) ncclguard_symbolize_begin();
     for (int i = 0; i < st.used; i++) {
@@ -540,7 +547,7 @@ static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx
 static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     int n = ncclguard_threads_count();
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (n < 0) {
         ncclguard_json_null(j);
         return;
@@ -562,7 +569,7 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
 
 static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < p->nframes; i++) {
         struct ng_py_frame view;
@@ -577,7 +584,7 @@ static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py
 
 static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_py_view *y)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < y->nthreads; i++) {
         struct ng_py_thread view;
@@ -596,7 +603,7 @@ static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx
     (void)d;
     struct ng_py_view view;
     const struct ng_py_view *y = &view;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (ncclguard_python_view(&view) != 0) {
         ncclguard_json_null(j);
         return;
@@ -612,7 +619,7 @@ static void put_RAS(struct ng_json *j, const char *key, const struct dump_ctx *d
     (void)d;
     struct ng_ras_view view;
     const struct ng_ras_view *a = &view;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (ncclguard_ras_view(&view) != 0) {
         ncclguard_json_null(j);
         return;
