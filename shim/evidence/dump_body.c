@@ -281,8 +281,8 @@ static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
     const unsigned nnames = sizeof names / sizeof names[0];
     put_key(j, key);
     ncclguard_json_begin_array(j);
-    for (unsigned bit = 0; bit < 64; bit++) {
-        if (!(v & ((uint64_t)1 << bit))) continue;
+    for (uint64_t rest = v; rest; rest &= rest - 1) { /* the bits set, lowest first */
+        unsigned bit = (unsigned)__builtin_ctzll(rest);
         if (bit < nnames)
             ncclguard_json_string(j, names[bit]);
         else
@@ -417,6 +417,9 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     ncclguard_json_begin_array(j);
     struct op_view v;
     for (uint64_t i = head; i-- > oldest;) {
+        /* A state only moves on: a record final now is final in its copy too,
+         * so most of the ring is passed over without one. */
+        if (ng_op_state_final(ncclguard_flight_state(i))) continue;
         if (op_snapshot(i, &v) != 0 || ng_op_state_final(v.state)) continue;
         put_op(j, &v);
         if (exact) listed[(i % cap) / 64] |= (uint64_t)1 << (i % cap % 64);
