@@ -139,7 +139,7 @@ static void separate(struct ng_json *j)
 
 /* Checks that a value may come here and writes what precedes it. -1 when the
  * writer is in error (possibly because of this call). */
-static int begin_value(struct ng_json *j)
+static inline int begin_value(struct ng_json *j)
 {
     if (j->err) return -1;
     if (j->depth == 0) {
@@ -348,7 +348,7 @@ static int begin_key(struct ng_json *j, const char *key)
 
 /* The separator, the quoted key and the colon: in one piece when the key is
  * plain (all_plain) and they fit. */
-static void put_key(struct ng_json *j, const char *key, size_t n, int plain)
+static inline void put_key(struct ng_json *j, const char *key, size_t n, int plain)
 {
     char *p = plain ? room(j, n + 5) : NULL;
     if (p) {
@@ -443,7 +443,7 @@ size_t ncclguard_fmt_int64(char *out, int64_t v)
 }
 
 /* v's digits, formatted in place in the buffer when there is room. */
-static void put_decimal(struct ng_json *j, uint64_t v)
+static inline void put_decimal(struct ng_json *j, uint64_t v)
 {
     char digits[20];
     char *p = room(j, sizeof digits);
