@@ -42,7 +42,8 @@ struct dump_ctx {
     int64_t nccl_version;
     int64_t cuda_driver_version;
     const char *python_version;
-    int symbols; /* not in a signal handler: frames may be symbolized */
+    int symbols;     /* not in a signal handler: frames may be symbolized */
+    int symbolizing; /* the session of symbolize_once is open */
 };
 
 /* One enqueue stack (put_STACKS), named for the list's `e`. */
@@ -523,14 +524,24 @@ static void put_STACK_FRAMES(struct ng_json *j, const char *key, const struct st
     ncclguard_json_end_array(j);
 }
 
+/* Opens the dump's one symbolization session, if not yet open; the dump
+ * closes it at its end. The enqueue stacks and the threads share it, so that
+ * each module's file is opened, mapped and unmapped once per dump. */
+static void symbolize_once(struct dump_ctx *d)
+{
+    if (d->symbolizing) return;
+    ncclguard_symbolize_begin();
+    d->symbolizing = 1;
+}
+
 /* Every stack of the table (an entry still being written is left out). */
-static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_STACKS(struct ng_json *j, const char *key, struct dump_ctx *d)
 {
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
     put_key(j, key);
     ncclguard_json_begin_array(j);
-    if (d->symbols) ncclguard_symbolize_begin();
+    if (d->symbols && st.used) symbolize_once(d);
     for (int i = 0; i < st.used; i++) {
         struct stack_view view = {.id = i, .symbols = d->symbols};
         const struct stack_view *e = &view;
@@ -540,14 +551,13 @@ static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx
         NG_DUMP_STACK_FIELDS(PUT_FIELD)
         ncclguard_json_end_object(j);
     }
-    if (d->symbols) ncclguard_symbolize_end();
     ncclguard_json_end_array(j);
 }
 
 /* The threads of the last collection (threads.h), null without one: a dump
  * from a signal handler cannot collect, and cannot symbolize either (the crash
  * path's own thread is written with bare addresses). */
-static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_THREADS(struct ng_json *j, const char *key, struct dump_ctx *d)
 {
     int n = ncclguard_threads_count();
     put_key(j, key);
@@ -555,8 +565,7 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
         ncclguard_json_null(j);
         return;
     }
-    int symbols = d->symbols && ncclguard_threads_symbolizable();
-    if (symbols) ncclguard_symbolize_begin();
+    if (d->symbols && ncclguard_threads_symbolizable()) symbolize_once(d);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < n; i++) {
         struct ng_thread_view view;
@@ -567,7 +576,6 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
         ncclguard_json_end_object(j);
     }
     ncclguard_json_end_array(j);
-    if (symbols) ncclguard_symbolize_end();
 }
 
 static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
@@ -646,8 +654,9 @@ void ncclguard_dump_body(struct ng_json *j, const char *reason, int from_signal)
         .python_version = ncclguard_python_version(),
         .symbols = !from_signal,
     };
-    const struct dump_ctx *d = &ctx;
+    struct dump_ctx *d = &ctx;
     ncclguard_json_begin_object(j);
     NG_DUMP_TOP_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
+    if (ctx.symbolizing) ncclguard_symbolize_end();
 }
