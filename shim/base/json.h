@@ -4,9 +4,10 @@
  * Owns: the JSON syntax of what the shim writes (dumps, the dump's config
  * object, the JSON of the ncclguard command).
  * The caller supplies a fixed buffer and a file descriptor; the writer fills
- * the buffer and hands it to write(2) whenever it is full, so a document of
- * any size streams out through a small buffer. It never calls malloc, stdio or
- * anything that reads the locale: numbers and escapes are formatted here.
+ * the buffer and hands it to write(2) when the next piece does not fit, so a
+ * document of any size streams out through a small buffer. It never calls
+ * malloc, stdio or anything that reads the locale: numbers and escapes are
+ * formatted here.
  *
  * Syntax is tracked with a small stack: the writer places the commas and
  * colons, and a misuse (a value without a key inside an object, a key inside an
