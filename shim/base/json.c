@@ -1,6 +1,7 @@
 /*
  * json.c: see json.h. Everything here is async-signal-safe: the only call out
- * of this file is write(2) (and memcpy, which POSIX lists as safe too).
+ * of this file is write(2) (and memcpy, memchr and strlen, which POSIX lists as
+ * safe too).
  */
 #include "base/json.h"
 
@@ -10,8 +11,11 @@
 
 static const char hex_digits[] = "0123456789abcdef";
 
-static const uint64_t pow10_table[10] = {
+static const uint64_t pow10_table[20] = {
     1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
+    10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+    1000000000000000000ULL, 10000000000000000000ULL,
 };
 
 /* Keeps the first error; every later call sees it and does nothing. */
@@ -44,8 +48,10 @@ static void flush(struct ng_json *j)
     j->len = 0;
 }
 
-/* Appends n bytes, handing the buffer to write(2) each time it is full. */
-static void put(struct ng_json *j, const char *s, size_t n)
+/* Appends n bytes, handing the buffer to write(2) each time it is full: the
+ * way of pieces larger than the buffer, and of a writer in error or whose
+ * memory buffer is full (see room). */
+static void put_pieces(struct ng_json *j, const char *s, size_t n)
 {
     while (n && !j->err) {
         if (j->len == j->cap) {
@@ -65,9 +71,38 @@ static void put(struct ng_json *j, const char *s, size_t n)
     }
 }
 
-static void put_char(struct ng_json *j, char c)
+/* Where the next n bytes go in one piece, flushing the buffer first when they
+ * do not fit in what is left of it; the caller writes them there and adds n
+ * to j->len. NULL when they cannot go in one piece (n above the buffer's size,
+ * a memory document that is full, an error): the caller then hands them to
+ * put_pieces. The bytes written are the same either way; only the sizes of
+ * the write(2) calls differ. */
+static inline char *room(struct ng_json *j, size_t n)
 {
-    put(j, &c, 1);
+    if (n > j->cap - j->len && !j->err && j->fd != NG_JSON_MEMORY) flush(j);
+    return !j->err && n <= j->cap - j->len ? j->buf + j->len : NULL;
+}
+
+static inline void put(struct ng_json *j, const char *s, size_t n)
+{
+    char *p = room(j, n);
+    if (!p) {
+        put_pieces(j, s, n);
+        return;
+    }
+    memcpy(p, s, n);
+    j->len += n;
+}
+
+static inline void put_char(struct ng_json *j, char c)
+{
+    char *p = room(j, 1);
+    if (!p) {
+        put_pieces(j, &c, 1);
+        return;
+    }
+    *p = c;
+    j->len++;
 }
 
 void ncclguard_json_init(struct ng_json *j, int fd, char *buf, size_t cap)
@@ -84,18 +119,27 @@ void ncclguard_json_set_newlines(struct ng_json *j, int depth)
     j->newline_depth = depth;
 }
 
-/* Separator before a new member of the innermost container: a comma after
- * the previous one, then a newline when this level is laid out one per line. */
+/* Separator before a new member of the innermost container, into out: a
+ * comma after the previous one, then a newline when this level is laid out
+ * one per line. Its length. */
+static size_t separator(struct ng_json *j, char out[2])
+{
+    size_t n = 0;
+    if (j->has_member[j->depth]) out[n++] = ',';
+    j->has_member[j->depth] = 1;
+    if (j->depth > 0 && j->depth <= j->newline_depth) out[n++] = '\n';
+    return n;
+}
+
 static void separate(struct ng_json *j)
 {
-    if (j->has_member[j->depth]) put_char(j, ',');
-    j->has_member[j->depth] = 1;
-    if (j->depth > 0 && j->depth <= j->newline_depth) put_char(j, '\n');
+    char sep[2];
+    put(j, sep, separator(j, sep));
 }
 
 /* Checks that a value may come here and writes what precedes it. -1 when the
  * writer is in error (possibly because of this call). */
-static int begin_value(struct ng_json *j)
+static inline int begin_value(struct ng_json *j)
 {
     if (j->err) return -1;
     if (j->depth == 0) {
@@ -201,11 +245,17 @@ static size_t escape_byte(unsigned char c, char *out)
     }
 }
 
-/* The quoted, escaped string. Runs of bytes that need no escape go out in one
- * put; see json.h for the rules. */
-static void put_string(struct ng_json *j, const char *str, size_t n)
+/* True for a byte that a string holds as is and that is no part of a
+ * multi-byte UTF-8 sequence: printable ASCII but the quote and the backslash. */
+static int plain_ascii(unsigned char c)
 {
-    const unsigned char *s = (const unsigned char *)str;
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/* The quoted string with its escapes. Runs of bytes that need no escape go
+ * out in one put. */
+static void put_escaped(struct ng_json *j, const unsigned char *s, size_t n)
+{
     size_t run = 0; /* start of the pending run of plain bytes */
     size_t i = 0;
     put_char(j, '"');
@@ -218,7 +268,7 @@ static void put_string(struct ng_json *j, const char *str, size_t n)
                 i += len;
                 continue;
             }
-        } else if (c >= 0x20 && c != '"' && c != '\\') {
+        } else if (plain_ascii(c)) {
             i++;
             continue;
         }
@@ -236,19 +286,97 @@ static void put_string(struct ng_json *j, const char *str, size_t n)
     put_char(j, '"');
 }
 
-void ncclguard_json_key(struct ng_json *j, const char *key)
+/* True when each of the eight bytes of w is plain_ascii. With every byte below
+ * 0x80, subtracting k from each byte sets the high bit of those below k, and
+ * of no other byte unless a lower one was below k (the borrow): so the high
+ * bits of w - 0x20 (controls), (w ^ '"') - 1 and (w ^ '\\') - 1 (a zero byte
+ * where w holds the character), all per byte, are clear exactly when no byte
+ * needs an escape. */
+static int plain_word(uint64_t w)
 {
-    if (j->err) return;
-    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value || !key) {
-        fail(j, EINVAL);
+    const uint64_t ones = 0x0101010101010101u, highs = ones << 7;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return !((w | (w - ones * 0x20) | (quote - ones) | (backslash - ones)) & highs);
+}
+
+/* True when s[0..n) is plain ASCII, read eight bytes at a time: the last word
+ * overlaps the one before it, and a string shorter than a word is padded with
+ * plain bytes. */
+static int all_plain(const unsigned char *s, size_t n)
+{
+    uint64_t w = 0x2020202020202020u;
+    if (n < sizeof w) {
+        memcpy(&w, s, n);
+        return plain_word(w);
+    }
+    for (size_t i = 0; i + sizeof w < n; i += sizeof w) {
+        memcpy(&w, s + i, sizeof w);
+        if (!plain_word(w)) return 0;
+    }
+    memcpy(&w, s + n - sizeof w, sizeof w);
+    return plain_word(w);
+}
+
+/* The quoted, escaped string; see json.h for the rules. Most strings (every
+ * key and name of a dump) are plain ASCII: they go out in one piece, quotes
+ * included. */
+static void put_string(struct ng_json *j, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    char *p = all_plain(s, n) ? room(j, n + 2) : NULL;
+    if (!p) {
+        put_escaped(j, s, n);
         return;
     }
-    separate(j);
-    size_t n = 0;
-    while (key[n]) n++;
-    put_string(j, key, n);
-    put_char(j, ':');
+    p[0] = '"';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '"';
+    j->len += n + 2;
+}
+
+/* Checks that a key may come here. -1 when the writer is in error (possibly
+ * because of this call). */
+static int begin_key(struct ng_json *j, const char *key)
+{
+    if (j->err) return -1;
+    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value || !key) {
+        fail(j, EINVAL);
+        return -1;
+    }
+    return 0;
+}
+
+/* The separator, the quoted key and the colon: in one piece when the key is
+ * plain (all_plain) and they fit. */
+static inline void put_key(struct ng_json *j, const char *key, size_t n, int plain)
+{
+    char *p = plain ? room(j, n + 5) : NULL;
+    if (p) {
+        p += separator(j, p);
+        p[0] = '"';
+        memcpy(p + 1, key, n);
+        p[n + 1] = '"';
+        p[n + 2] = ':';
+        j->len = (size_t)(p + n + 3 - j->buf);
+    } else {
+        separate(j);
+        put_escaped(j, (const unsigned char *)key, n);
+        put_char(j, ':');
+    }
     j->want_value = 1;
+}
+
+void ncclguard_json_key(struct ng_json *j, const char *key)
+{
+    if (begin_key(j, key)) return;
+    size_t n = strlen(key);
+    put_key(j, key, n, all_plain((const unsigned char *)key, n));
+}
+
+void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n)
+{
+    if (begin_key(j, key)) return;
+    put_key(j, key, n, 1);
 }
 
 void ncclguard_json_string(struct ng_json *j, const char *s)
@@ -268,15 +396,40 @@ void ncclguard_json_string_n(struct ng_json *j, const char *s, size_t n)
         put(j, "null", 4);
 }
 
+/* "00" "01" ... "99": the digits of a number go out two by two. */
+static const char digit_pairs[] = "00010203040506070809"
+                                  "10111213141516171819"
+                                  "20212223242526272829"
+                                  "30313233343536373839"
+                                  "40414243444546474849"
+                                  "50515253545556575859"
+                                  "60616263646566676869"
+                                  "70717273747576777879"
+                                  "80818283848586878889"
+                                  "90919293949596979899";
+
+/* The decimal digits of v at out (room for 20; no NUL); their count. */
+static size_t decimal_digits(char *out, uint64_t v)
+{
+    /* The count from the bit length (log10(2) is about 1233 / 4096) is t or
+     * t + 1, and one comparison tells which; 0 has one digit. */
+    size_t t = (size_t)(64 - __builtin_clzll(v | 1)) * 1233 >> 12;
+    size_t n = t + (v >= pow10_table[t]) + (v == 0);
+    char *p = out + n;
+    for (; v >= 100; v /= 100) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10)
+        memcpy(p - 2, digit_pairs + 2 * v, 2);
+    else
+        p[-1] = (char)('0' + v);
+    return n;
+}
+
 size_t ncclguard_fmt_uint64(char *out, uint64_t v)
 {
-    char rev[20];
-    size_t n = 0;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = rev[n - 1 - i];
+    size_t n = decimal_digits(out, v);
     out[n] = '\0';
     return n;
 }
@@ -289,18 +442,29 @@ size_t ncclguard_fmt_int64(char *out, int64_t v)
     return 1 + ncclguard_fmt_uint64(out + 1, (uint64_t)0 - (uint64_t)v);
 }
 
+/* v's digits, formatted in place in the buffer when there is room. */
+static inline void put_decimal(struct ng_json *j, uint64_t v)
+{
+    char digits[20];
+    char *p = room(j, sizeof digits);
+    if (p)
+        j->len += decimal_digits(p, v);
+    else
+        put(j, digits, decimal_digits(digits, v));
+}
+
 void ncclguard_json_int64(struct ng_json *j, int64_t v)
 {
     if (begin_value(j)) return;
-    char digits[21];
-    put(j, digits, ncclguard_fmt_int64(digits, v));
+    if (v < 0) put_char(j, '-');
+    /* 0 - (uint64_t)v is the magnitude, INT64_MIN included. */
+    put_decimal(j, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
 void ncclguard_json_uint64(struct ng_json *j, uint64_t v)
 {
     if (begin_value(j)) return;
-    char digits[21];
-    put(j, digits, ncclguard_fmt_uint64(digits, v));
+    put_decimal(j, v);
 }
 
 void ncclguard_json_hex64(struct ng_json *j, uint64_t v)

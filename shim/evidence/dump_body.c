@@ -42,7 +42,8 @@ struct dump_ctx {
     int64_t nccl_version;
     int64_t cuda_driver_version;
     const char *python_version;
-    int symbols; /* not in a signal handler: frames may be symbolized */
+    int symbols;     /* not in a signal handler: frames may be symbolized */
+    int symbolizing; /* the session of symbolize_once is open */
 };
 
 /* One enqueue stack (put_STACKS), named for the list's `e`. */
@@ -108,9 +109,16 @@ void ncclguard_dump_set_incident(const char *id)
 
 /* ---- scalar kinds ---- */
 
+/* Every key of dump_format.h needs no escape (check_dump.py --format holds
+ * them to [a-z_0-9]+), and the ring repeats them thousands of times. */
+static void put_key(struct ng_json *j, const char *key)
+{
+    ncclguard_json_key_plain(j, key, strlen(key));
+}
+
 static void put_STR(struct ng_json *j, const char *key, const char *v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_string(j, v);
 }
 
@@ -139,7 +147,7 @@ static void put_NAME(struct ng_json *j, const char *key, const char *v)
 {
     size_t n = 0;
     while (n < sizeof(((struct comm_view *)0)->name) && v[n]) n++;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (n)
         ncclguard_json_string_n(j, v, n);
     else
@@ -148,19 +156,19 @@ static void put_NAME(struct ng_json *j, const char *key, const char *v)
 
 static void put_I64(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_int64(j, v);
 }
 
 static void put_U64(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_uint64(j, v);
 }
 
 static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v >= 0)
         ncclguard_json_int64(j, v);
     else
@@ -169,7 +177,7 @@ static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
 
 static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_int64(j, v);
     else
@@ -178,7 +186,7 @@ static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
 
 static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_uint64(j, v);
     else
@@ -187,13 +195,13 @@ static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 
 static void put_HEX(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_hex64(j, v);
 }
 
 static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v)
         ncclguard_json_hex64(j, v);
     else
@@ -202,7 +210,7 @@ static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
 
 static void put_BOOL(struct ng_json *j, const char *key, int v)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_bool(j, v);
 }
 
@@ -236,7 +244,7 @@ static void put_OP_NAME(struct ng_json *j, const char *key, int64_t v)
 static void put_DATATYPE(struct ng_json *j, const char *key, int64_t v)
 {
     static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
         ncclguard_json_string(j, names[v]);
     else
@@ -247,7 +255,7 @@ static void put_REDOP(struct ng_json *j, const char *key, int64_t v)
 {
     static const char *const names[] = NG_DUMP_REDOP_NAMES;
     _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (v < 0)
         ncclguard_json_null(j);
     else if (v < ncclNumOps)
@@ -272,10 +280,10 @@ static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
 {
     static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
     const unsigned nnames = sizeof names / sizeof names[0];
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
-    for (unsigned bit = 0; bit < 64; bit++) {
-        if (!(v & ((uint64_t)1 << bit))) continue;
+    for (uint64_t rest = v; rest; rest &= rest - 1) { /* the bits set, lowest first */
+        unsigned bit = (unsigned)__builtin_ctzll(rest);
         if (bit < nnames)
             ncclguard_json_string(j, names[bit]);
         else
@@ -296,7 +304,7 @@ static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx
     (void)d;
     ng_dump_config_fn fn = ng_atomic_load_acquire(&config_writer);
     if (!fn) return;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     fn(j);
     if (ncclguard_json_value_pending(j)) ncclguard_json_null(j);
 }
@@ -307,7 +315,7 @@ static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx
     struct ng_flight_stats st;
     ncclguard_flight_stats(&st);
     const struct ng_flight_stats *s = &st;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_FLIGHT_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -336,7 +344,7 @@ static void comm_snapshot(struct ng_comm *src, struct comm_view *c)
 
 static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view *c)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < c->npeers; i++) {
         struct peer_view view = {i, LOAD(c->peers[i].seq), LOAD(c->peers[i].done)};
@@ -352,7 +360,7 @@ static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view
 static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     int n = ncclguard_comm_count();
     for (int i = 0; i < n; i++) {
@@ -406,10 +414,13 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     uint64_t oldest = head > cap ? head - cap : 0;
     int exact = cap <= MAX_RING;
     if (exact) memset(listed, 0, (size_t)((cap + 63) / 64) * sizeof listed[0]);
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     struct op_view v;
     for (uint64_t i = head; i-- > oldest;) {
+        /* A state only moves on: a record final now is final in its copy too,
+         * so most of the ring is passed over without one. */
+        if (ng_op_state_final(ncclguard_flight_state(i))) continue;
         if (op_snapshot(i, &v) != 0 || ng_op_state_final(v.state)) continue;
         put_op(j, &v);
         if (exact) listed[(i % cap) / 64] |= (uint64_t)1 << (i % cap % 64);
@@ -426,7 +437,7 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
 
 static void put_VERSIONS(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_VERSION_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -453,7 +464,7 @@ static int env_allowed(const char *var, size_t name_len)
 static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d)
 {
     (void)d;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     char **env = environ;
     for (size_t i = 0; env && env[i]; i++) {
@@ -486,7 +497,7 @@ static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
 
 static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_thread_view *t)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     int symbols = ncclguard_threads_symbolizable();
     for (int i = 0; i < t->npcs; i++) put_frame(j, (uintptr_t)t->pcs[i], symbols);
@@ -499,7 +510,7 @@ static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dum
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
     const struct ng_stacks_stats *k = &st;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_object(j);
     NG_DUMP_STACK_TABLE_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
@@ -507,20 +518,30 @@ static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dum
 
 static void put_STACK_FRAMES(struct ng_json *j, const char *key, const struct stack_view *e)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols);
     ncclguard_json_end_array(j);
 }
 
+/* Opens the dump's one symbolization session, if not yet open; the dump
+ * closes it at its end. The enqueue stacks and the threads share it, so that
+ * each module's file is opened, mapped and unmapped once per dump. */
+static void symbolize_once(struct dump_ctx *d)
+{
+    if (d->symbolizing) return;
+    ncclguard_symbolize_begin();
+    d->symbolizing = 1;
+}
+
 /* Every stack of the table (an entry still being written is left out). */
-static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_STACKS(struct ng_json *j, const char *key, struct dump_ctx *d)
 {
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
-    if (d->symbols) ncclguard_symbolize_begin();
+    if (d->symbols && st.used) symbolize_once(d);
     for (int i = 0; i < st.used; i++) {
         struct stack_view view = {.id = i, .symbols = d->symbols};
         const struct stack_view *e = &view;
@@ -530,23 +551,21 @@ static void put_STACKS(struct ng_json *j, const char *key, const struct dump_ctx
         NG_DUMP_STACK_FIELDS(PUT_FIELD)
         ncclguard_json_end_object(j);
     }
-    if (d->symbols) ncclguard_symbolize_end();
     ncclguard_json_end_array(j);
 }
 
 /* The threads of the last collection (threads.h), null without one: a dump
  * from a signal handler cannot collect, and cannot symbolize either (the crash
  * path's own thread is written with bare addresses). */
-static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_THREADS(struct ng_json *j, const char *key, struct dump_ctx *d)
 {
     int n = ncclguard_threads_count();
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (n < 0) {
         ncclguard_json_null(j);
         return;
     }
-    int symbols = d->symbols && ncclguard_threads_symbolizable();
-    if (symbols) ncclguard_symbolize_begin();
+    if (d->symbols && ncclguard_threads_symbolizable()) symbolize_once(d);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < n; i++) {
         struct ng_thread_view view;
@@ -557,12 +576,11 @@ static void put_THREADS(struct ng_json *j, const char *key, const struct dump_ct
         ncclguard_json_end_object(j);
     }
     ncclguard_json_end_array(j);
-    if (symbols) ncclguard_symbolize_end();
 }
 
 static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < p->nframes; i++) {
         struct ng_py_frame view;
@@ -577,7 +595,7 @@ static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py
 
 static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_py_view *y)
 {
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     ncclguard_json_begin_array(j);
     for (int i = 0; i < y->nthreads; i++) {
         struct ng_py_thread view;
@@ -596,7 +614,7 @@ static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx
     (void)d;
     struct ng_py_view view;
     const struct ng_py_view *y = &view;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (ncclguard_python_view(&view) != 0) {
         ncclguard_json_null(j);
         return;
@@ -612,7 +630,7 @@ static void put_RAS(struct ng_json *j, const char *key, const struct dump_ctx *d
     (void)d;
     struct ng_ras_view view;
     const struct ng_ras_view *a = &view;
-    ncclguard_json_key(j, key);
+    put_key(j, key);
     if (ncclguard_ras_view(&view) != 0) {
         ncclguard_json_null(j);
         return;
@@ -636,8 +654,9 @@ void ncclguard_dump_body(struct ng_json *j, const char *reason, int from_signal)
         .python_version = ncclguard_python_version(),
         .symbols = !from_signal,
     };
-    const struct dump_ctx *d = &ctx;
+    struct dump_ctx *d = &ctx;
     ncclguard_json_begin_object(j);
     NG_DUMP_TOP_FIELDS(PUT_FIELD)
     ncclguard_json_end_object(j);
+    if (ctx.symbolizing) ncclguard_symbolize_end();
 }

@@ -17,6 +17,7 @@ struct range {
 
 static struct range ranges[MAX_RANGES];
 static int nranges;
+static pid_t self; /* getpid() is a system call: asked once per dump, not per read */
 static uintptr_t stack_copy[SCAN_BYTES / sizeof(uintptr_t)];
 
 static uintptr_t parse_hex(const char **p)
@@ -44,6 +45,7 @@ static void take_line(const char *line)
 void ncclguard_stackscan_begin(void)
 {
     nranges = 0;
+    self = getpid();
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     char buf[4096], line[512];
@@ -73,7 +75,7 @@ static int executable(uintptr_t a)
 static ssize_t read_own(void *dst, uintptr_t src, size_t len)
 {
     struct iovec local = {dst, len}, remote = {(void *)src, len};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    return process_vm_readv(self, &local, 1, &remote, 1, 0);
 }
 
 /* True when the bytes before ret end in a call instruction (x86-64 forms:

@@ -59,7 +59,7 @@ static void sample(struct ng_json *j)
     ncclguard_json_int64(j, INT64_MAX);
     ncclguard_json_uint64(j, UINT64_MAX);
     ncclguard_json_end_array(j);
-    ncclguard_json_key(j, "id");
+    ncclguard_json_key_plain(j, "id", 2); /* the same bytes as ncclguard_json_key */
     ncclguard_json_hex64(j, 0x5f3a00000000beefULL);
     ncclguard_json_key(j, "d");
     ncclguard_json_begin_array(j);
@@ -166,24 +166,29 @@ START_TEST(newline_layout)
 }
 END_TEST
 
-/* One string value through a 7-byte buffer; returns the document. */
-static char *string_doc(const char *s, size_t n)
+/* One string value through a buffer of `cap` bytes; returns the document. */
+static char *string_doc(const char *s, size_t n, size_t cap)
 {
     struct sink k;
     sink_open(&k);
-    char buf[7];
+    char buf[4096];
     struct ng_json j;
-    ncclguard_json_init(&j, k.fd, buf, sizeof buf);
+    ncclguard_json_init(&j, k.fd, buf, cap);
     ncclguard_json_string_n(&j, s, n);
     ck_assert_int_eq(ncclguard_json_finish(&j), 0);
     return sink_read(&k, NULL);
 }
 
+/* Through a 7-byte buffer (a flush inside the string) and a large one (the
+ * string in one piece). */
 static void check_string(const char *in, size_t n, const char *want)
 {
-    char *out = string_doc(in, n);
-    ck_assert_str_eq(out, want);
-    free(out);
+    static const size_t caps[] = {7, 4096};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        char *out = string_doc(in, n, caps[i]);
+        ck_assert_msg(!strcmp(out, want), "buffer of %zu: %s, want %s", caps[i], out, want);
+        free(out);
+    }
 }
 
 START_TEST(string_escapes)
@@ -194,6 +199,32 @@ START_TEST(string_escapes)
     check_string("\x01\x1f\x7f", 3, "\"\\u0001\\u001f\x7f\"\n");
     check_string("a\0b", 3, "\"a\\u0000b\"\n");
     check_string("", 0, "\"\"\n");
+}
+END_TEST
+
+/* Plain strings are scanned eight bytes at a time: a byte to escape is found
+ * at every position of strings of every length around the word size. */
+START_TEST(escape_at_every_position)
+{
+    static const struct {
+        char c;
+        const char *esc;
+    } special[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\x01', "\\u0001"},
+                   {'\x1f', "\\u001f"}, {'\x80', "\\ufffd"}, {'\xff', "\\ufffd"}};
+    for (size_t len = 0; len <= 24; len++) {
+        char in[32], want[64];
+        for (size_t i = 0; i < len; i++) in[i] = (char)('a' + i);
+        snprintf(want, sizeof want, "\"%.*s\"\n", (int)len, in);
+        check_string(in, len, want); /* no byte to escape */
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) {
+                in[at] = special[k].c;
+                snprintf(want, sizeof want, "\"%.*s%s%.*s\"\n", (int)at, in, special[k].esc,
+                         (int)(len - at - 1), in + at + 1);
+                check_string(in, len, want);
+                in[at] = (char)('a' + at);
+            }
+    }
 }
 END_TEST
 
@@ -276,6 +307,17 @@ START_TEST(format_helpers)
     ck_assert_str_eq(s, "-9223372036854775808");
     ck_assert_uint_eq(ncclguard_fmt_int64(s, -7), 2);
     ck_assert_str_eq(s, "-7");
+    /* every count of digits, at its limits */
+    uint64_t p = 1;
+    for (int digits = 1; digits <= 20; digits++, p *= 10) {
+        uint64_t v[] = {p - 1, p, p + 1, digits < 20 ? p * 10 - 1 : UINT64_MAX};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            char want[32];
+            snprintf(want, sizeof want, "%llu", (unsigned long long)v[i]);
+            ck_assert_uint_eq(ncclguard_fmt_uint64(s, v[i]), strlen(want));
+            ck_assert_str_eq(s, want);
+        }
+    }
 }
 END_TEST
 
@@ -420,6 +462,7 @@ int main(void)
     tcase_add_test(tc, exact_across_flushes);
     tcase_add_test(tc, newline_layout);
     tcase_add_test(tc, string_escapes);
+    tcase_add_test(tc, escape_at_every_position);
     tcase_add_test(tc, string_utf8);
     tcase_add_test(tc, memory_and_count_modes);
     tcase_add_test(tc, numbers_without_trailing_zeros);
