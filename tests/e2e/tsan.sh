@@ -16,32 +16,25 @@ export TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0"
 # affected; the stack table's own concurrency is tested by test_shim_stacks.
 export NCCLGUARD_STACKS=0
 reports() { grep -c 'WARNING: ThreadSanitizer' "$1" 2>/dev/null || true; }
+# unit NAME WHAT: the Check suite test_shim_NAME passes with no race reported
+unit() {
+    local out=$TMP/$1.out rc
+    "$ROOT/$B/tests/unit/test_shim_$1" >"$out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(reports "$out")" = 0 ]; then
+        pass "$2"
+    else
+        fail "test_shim_$1 under TSan" "rc=$rc"; tail -n 30 "$out"
+    fi
+}
 
-"$ROOT/$B/tests/unit/test_shim_flight" >"$TMP/flight.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ] && [ "$(reports "$TMP/flight.out")" = 0 ]; then
-    pass "flight recorder: concurrent writers and readers, no race"
-else
-    fail "flight recorder under TSan" "rc=$rc"; tail -n 30 "$TMP/flight.out"
-fi
+unit flight "flight recorder: concurrent writers and readers, no race"
 
 # The observer's lanes while a writer overwrites their records in flight.
-"$ROOT/$B/tests/unit/test_shim_observer" >"$TMP/observer.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ] && [ "$(reports "$TMP/observer.out")" = 0 ]; then
-    pass "observer lanes: records overwritten in flight while passes run, no race"
-else
-    fail "observer lanes under TSan" "rc=$rc"; tail -n 30 "$TMP/observer.out"
-fi
+unit observer "observer lanes: records overwritten in flight while passes run, no race"
 
 # The stack signal: threads unwind themselves into slots that the dumping thread reads.
-"$ROOT/$B/tests/unit/test_shim_threads" >"$TMP/threads.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ] && [ "$(reports "$TMP/threads.out")" = 0 ]; then
-    pass "all-thread stacks: handler slots and the collector, no race"
-else
-    fail "thread stacks under TSan" "rc=$rc"; tail -n 30 "$TMP/threads.out"
-fi
+unit threads "all-thread stacks: handler slots and the collector, no race"
 
 for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --graph"; do
     (cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 under_shim "$APPS/launch" \
