@@ -21,7 +21,8 @@ static struct ng_op_record make(uint64_t v)
     r.count = v * 5;
     r.bytes = v * 7;
     r.enqueue_ns = (int64_t)v * 11;
-    r.marker = (int64_t)(v % 1000); /* holds events: a drop goes to the callback */
+    r.marker = (int32_t)(v % 1000); /* holds events: a drop goes to the callback */
+    r.flags = v * 13;               /* the last word a writer stores */
     return r;
 }
 
@@ -29,7 +30,7 @@ static int consistent(const struct ng_op_record *r)
 {
     uint64_t v = r->comm_id;
     return r->seq == v * 3 && r->count == v * 5 && r->bytes == v * 7 &&
-           r->enqueue_ns == (int64_t)v * 11;
+           r->enqueue_ns == (int64_t)v * 11 && r->flags == v * 13;
 }
 
 /* The drop callback: counts the records it gets, and checks each copy. */
