@@ -93,6 +93,7 @@ START_TEST(advance_is_compare_and_swap)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     struct ng_op_record r = make(1);
+    r.flags = 0; /* the flags below are then the watchdog's alone */
     uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_STARTED, NG_OP_COMPLETED), -1);
     ck_assert_int_eq(ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_STARTED), 0);
