@@ -226,50 +226,41 @@ static int inflight(long n, double seconds)
     return 0;
 }
 
+struct child_env {
+    const char *preload;
+    const char *const *env; /* NAME, VALUE pairs, NULL-terminated */
+    int is_inflight;
+};
+
+static void child_setup(const void *ctx)
+{
+    const struct child_env *c = ctx;
+    /* No stream work, and events that complete as recorded, so that the fake
+     * driver's queue costs nothing. The log goes to the pipe, read and dropped
+     * but for the exit summary's count of records dropped. */
+    setenv("FAKENCCL_NOOP", c->is_inflight ? "0" : "1", 1);
+    setenv("FAKECUDA_INSTANT_EVENTS", c->is_inflight ? "0" : "1", 1);
+    setenv("NCCLGUARD_POLL_MS", "1", 1);
+    if (c->preload) setenv("LD_PRELOAD", c->preload, 1);
+    else unsetenv("LD_PRELOAD");
+    setenv("NCCLGUARD_LOG_LEVEL", "info", 1); /* the summary, at exit */
+    /* Instant events carry a coarse clock (a few ms steps): their durations
+     * mean nothing, and the factor rule would call them slow. */
+    setenv("NCCLGUARD_SLOW_FACTOR", "0", 1);
+    setenv("NCCLGUARD_STACKS", "0", 1); /* their cost: bench/stacks.sh */
+    for (int i = 0; c->env && c->env[i]; i += 2) setenv(c->env[i], c->env[i + 1], 1);
+}
+
 /* A child run: this program with `args`, under the shim when `preload`, with
- * NAME=VALUE pairs of `env` (NULL-terminated) added. Its output goes to out. */
+ * NAME=VALUE pairs of `env` (NULL-terminated) added. Its output (stderr too:
+ * the shim's exit summary says whether records were dropped) goes to out. */
 static int child_out(const char *self, const char *preload, const char *const *env,
                      const char *const *args, char *out, size_t size)
 {
-    int fd[2];
-    if (pipe(fd)) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        /* No stream work, and events that complete as recorded, so that the fake
-         * driver's queue costs nothing. The log goes to the pipe, read and dropped
-         * but for the exit summary's count of records dropped. */
-        int is_inflight = strcmp(args[0], "--inflight") == 0;
-        setenv("FAKENCCL_NOOP", is_inflight ? "0" : "1", 1);
-        setenv("FAKECUDA_INSTANT_EVENTS", is_inflight ? "0" : "1", 1);
-        setenv("NCCLGUARD_POLL_MS", "1", 1);
-        dup2(fd[1], 2); /* the shim's exit summary says whether records were dropped */
-        if (preload) setenv("LD_PRELOAD", preload, 1);
-        else unsetenv("LD_PRELOAD");
-        setenv("NCCLGUARD_LOG_LEVEL", "info", 1); /* the summary, at exit */
-        /* Instant events carry a coarse clock (a few ms steps): their durations
-         * mean nothing, and the factor rule would call them slow. */
-        setenv("NCCLGUARD_SLOW_FACTOR", "0", 1);
-        setenv("NCCLGUARD_STACKS", "0", 1); /* their cost: bench/stacks.sh */
-        for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
-        char *argv[8] = {(char *)self};
-        for (int i = 0; args[i] && i < 6; i++) argv[i + 1] = (char *)args[i];
-        execv(self, argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t k = 0;
-    ssize_t r;
-    char rest[4096];
-    while ((r = read(fd[0], k < size - 1 ? out + k : rest,
-                     k < size - 1 ? size - 1 - k : sizeof rest)) > 0)
-        if (k < size - 1) k += (size_t)r; /* past the buffer: read and dropped */
-    out[k] = '\0';
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return k > 0 && WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
+    struct child_env c = {preload, env, strcmp(args[0], "--inflight") == 0};
+    char *argv[8] = {(char *)self};
+    for (int i = 0; args[i] && i < 6; i++) argv[i + 1] = (char *)args[i];
+    return bench_run(self, argv, child_setup, &c, 1, out, size);
 }
 
 /* Records the last child's shim dropped unfinished, from its exit summary. */

@@ -1,5 +1,5 @@
-/* timing.h: the clock, the median, the resident memory and the CPU time of the
- * shim's threads, shared by the benchmarks. */
+/* timing.h: the clock, the median, the resident memory, the CPU time of the
+ * shim's threads and the runs of child processes, shared by the benchmarks. */
 #ifndef NCCLGUARD_BENCH_TIMING_H
 #define NCCLGUARD_BENCH_TIMING_H
 
@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double bench_now_ns(void)
 {
@@ -71,6 +73,38 @@ static inline int bench_threads_stat(const char *prefix, double *run, double *sl
     }
     closedir(d);
     return found ? 0 : -1;
+}
+
+/* Runs `self` with argv in a child: `setup(ctx)` sets its environment first;
+ * its stdout (and stderr, when `both`) comes into out[size], NUL-terminated
+ * (what does not fit is read and dropped). 0 when it exited 0 having said
+ * something, else -1. */
+static inline int bench_run(const char *self, char *const *argv, void (*setup)(const void *),
+                            const void *ctx, int both, char *out, size_t size)
+{
+    int fd[2];
+    if (pipe(fd)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        if (both) dup2(fd[1], 2);
+        close(fd[0]);
+        setup(ctx);
+        execv(self, argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t k = 0;
+    ssize_t r;
+    char rest[4096];
+    while ((r = read(fd[0], k < size - 1 ? out + k : rest,
+                     k < size - 1 ? size - 1 - k : sizeof rest)) > 0)
+        if (k < size - 1) k += (size_t)r;
+    out[k] = '\0';
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return k > 0 && WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
 }
 
 #endif

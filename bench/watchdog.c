@@ -230,33 +230,28 @@ static int slow(void)
     return 0;
 }
 
-/* Runs this program as a child under `lib` with the given environment
- * (NAME=VALUE strings, NULL-terminated); its output into out. */
+struct child_env {
+    const char *lib, *slowfs;
+    char **env; /* NAME=VALUE strings, NULL-terminated */
+};
+
+static void child_setup(const void *ctx)
+{
+    const struct child_env *c = ctx;
+    char pre[8192];
+    snprintf(pre, sizeof pre, "%s%s%s", c->lib, c->slowfs ? ":" : "", c->slowfs ? c->slowfs : "");
+    setenv("LD_PRELOAD", pre, 1);
+    setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
+    for (char **e = c->env; *e; e++) putenv(*e);
+}
+
+/* Runs this program as a child under `lib` (and `slowfs`) with the given
+ * environment; its output into out. */
 static int child(const char *self, const char *lib, const char *slowfs, char **env, char **argv,
                  char *out, size_t len)
 {
-    int fd[2];
-    if (pipe(fd)) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        char pre[8192];
-        snprintf(pre, sizeof pre, "%s%s%s", lib, slowfs ? ":" : "", slowfs ? slowfs : "");
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
-        for (char **e = env; *e; e++) putenv(*e);
-        execv(self, argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    ssize_t k = read(fd[0], out, len - 1);
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    if (k <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return -1;
-    out[k] = '\0';
-    return 0;
+    struct child_env c = {lib, slowfs, env};
+    return bench_run(self, argv, child_setup, &c, 0, out, len);
 }
 
 int main(int argc, char **argv)
