@@ -123,6 +123,7 @@ static void merge_side(uint64_t index, struct ng_op_record *out)
  * share of its group's. */
 static int holds_events(struct slot *s)
 {
+    /* marker is 32 bits: its half of the word it shares */
     uint64_t w = ng_atomic_load_relaxed(&s->w[WORD(marker)]);
     int32_t marker;
     memcpy(&marker, (const char *)&w + offsetof(struct ng_op_record, marker) % sizeof w,

@@ -27,6 +27,7 @@ long long ncclguard_record_comm_size(const struct ng_op_record *r)
 const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len)
 {
     const char *name = ng_op_name(r->op);
+    /* ng_op_shape trusts its type (the hot path's is); a record's is checked */
     if (r->op >= 0 && r->op < NG_OP_NTYPES && ng_op_is_p2p(r->op))
         snprintf(buf, len, "%s #%llu %s peer %lld", name, (unsigned long long)r->p2p_seq,
                  r->op == NG_OP_SEND ? "to" : "from", (long long)r->peer);
