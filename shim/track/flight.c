@@ -207,7 +207,10 @@ int ncclguard_flight_copy(uint64_t index, struct ng_op_record *out)
     if (!s || copy_words(s, index, out, SLOT_WORDS) != 0) return -1;
     if ((out->state_word >> STATE_BITS) != index) return -1;
     merge_side(index, out);
-    return 0;
+    /* Overwritten meanwhile, what lay beside it may be its successor's already
+     * (merge_side then leaves it out): no copy, rather than one without them. */
+    ng_atomic_fence_acquire();
+    return ng_atomic_load_relaxed(&s->w[WORD(version)]) == 2 * index + 2 ? 0 : -1;
 }
 
 int ncclguard_flight_state(uint64_t index)
