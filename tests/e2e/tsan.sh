@@ -33,6 +33,9 @@ unit flight "flight recorder: concurrent writers and readers, no race"
 # The observer's lanes while a writer overwrites their records in flight.
 unit observer "observer lanes: records overwritten in flight while passes run, no race"
 
+# The marker pools' stacks: threads take from each other's homes.
+unit markers "marker pools: threads taking and giving back at once, no race"
+
 # The stack signal: threads unwind themselves into slots that the dumping thread reads.
 unit threads "all-thread stacks: handler slots and the collector, no race"
 

@@ -15,7 +15,8 @@ $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
     -Wl,-rpath,$(abspath $(B)/tests/unit)
 
 # test_shim_observer drives the observer with the fake driver's streams and
-# events (and its test entry points): linked to it, found at run time by rpath.
-$(B)/tests/unit/test_shim_observer: $(B)/fakes/libcuda.so.1
-$(B)/tests/unit/test_shim_observer: LDFLAGS += -L$(B)/fakes -l:libcuda.so.1 \
-    -Wl,-rpath,$(abspath $(B)/fakes)
+# events (and its test entry points), test_shim_markers the marker pools:
+# linked to it, found at run time by rpath.
+$(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: $(B)/fakes/libcuda.so.1
+$(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS += \
+    -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
