@@ -11,11 +11,16 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline double bench_now_ns(void)
+static inline double bench_clock_ns(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static inline double bench_now_ns(void)
+{
+    return bench_clock_ns(CLOCK_MONOTONIC);
 }
 
 static inline int bench_cmp_double(const void *a, const void *b)
