@@ -188,7 +188,7 @@ static void push(struct pairs *k, int stack, uint32_t i)
     } while (!ng_atomic_cas_weak_release(head, &old, neu));
 }
 
-static int pop(struct pairs *k, int stack)
+static inline __attribute__((always_inline)) int pop(struct pairs *k, int stack)
 {
     ng_atomic(uint64_t) *head = &k->stack[stack].head;
     uint64_t old = ng_atomic_load_acquire(head), neu;
@@ -213,7 +213,7 @@ static int my_home(void)
 }
 
 /* A free pair of k for this thread, which becomes its home's; -1: none. */
-static int take(struct pairs *k)
+static inline __attribute__((always_inline)) int take(struct pairs *k)
 {
     int h = my_home(), i = pop(k, h);
     if (__builtin_expect(i >= 0, 1)) return i;

@@ -41,13 +41,15 @@ static NG_TLS struct group_stream group_streams[GROUP_STREAMS];
 static NG_TLS uint64_t thread_id;
 static ng_atomic(uint64_t) group_counter;
 
-/* Timing samples: ops seen per (communicator slot, op, size class). A plain
- * load and store, not an atomic add: two threads on one communicator may lose
- * a count, which only moves the next sample. Zero pages until used. */
+/* Timing samples: ops to go per (communicator slot, op, size class) until
+ * the next sample. A plain load and store, not an atomic add: two threads on
+ * one communicator may lose a count, which only moves the next sample. Zero
+ * pages until used, so that the first op of each class is a sample. */
 static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][NG_OP_NTYPES][NG_SIZE_CLASSES];
 
 /* Whether this op is one of its class's timing samples: the first, then one in
- * ncclguard_timing_sample. */
+ * ncclguard_timing_sample. A count down, not a count and a remainder: a
+ * division costs more than the rest of this. */
 static int sampled(const struct ng_comm *c, int type, uint64_t bytes)
 {
     int every = ncclguard_timing_sample;
@@ -55,9 +57,9 @@ static int sampled(const struct ng_comm *c, int type, uint64_t bytes)
         type >= NG_OP_NTYPES)
         return 0;
     ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
-    uint32_t seen = ng_atomic_load_relaxed(n);
-    ng_atomic_store_relaxed(n, seen + 1);
-    return seen % (uint32_t)every == 0;
+    uint32_t left = ng_atomic_load_relaxed(n);
+    ng_atomic_store_relaxed(n, left ? left - 1 : (uint32_t)every - 1);
+    return left == 0;
 }
 
 static uint64_t dtype_size(ncclDataType_t t)
