@@ -8,7 +8,8 @@
  *   watchdog --inflight C N S        child: C communicators, each on its own
  *                                    held stream with N ops in flight; prints
  *                                    the CPU share of the ncclguard-wd, -enf and
- *                                    -dump threads over S seconds
+ *                                    -dump threads over S seconds (their sum,
+ *                                    then each)
  *   watchdog --dump K                child: K dumps of a full ring (4096
  *                                    completed records) asked for by signal;
  *                                    prints the median, least and most ms from
@@ -98,7 +99,8 @@ static int inflight(int ncomms, long n, double seconds)
     for (int c = 0; c < ncomms; c++) cuStreamSynchronize(s[c]);
     double share[3];
     for (int i = 0; i < 3; i++) share[i] = 100.0 * (c1[i] - c0[i]) / (t1 - t0);
-    printf("%.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1]);
+    printf("%.4f %.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1],
+           share[2]);
     fflush(stdout);
     _exit(0); /* no teardown of 64 communicators: it is not measured */
 }
@@ -278,7 +280,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *comms, *ops, *ring;
     } shape[] = {{"64", "156", "16384"}, {"1", "1000", NULL}, {"64", "1000", "131072"}};
-    double cpu[3][2], obs[3][2], enf[3][2], wakes[2];
+    double cpu[3][2], obs[3][2], enf[3][2], dmp[3][2], wakes[2];
     double dump_ms[2], dump_min[2], dump_max[2], dump_cpu[2], fs_ms[2], fsync_ms[2];
     long long dump_size[2];
     for (int l = 0; l < 2 && libs[l]; l++) {
@@ -288,9 +290,9 @@ int main(int argc, char **argv)
             char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0", NULL};
             char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops, "5",
                             NULL};
-            cpu[i][l] = obs[i][l] = enf[i][l] = -1;
+            cpu[i][l] = obs[i][l] = enf[i][l] = dmp[i][l] = -1;
             if (!child(self, libs[l], NULL, env, args, out, sizeof out))
-                sscanf(out, "%lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l]);
+                sscanf(out, "%lf %lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l], &dmp[i][l]);
         }
         char holdenv[4300];
         snprintf(holdenv, sizeof holdenv, "SLOWFS_FIFO=%s/fifo-%d", tmpl, l);
@@ -319,8 +321,8 @@ int main(int argc, char **argv)
     for (int l = 0; l < 2 && libs[l]; l++) {
         for (int i = 0; i < 3; i++)
             printf("watchdog (%s): cpu with %s comms x %s ops in flight, poll 100 ms: %.3f%% of "
-                   "one core (observer %.3f%%, enforcer %.3f%%)\n", label[l], shape[i].comms,
-                   shape[i].ops, cpu[i][l], obs[i][l], enf[i][l]);
+                   "one core (observer %.3f%%, enforcer %.3f%%, dump thread %.3f%%)\n", label[l],
+                   shape[i].comms, shape[i].ops, cpu[i][l], obs[i][l], enf[i][l], dmp[i][l]);
         printf("watchdog (%s): dump of a full 4096-record ring (%lld bytes), request to file: "
                "median %.2f ms (least %.2f, most %.2f), %.2f of the %.0f ms target; the dump "
                "thread's CPU: %.2f ms per dump\n", label[l], dump_size[l], dump_ms[l], dump_min[l],
