@@ -173,12 +173,13 @@ uint64_t ncclguard_dumper_post(unsigned what)
     return t;
 }
 
-void ncclguard_dumper_tick(void)
+int ncclguard_dumper_tick(void)
 {
     pthread_mutex_lock(&lock);
     int threaded = running;
     pthread_mutex_unlock(&lock);
     if (!threaded) ncclguard_dumper_post(0);
+    return !threaded;
 }
 
 void ncclguard_dumper_post_signal(void)

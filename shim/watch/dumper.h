@@ -52,8 +52,9 @@ int ncclguard_dumper_start(void);
 uint64_t ncclguard_dumper_post(unsigned what);
 
 /* The enforcer's pass: without the thread, carries out what is pending and
- * the trigger's check on the caller; with it, nothing. */
-void ncclguard_dumper_tick(void);
+ * the trigger's check on the caller, and returns 1 (the caller then passes
+ * every period); with it, nothing, 0. */
+int ncclguard_dumper_tick(void);
 
 /* Async-signal-safe: a dump on request by signal, at the thread's next period. */
 void ncclguard_dumper_post_signal(void);
