@@ -12,7 +12,7 @@
  *
  * Threads: ncclguard_watchdog_start on the application thread that creates the
  * first communicator; ncclguard_watchdog_request_dump from anywhere, including
- * a signal handler (it only sets a flag).
+ * a signal handler (it sets a flag and writes an eventfd).
  */
 #ifndef NCCLGUARD_WATCHDOG_H
 #define NCCLGUARD_WATCHDOG_H
@@ -21,7 +21,7 @@
 
 void ncclguard_watchdog_start(void);
 
-/* Async-signal-safe: asks the watchdog for a dump at its next poll. */
+/* Async-signal-safe: asks the dump thread for a dump, and wakes it. */
 void ncclguard_watchdog_request_dump(void);
 
 /* The same for the dump that carries NCCL's RAS answer (evidence/ras.h):
