@@ -124,7 +124,7 @@ int main(int argc, char **argv)
     }
     long long e1 = slices("ncclguard-enf"), d1 = slices("ncclguard-dump");
     printf("idle_wakes: observer %lld enforcer %lld dump %lld\n", o1 - o0, e1 - e0, d1 - d0);
-    release = 1;
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE); /* the fake driver reads it atomically */
     cuStreamSynchronize(s);
     ncclCommDestroy(comm);
     return 0;
