@@ -380,7 +380,8 @@ static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
     if (wait < period) wait = period;
     int64_t at = now + wait;
     struct ng_due d;
-    if (ncclguard_due_peek(&d) && d.at_ns < at) at = d.at_ns > now + period ? d.at_ns : now + period;
+    if (ncclguard_due_peek(&d) && d.at_ns < at)
+        at = d.at_ns > now + period ? d.at_ns : now + period;
     return at;
 }
 

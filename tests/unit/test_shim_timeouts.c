@@ -5,9 +5,10 @@
  * behind an older one (the first-op timeout, a per-size timeout), ops of two
  * communicators on one stream, an op that ages past its timeout between polls;
  * ops without a marker never time out. Between passes the enforcer sleeps
- * until something can be due, never past an op appended meanwhile. Records are appended to the flight
- * recorder by hand with their enqueue time in the past; the watchdog's threads
- * are not started (each poll is one ncclguard_watchdog_poll_once).
+ * until something can be due, never past an op appended meanwhile. Records
+ * are appended to the flight recorder by hand with their enqueue time in the
+ * past; the watchdog's threads are not started (each poll is one
+ * ncclguard_watchdog_poll_once; the dump thread is, where a test says so).
  */
 #include <check.h>
 #include <stdlib.h>
