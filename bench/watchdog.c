@@ -8,7 +8,8 @@
  *   watchdog --inflight C N S        child: C communicators, each on its own
  *                                    held stream with N ops in flight; prints
  *                                    the CPU share of the ncclguard-wd, -enf and
- *                                    -dump threads over S seconds
+ *                                    -dump threads over S seconds (their sum,
+ *                                    then each)
  *   watchdog --dump K                child: K dumps of a full ring (4096
  *                                    completed records) asked for by signal;
  *                                    prints the median, least and most ms from
@@ -17,10 +18,11 @@
  *                                    thread per dump, then the median ms of
  *                                    the file system's share and of its fsync
  *                                    (fs_share)
- *   watchdog --slow                  child: one dump held in fsync for 1 s
+ *   watchdog --slow                  child: one dump held in fsync for 2 s
  *                                    (libslowfs.so, SLOWFS_FIFO); prints how many
- *                                    times the enforcer woke during that second
- *                                    (poll 10 ms: about 100 if it polls on)
+ *                                    times the enforcer woke meanwhile (nothing
+ *                                    due: about 2, once a second, if it goes
+ *                                    on; 0 if it waits for the dump)
  *
  * CPU time and wake-ups come from /proc/self/task/<tid>/schedstat (time on a
  * CPU in ns; timeslices run). Times on this shared machine vary; the ratios
@@ -88,7 +90,7 @@ static int inflight(int ncomms, long n, double seconds)
         for (long i = 0; i < n; i++)
             ncclAllReduce((void *)buf, (void *)buf, 2, ncclFloat, ncclSum, comm[c], s[c]);
     }
-    pause_s(0.5); /* the watchdog has seen them all */
+    pause_s(1.5); /* the watchdog has seen them all (the enforcer passes once a second) */
     double c0[3], c1[3], t0 = bench_now_ns();
     watchdog_cpu_ns(c0);
     pause_s(seconds);
@@ -98,7 +100,8 @@ static int inflight(int ncomms, long n, double seconds)
     for (int c = 0; c < ncomms; c++) cuStreamSynchronize(s[c]);
     double share[3];
     for (int i = 0; i < 3; i++) share[i] = 100.0 * (c1[i] - c0[i]) / (t1 - t0);
-    printf("%.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1]);
+    printf("%.4f %.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1],
+           share[2]);
     fflush(stdout);
     _exit(0); /* no teardown of 64 communicators: it is not measured */
 }
@@ -220,7 +223,7 @@ static int slow(void)
     while (access(held, F_OK) != 0)
         if (usleep(1000), bench_now_ns() - t0 > 20e9) return 4; /* no dump came */
     if (bench_threads_stat("ncclguard-enf", &run, &w0)) return 3;
-    pause_s(1.0);
+    pause_s(2.0);
     bench_threads_stat("ncclguard-enf", &run, &w1);
     int w = open(fifo, O_WRONLY); /* lets the dump go on */
     if (w >= 0) close(w);
@@ -278,7 +281,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *comms, *ops, *ring;
     } shape[] = {{"64", "156", "16384"}, {"1", "1000", NULL}, {"64", "1000", "131072"}};
-    double cpu[3][2], obs[3][2], enf[3][2], wakes[2];
+    double cpu[3][2], obs[3][2], enf[3][2], dmp[3][2], wakes[2];
     double dump_ms[2], dump_min[2], dump_max[2], dump_cpu[2], fs_ms[2], fsync_ms[2];
     long long dump_size[2];
     for (int l = 0; l < 2 && libs[l]; l++) {
@@ -288,9 +291,9 @@ int main(int argc, char **argv)
             char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0", NULL};
             char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops, "5",
                             NULL};
-            cpu[i][l] = obs[i][l] = enf[i][l] = -1;
+            cpu[i][l] = obs[i][l] = enf[i][l] = dmp[i][l] = -1;
             if (!child(self, libs[l], NULL, env, args, out, sizeof out))
-                sscanf(out, "%lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l]);
+                sscanf(out, "%lf %lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l], &dmp[i][l]);
         }
         char holdenv[4300];
         snprintf(holdenv, sizeof holdenv, "SLOWFS_FIFO=%s/fifo-%d", tmpl, l);
@@ -319,8 +322,8 @@ int main(int argc, char **argv)
     for (int l = 0; l < 2 && libs[l]; l++) {
         for (int i = 0; i < 3; i++)
             printf("watchdog (%s): cpu with %s comms x %s ops in flight, poll 100 ms: %.3f%% of "
-                   "one core (observer %.3f%%, enforcer %.3f%%)\n", label[l], shape[i].comms,
-                   shape[i].ops, cpu[i][l], obs[i][l], enf[i][l]);
+                   "one core (observer %.3f%%, enforcer %.3f%%, dump thread %.3f%%)\n", label[l],
+                   shape[i].comms, shape[i].ops, cpu[i][l], obs[i][l], enf[i][l], dmp[i][l]);
         printf("watchdog (%s): dump of a full 4096-record ring (%lld bytes), request to file: "
                "median %.2f ms (least %.2f, most %.2f), %.2f of the %.0f ms target; the dump "
                "thread's CPU: %.2f ms per dump\n", label[l], dump_size[l], dump_ms[l], dump_min[l],
@@ -329,8 +332,8 @@ int main(int argc, char **argv)
                "renamed alone: median %.2f ms, of which fsync %.2f ms; the dump without its "
                "fsync: about %.2f ms, %.2f of the target\n", label[l], fs_ms[l], fsync_ms[l],
                dump_ms[l] - fsync_ms[l], (dump_ms[l] - fsync_ms[l]) / DUMP_TARGET_MS);
-        printf("watchdog (%s): during 1 s of a dump held in fsync the enforcer woke %.0f times "
-               "(poll 10 ms)\n", label[l], wakes[l]);
+        printf("watchdog (%s): during 2 s of a dump held in fsync the enforcer woke %.0f times "
+               "(poll 10 ms; 0: it waits for the dump)\n", label[l], wakes[l]);
     }
     if (libs[1])
         printf("watchdog: dump ratio this build / baseline: time %.2f, CPU %.2f\n",

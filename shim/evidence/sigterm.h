@@ -10,8 +10,9 @@
  *
  * Owns: the SIGTERM handler and the application's disposition behind it. An
  * application that installs its own handler after the first communicator
- * (Megatron, Lightning) replaces ours; the watchdog's next poll wraps it again
- * (ncclguard_sigterm_rearm), so its handler still runs, after the dump.
+ * (Megatron, Lightning) replaces ours; the enforcer's next pass (within a
+ * second) wraps it again (ncclguard_sigterm_rearm), so its handler still
+ * runs, after the dump.
  *
  * Threads: init under the start lock; rearm on the watchdog; the handler on
  * whichever thread receives the signal.

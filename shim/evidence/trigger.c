@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,9 @@ struct key { /* what tells one version of a file from the next */
 };
 
 static int shm_dfd = -1;     /* /dev/shm/ncclguard-<uid>, -1: no fan-out */
+static char shm_path[PATH_MAX];
+static int notify_fd = -1;   /* inotify on shm_dfd's directory: the fan-out may have changed */
+static int notify_tried;
 static int lock_fd = -1;
 static int is_poller;
 static char fanout_name[32], lock_name[32];
@@ -75,7 +79,7 @@ void ncclguard_trigger_init(void)
     unsigned long long h = (unsigned long long)ng_hash_str(dir);
     snprintf(fanout_name, sizeof fanout_name, "trigger-%016llx", h);
     snprintf(lock_name, sizeof lock_name, "poller-%016llx.lock", h);
-    if (shm_dfd < 0) shm_dfd = ncclguard_node_dir_open(NULL, 0);
+    if (shm_dfd < 0) shm_dfd = ncclguard_node_dir_open(shm_path, sizeof shm_path);
     if (shm_dfd < 0) {
         NG_INFO("cannot use the node directory ncclguard-%u under NCCLGUARD_NODE_DIR or "
                 "/dev/shm (%s): this process polls %s itself",
@@ -224,11 +228,40 @@ int ncclguard_trigger_is_reporter(const char *id)
     return n > m && !strcmp(id + n - m, "-manual") && ncclguard_identity()->rank <= 0;
 }
 
+int ncclguard_trigger_wait_fd(void)
+{
+    if (notify_fd >= 0 || notify_tried || shm_dfd < 0) return notify_fd;
+    notify_tried = 1;
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd >= 0 && inotify_add_watch(fd, shm_path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        NG_INFO("cannot watch %s (%s): the trigger's fan-out is checked every watchdog "
+                "period", shm_path, strerror(errno));
+    notify_fd = fd;
+    return fd;
+}
+
+int64_t ncclguard_trigger_next_ns(int64_t now_mono, int64_t period_ns)
+{
+    if (poll_ns <= 0) return INT64_MAX; /* before init: nothing to check */
+    if (shm_dfd >= 0 && notify_fd < 0 && now_mono + period_ns < next_poll_mono)
+        return now_mono + period_ns;
+    return next_poll_mono;
+}
+
 int ncclguard_trigger_check(void)
 {
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     char id[ID_MAX];
     struct stat st;
+    /* The events only wake the dump thread: read them before the stat below,
+     * so that a change after it leaves one. */
+    char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (notify_fd >= 0 && read(notify_fd, events, sizeof events) > 0) {
+    }
     if (now >= next_poll_mono) {
         next_poll_mono = now + poll_ns;
         if (!is_poller && lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) == 0) is_poller = 1;
@@ -257,6 +290,9 @@ void ncclguard_trigger_atfork_child(void)
 {
     if (lock_fd >= 0) close(lock_fd); /* the lock stays with the parent's descriptor */
     lock_fd = -1;
+    if (notify_fd >= 0) close(notify_fd); /* the parent's: its events would go to either */
+    notify_fd = -1;
+    notify_tried = 0;
     is_poller = 0;
     dumped[0] = raised[0] = '\0';
     ncclguard_dump_set_incident(NULL);

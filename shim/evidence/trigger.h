@@ -14,8 +14,10 @@
  *    2): one metadata operation per node and period on the shared file system
  *    (<h> is a hash of the dump directory: one channel per job);
  *  - /dev/shm/ncclguard-<uid>/trigger-<h>: the poller (or a rank that timed
- *    out) writes the incident id there; every process of the node stats it at
- *    each watchdog poll, which costs nothing on tmpfs.
+ *    out) writes the incident id there; every process of the node stats it
+ *    when the directory changes (inotify: the dump thread sleeps on
+ *    ncclguard_trigger_wait_fd), or at each watchdog period without inotify;
+ *    a stat on tmpfs.
  * NCCLGUARD_NODE_DIR names another node-local directory in place of /dev/shm
  * (a container with a private /dev/shm; tests that play two nodes on one).
  * A trigger file older than the process's start is history, never an
@@ -29,6 +31,8 @@
 #ifndef NCCLGUARD_TRIGGER_H
 #define NCCLGUARD_TRIGGER_H
 
+#include <stdint.h>
+
 /* Computes the paths (after ncclguard_dump_init) and reads
  * NCCLGUARD_TRIGGER_POLL_S. Creates /dev/shm/ncclguard-<uid> and the lock
  * file; nothing in the dump directory. */
@@ -39,10 +43,21 @@ void ncclguard_trigger_init(void);
  * for that incident yet (it is then counted as dumped), 0 otherwise. */
 int ncclguard_trigger_raise(void);
 
-/* One watchdog poll: the node's fan-out (and, for the poller, the shared file
- * every period). Returns 1 when an incident arrived that this rank has not
- * dumped for (counted as dumped now), 0 otherwise. */
+/* One check: the node's fan-out (and, for the poller, the shared file
+ * every trigger period). Returns 1 when an incident arrived that this rank has
+ * not dumped for (counted as dumped now), 0 otherwise. */
 int ncclguard_trigger_check(void);
+
+/* A descriptor that polls readable when the fan-out may have changed (check
+ * then), or -1 (made at the first call; without inotify, or without a node
+ * directory). */
+int ncclguard_trigger_wait_fd(void);
+
+/* When a check is next due without an event on the wait descriptor
+ * (CLOCK_MONOTONIC): the poller's stat of TRIGGER, or a try at the poller's
+ * lock, every trigger period; and every period_ns when the fan-out has no
+ * wait descriptor. */
+int64_t ncclguard_trigger_next_ns(int64_t now_mono, int64_t period_ns);
 
 /* True when this process reports incident `id` (evidence/verdict.h): it raised
  * it, or the id names no rank (a manual trigger, a node-local incident) and

@@ -1,21 +1,28 @@
 /*
  * dumper.c: see dumper.h.
  *
- * The thread sleeps on `work` for one NCCLGUARD_POLL_MS period at most. When
- * it wakes it takes every pending request (the bits and the newest ticket
- * among them) at once, raises the incident of a timeout, writes one dump, and
- * then marks those tickets done on `finished`. A period without a request is
- * the cross-rank trigger's check (a stat on tmpfs; the node's poller also
- * stats the shared file every trigger period). The dump reads the flight
+ * The thread sleeps in ppoll on `wake_fd` (an eventfd: a request, or the dump
+ * signal, whose handler may write(2) but not signal a condition variable) and
+ * on the trigger's descriptor (the node's fan-out changed), until the
+ * trigger's next check of its own (every trigger period; every
+ * NCCLGUARD_POLL_MS when the fan-out cannot be watched). When it wakes it
+ * takes every pending request (the bits and the newest ticket among them) at
+ * once, raises the incident of a timeout, writes one dump, and then marks
+ * those tickets done on `finished`. A wake without a request is the
+ * cross-rank trigger's check (a stat on tmpfs; the node's poller also stats
+ * the shared file every trigger period). The dump reads the flight
  * recorder and the registry without locks (each record is copied whole under
  * its seqlock), so nobody else waits for it.
  */
 #include "watch/dumper.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/atomic.h"
 #include "base/clock.h"
@@ -31,7 +38,7 @@
 
 static pthread_t thread;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work, finished; /* CLOCK_MONOTONIC */
+static pthread_cond_t finished;        /* CLOCK_MONOTONIC */
 static int conds_ready;               /* under lock */
 static int running;                   /* under lock: the thread takes the requests */
 static unsigned pending;              /* under lock: NG_DUMPER_* bits */
@@ -39,6 +46,7 @@ static uint64_t posted, done;         /* under lock: tickets */
 static int last_rc = -1;              /* under lock */
 static char last_path[1024];
 static ng_atomic(int) signal_asked;
+static ng_atomic(int) wake_fd = -1; /* the thread's eventfd, -1: none (it then wakes each period) */
 static ng_atomic(int) busy;
 static ng_atomic(uint64_t) ndumps;
 /* Requests carried out on the caller when there is no thread, one at a time. */
@@ -50,7 +58,6 @@ static void init_conds(void)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&work, &ca);
     pthread_cond_init(&finished, &ca);
     pthread_condattr_destroy(&ca);
     conds_ready = 1;
@@ -105,16 +112,46 @@ static void carry_out(unsigned what)
     pthread_mutex_unlock(&lock);
 }
 
+/* Async-signal-safe: wakes the thread (errno kept). */
+static void wake(void)
+{
+    int fd = ng_atomic_load_acquire(&wake_fd);
+    if (fd < 0) return;
+    int e = errno;
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one); /* a full counter is awake already */
+    (void)n;
+    errno = e;
+}
+
+/* Sleeps until woken, a change of the fan-out or the trigger's next check;
+ * not at all when a request or the signal's flag is there. Called with lock
+ * held; drops it while it sleeps. */
+static void wait_for_work(int64_t period_ns)
+{
+    if (pending || ng_atomic_load_relaxed(&signal_asked)) return;
+    pthread_mutex_unlock(&lock);
+    int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
+    int64_t at = ncclguard_trigger_next_ns(now, period_ns);
+    int fd = ng_atomic_load_relaxed(&wake_fd);
+    if (fd < 0 && now + period_ns < at) at = now + period_ns;
+    struct timespec left = mono_ts(at > now ? at - now : 0);
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {ncclguard_trigger_wait_fd(), POLLIN, 0}};
+    ppoll(p, 2, &left, NULL); /* a negative fd is left out */
+    uint64_t n;
+    if (fd >= 0 && read(fd, &n, sizeof n) < 0) { /* drained before pending is read */
+    }
+    pthread_mutex_lock(&lock);
+}
+
 static void *dumper_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "ncclguard-dump");
-    long ms = ncclguard_settings()->poll_ms;
+    int64_t period = (int64_t)ncclguard_settings()->poll_ms * 1000000;
     pthread_mutex_lock(&lock);
     for (;;) {
-        struct timespec until = mono_ts(ng_clock_ns(CLOCK_MONOTONIC) + ms * 1000000LL);
-        while (!pending && pthread_cond_timedwait(&work, &lock, &until) == 0) {
-        }
+        wait_for_work(period);
         unsigned what = pending;
         uint64_t upto = posted;
         pending = 0;
@@ -137,8 +174,12 @@ int ncclguard_dumper_start(void)
     }
     running = 1;
     pthread_mutex_unlock(&lock);
+    if (ng_atomic_load_relaxed(&wake_fd) < 0)
+        ng_atomic_store_release(&wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     int rc = ncclguard_thread_start(&thread, dumper_main, NULL);
     if (!rc) return 0;
+    int fd = ng_atomic_exchange_relaxed(&wake_fd, -1);
+    if (fd >= 0) close(fd);
     pthread_mutex_lock(&lock);
     running = 0;
     unsigned what = pending; /* posted meanwhile: carried out by the next post */
@@ -156,8 +197,8 @@ uint64_t ncclguard_dumper_post(unsigned what)
     uint64_t t = ++posted;
     pending |= what;
     if (running) {
-        pthread_cond_signal(&work);
         pthread_mutex_unlock(&lock);
+        wake();
         return t;
     }
     what = pending;
@@ -173,17 +214,19 @@ uint64_t ncclguard_dumper_post(unsigned what)
     return t;
 }
 
-void ncclguard_dumper_tick(void)
+int ncclguard_dumper_tick(void)
 {
     pthread_mutex_lock(&lock);
     int threaded = running;
     pthread_mutex_unlock(&lock);
     if (!threaded) ncclguard_dumper_post(0);
+    return !threaded;
 }
 
 void ncclguard_dumper_post_signal(void)
 {
     ng_atomic_store_relaxed(&signal_asked, 1);
+    wake();
 }
 
 uint64_t ncclguard_dumper_last_ticket(void)
@@ -246,6 +289,8 @@ void ncclguard_dumper_atfork_child(void)
     posted = done = 0;
     last_rc = -1;
     ng_atomic_store_relaxed(&signal_asked, 0);
+    int fd = ng_atomic_exchange_relaxed(&wake_fd, -1); /* the parent's: it would wake either */
+    if (fd >= 0) close(fd);
     ng_atomic_store_relaxed(&busy, 0);
     ng_atomic_store_relaxed(&ndumps, 0);
 }

@@ -4,7 +4,7 @@
  * Owns: the dump directory's I/O on behalf of the watchdog: the dumps asked
  * for (a timeout, a stuck creation, the dump signal, the exit dump, the kill's
  * dump), the cross-rank trigger (evidence/trigger.h: raising an incident on a
- * timeout, checking every period for one another rank raised) and the "dump
+ * timeout, checking for one another rank raised) and the "dump
  * written" line and event. A dump can block for long on a shared file system;
  * only this thread waits for it. The enforcer keeps polling meanwhile, and the
  * escalation ladder waits for the dump of its incident (ncclguard_dumper_done)
@@ -19,8 +19,8 @@
  * or failed, or when no dump was due (an incident this rank dumped for).
  *
  * Threads: post and wait from any thread but a signal handler;
- * ncclguard_dumper_post_signal from anywhere (it sets a flag, seen within one
- * period). Without the thread (it could not start, or after fork in the child
+ * ncclguard_dumper_post_signal from anywhere (it sets a flag and wakes the
+ * thread with write(2)). Without the thread (it could not start, or after fork in the child
  * before its first communicator) a request is carried out on the caller.
  */
 #ifndef NCCLGUARD_DUMPER_H
@@ -52,10 +52,11 @@ int ncclguard_dumper_start(void);
 uint64_t ncclguard_dumper_post(unsigned what);
 
 /* The enforcer's pass: without the thread, carries out what is pending and
- * the trigger's check on the caller; with it, nothing. */
-void ncclguard_dumper_tick(void);
+ * the trigger's check on the caller, and returns 1 (the caller then passes
+ * every period); with it, nothing, 0. */
+int ncclguard_dumper_tick(void);
 
-/* Async-signal-safe: a dump on request by signal, at the thread's next period. */
+/* Async-signal-safe: a dump on request by signal, at once. */
 void ncclguard_dumper_post_signal(void);
 
 /* The ticket of the latest request (0: none yet). */

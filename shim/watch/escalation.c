@@ -78,9 +78,10 @@ void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
     }
 }
 
-void ncclguard_escalation_check(int64_t now_mono)
+int ncclguard_escalation_check(int64_t now_mono)
 {
     const struct ng_settings *s = ncclguard_settings();
+    int under_way = 0;
     for (int i = 0; i < ng_atomic_load_relaxed(&njobs); i++) {
         struct abort_job *j = &jobs[i];
         if (j->reported) continue;
@@ -92,12 +93,16 @@ void ncclguard_escalation_check(int64_t now_mono)
                     (unsigned long long)j->comm->id, j->result, took);
             continue;
         }
-        if (took < s->abort_deadline) continue;
+        if (took < s->abort_deadline) {
+            under_way++;
+            continue;
+        }
         j->reported = 1;
         NG_WARN("ncclCommAbort of comm %016llx has not returned after %.1f s (abort_deadline)",
                 (unsigned long long)j->comm->id, took);
         if (s->kill_at > 0) ncclguard_escalation_kill("ncclCommAbort missed its deadline");
     }
+    return under_way;
 }
 
 void ncclguard_escalation_kill(const char *why)

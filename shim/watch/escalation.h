@@ -24,8 +24,9 @@ struct ng_comm;
 void ncclguard_escalation_abort(struct ng_comm *c, const char *why);
 
 /* Checks the aborts under way against abort_deadline; one that missed it
- * escalates to kill when kill_at is configured. */
-void ncclguard_escalation_check(int64_t now_mono);
+ * escalates to kill when kill_at is configured. Returns how many are still
+ * under way (neither returned nor past the deadline). */
+int ncclguard_escalation_check(int64_t now_mono);
 
 /* Ends the process after a durable dump. Does not return. */
 void ncclguard_escalation_kill(const char *why) __attribute__((noreturn));

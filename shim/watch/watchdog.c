@@ -1,8 +1,8 @@
 /*
  * watchdog.c: see watchdog.h. The enforcer.
  *
- * Every NCCLGUARD_POLL_MS the enforcer takes the records appended since its
- * last pass into its agenda (due.h: each op that can time out, keyed by when
+ * At each pass the enforcer takes the records appended since its last pass
+ * into its agenda (due.h: each op that can time out, keyed by when
  * its next step of the ladder falls due: warn, dump, abort, kill), checks the
  * ops whose step is due against their timeout, looks at communicators
  * still being created, hands the dumps asked for to the dump thread
@@ -14,9 +14,16 @@
  * wrote and never calls CUDA or NCCL, so a CUDA or NCCL call that hangs (on the
  * observer) cannot stop it: it then goes on from the last state the observer
  * saw, and says once that the observer is stuck.
+ *
+ * It passes only when something can be due (next_pass): the agenda's next
+ * step, the soonest step of an op that is appended meanwhile (nobody needs to
+ * wake it for a new op: the hot path makes no system call), a creation's
+ * init_timeout, the observer's heartbeat, and IDLE_PASS_NS for what no
+ * deadline announces; once a period while a step is under way.
  */
 #include "watch/watchdog.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,14 +51,20 @@
  * microseconds to milliseconds). */
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
+/* The enforcer's longest sleep (NCCLGUARD_POLL_MS when longer): an
+ * application's SIGTERM handler installed since (sigterm.h) is wrapped within
+ * it. */
+#define IDLE_PASS_NS (1000LL * 1000000)
+
 static pthread_t thread;
 static ng_atomic(int) running;
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
 static struct ng_flight_reader reader; /* the records it took are in the agenda, or need none */
 static uint64_t ntimeouts, ninit_timeouts, npasses;
+static int64_t last_pass_ns, next_pass_ns; /* CLOCK_MONOTONIC */
 static unsigned char init_reported[NG_MAX_COMMS];
-static int said_stuck;
+static int64_t stuck_since; /* the observer's pass said stuck (its start), 0: none */
 static unsigned dump_due; /* NG_DUMPER_* bits asked for during the pass */
 /* The ladder's steps wait for this dump ticket (0: none), until the deadline. */
 static uint64_t gate_ticket;
@@ -254,8 +267,9 @@ static void run_due(struct pass *p)
 
 /* The abort and kill steps decided, carried out once the dump asked for with
  * them is durable (or NG_DUMPER_WAIT_S later: a hung file system must not
- * stop the ladder). */
-static void escalate(const struct pass *p)
+ * stop the ladder). Returns 1 while a step waits for its dump or an abort is
+ * under way. */
+static int escalate(const struct pass *p)
 {
     if (p->decided && ncclguard_dumper_last_ticket() != gate_ticket) {
         gate_ticket = ncclguard_dumper_last_ticket();
@@ -264,7 +278,7 @@ static void escalate(const struct pass *p)
     if (gate_ticket && !ncclguard_dumper_done(gate_ticket)) {
         if (p->now_mono < gate_deadline) {
             ncclguard_escalation_check(p->now_mono);
-            return;
+            return 1;
         }
         if (!said_gate)
             NG_WARN("the dump asked for before an abort or kill has not finished after %d s: "
@@ -278,20 +292,29 @@ static void escalate(const struct pass *p)
         ncclguard_escalation_abort(pending_abort[i], pending_why[i]);
         pending_abort[i] = NULL;
     }
-    ncclguard_escalation_check(ng_clock_ns(CLOCK_MONOTONIC)); /* aborts begun just now too */
+    /* aborts begun just now too */
+    int under_way = ncclguard_escalation_check(ng_clock_ns(CLOCK_MONOTONIC));
     if (pending_kill[0]) ncclguard_escalation_kill(pending_kill);
+    return under_way > 0;
 }
 
-/* Communicators still being created past init_timeout. */
-static void check_creations(int64_t now_real)
+/* Communicators still being created past init_timeout. Returns in how many
+ * ns the next one can be (INT64_MAX: never): one being created, or one
+ * created from now on. */
+static int64_t check_creations(int64_t now_real)
 {
     double limit = ncclguard_timeout_s(ncclguard_settings(), NG_TIMEOUT_INIT, -1, 0);
-    if (limit <= 0) return;
+    if (limit <= 0) return INT64_MAX;
+    int64_t soonest = (int64_t)(limit * 1e9);
     for (int i = 0; i < ncclguard_comm_count(); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
         double age = (double)(now_real - c->created_ns) / 1e9;
-        if (ng_comm_state(c) != NG_COMM_INITIALIZING || init_reported[i] || age < limit)
+        if (ng_comm_state(c) != NG_COMM_INITIALIZING || init_reported[i]) continue;
+        if (age < limit) {
+            int64_t left = (int64_t)((limit - age) * 1e9) + 1;
+            if (left < soonest) soonest = left;
             continue;
+        }
         init_reported[i] = 1;
         ninit_timeouts++;
         char idb[8];
@@ -300,25 +323,70 @@ static void check_creations(int64_t now_real)
         ncclguard_event("init_timeout", "\"comm\":\"%016llx\"", (unsigned long long)c->id);
         dump_due |= NG_DUMPER_INIT_TIMEOUT;
     }
+    return soonest;
 }
 
-/* The observer's heartbeat: said once per stuck episode. */
-static void check_observer(int64_t now_mono)
+/* The observer's heartbeat: said once per stuck episode (a pass of the
+ * observer, told by when it began). Returns in how many ns the current pass,
+ * or one that begins from now on, can be stuck. */
+static int64_t check_observer(int64_t now_mono)
 {
     int64_t busy = ncclguard_observer_busy_ns(now_mono);
-    if (busy < OBSERVER_STUCK_NS) {
-        said_stuck = 0;
-        return;
-    }
-    if (said_stuck) return;
-    said_stuck = 1;
+    if (busy < OBSERVER_STUCK_NS) return OBSERVER_STUCK_NS - busy;
+    if (stuck_since == now_mono - busy) return INT64_MAX;
+    stuck_since = now_mono - busy;
     NG_WARN("the watchdog's observer has been inside a CUDA or NCCL call for %.1f s: op states "
             "may be stale; timeouts, dumps and the escalation ladder go on from the last state "
             "seen", (double)busy / 1e9);
     ncclguard_event("observer_stuck", "\"for_s\":%.1f", (double)busy / 1e9);
+    return INT64_MAX;
 }
 
-static void enforcer_pass(void)
+/* The soonest a step of the ladder can fall due after an op's enqueue, in
+ * seconds (0: never): over every op type, first op or not, at size 0 (the
+ * floor bandwidth only adds). */
+static double soonest_step_s(const struct ng_settings *s)
+{
+    double best = 0;
+    for (int op = 0; op < NG_OP_NTYPES; op++)
+        for (int first = 0; first <= 1; first++) {
+            double limit =
+                ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP, op, 0);
+            for (int a = NG_ACTION_WARN; a <= NG_ACTION_KILL; a++) {
+                double after = ncclguard_action_after_s(s, (enum ng_action)a, limit);
+                if (after > 0 && (best == 0 || after < best)) best = after;
+            }
+        }
+    return best;
+}
+
+/* When the pass after p is due (CLOCK_MONOTONIC), given in how many ns a
+ * creation or the observer can be late (`soon`) and whether a step is under
+ * way. The soonest of: the agenda's next step; the soonest step of an op
+ * appended from now on (its enqueue comes after this pass's start, so it
+ * falls due no sooner; one appended late, enqueued before, is found at most
+ * the delay of its append late); `soon`; IDLE_PASS_NS. One period while a
+ * step is under way, and one period at least: the agenda keeps an op that
+ * finished until its step comes up (due.h), so a job whose ops come and go
+ * passes at most once a period, as it always did. */
+static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
+{
+    const struct ng_settings *s = ncclguard_settings();
+    int64_t period = (int64_t)s->poll_ms * 1000000, now = p->now_mono;
+    int64_t wait = under_way ? period : period > IDLE_PASS_NS ? period : IDLE_PASS_NS;
+    double step = soonest_step_s(s);
+    if (step > 0 && step * 1e9 < (double)wait) wait = (int64_t)(step * 1e9);
+    if (soon < wait) wait = soon;
+    if (wait < period) wait = period;
+    int64_t at = now + wait;
+    struct ng_due d;
+    if (ncclguard_due_peek(&d) && d.at_ns < at)
+        at = d.at_ns > now + period ? d.at_ns : now + period;
+    return at;
+}
+
+/* One pass; returns when the next is due (CLOCK_MONOTONIC). */
+static int64_t enforcer_pass(void)
 {
     pthread_mutex_lock(&pass_lock);
     static struct pass p; /* under pass_lock: too large for a thread's stack to matter */
@@ -328,24 +396,36 @@ static void enforcer_pass(void)
     ncclguard_flight_read(&reader, take, NULL);
     run_due(&p);
     report_timeouts(&p);
-    check_creations(ng_clock_ns(CLOCK_REALTIME));
-    check_observer(p.now_mono);
+    int64_t soon = check_creations(ng_clock_ns(CLOCK_REALTIME));
+    int64_t heartbeat = check_observer(p.now_mono);
+    if (heartbeat < soon) soon = heartbeat;
     npasses++;
     /* The dump thread raises or joins the cross-rank incident of a timeout
-     * (evidence/trigger.h) and writes the dump; it also checks every period
-     * for an incident another rank raised. One dump per rank and incident. */
+     * (evidence/trigger.h) and writes the dump; it also checks for an
+     * incident another rank raised. One dump per rank and incident. */
     if (dump_due) ncclguard_dumper_post(dump_due);
     dump_due = 0;
-    ncclguard_dumper_tick();
+    int under_way = ncclguard_dumper_tick();
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
-    escalate(&p);
+    under_way |= escalate(&p);
+    last_pass_ns = p.now_mono;
+    next_pass_ns = next_pass(&p, soon, under_way);
+    int64_t next = next_pass_ns;
     pthread_mutex_unlock(&pass_lock);
+    return next;
 }
 
 void ncclguard_watchdog_poll_once(void)
 {
     ncclguard_observer_pass(1);
     enforcer_pass();
+}
+
+void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out)
+{
+    pthread_mutex_lock(&pass_lock);
+    *out = (struct ng_enforcer_schedule){npasses, last_pass_ns, next_pass_ns};
+    pthread_mutex_unlock(&pass_lock);
 }
 
 void ncclguard_watchdog_settle(void)
@@ -369,11 +449,12 @@ static void *enforcer_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "ncclguard-enf");
-    long ms = ncclguard_settings()->poll_ms;
-    struct timespec period = {ms / 1000, (ms % 1000) * 1000000};
+    int64_t next = ng_clock_ns(CLOCK_MONOTONIC) + (int64_t)ncclguard_settings()->poll_ms * 1000000;
     while (ng_atomic_load_acquire(&running)) {
-        nanosleep(&period, NULL);
-        enforcer_pass();
+        struct timespec until = {(time_t)(next / 1000000000), (long)(next % 1000000000)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
+        }
+        next = enforcer_pass();
     }
     return NULL;
 }
@@ -448,7 +529,8 @@ void ncclguard_watchdog_atfork_child(void)
     memset(&reader, 0, sizeof reader);
     ncclguard_due_clear();
     ntimeouts = ninit_timeouts = npasses = 0;
-    said_stuck = 0;
+    last_pass_ns = next_pass_ns = 0;
+    stuck_since = 0;
     gate_ticket = 0;
     said_gate = 0;
     pending_kill[0] = '\0';

@@ -2,8 +2,9 @@
  * watchdog.h: the watchdog, two threads started at the first communicator.
  *
  * The observer (observer.h) follows every op on the GPU and polls NCCL; it may
- * block inside CUDA or NCCL. The enforcer (watchdog.c) decides: every
- * NCCLGUARD_POLL_MS it reports timeouts and stuck communicator creations, asks
+ * block inside CUDA or NCCL. The enforcer (watchdog.c) decides: when a step can
+ * be due (at most once per NCCLGUARD_POLL_MS, at least once a second) it
+ * reports timeouts and stuck communicator creations, asks
  * the dump thread (dumper.h) for dumps (on timeout, on request by signal, at
  * exit when asked) and runs the escalation ladder, and it never calls CUDA or
  * NCCL, so a hung call cannot stop it; nor does a slow dump. This header is
@@ -11,7 +12,7 @@
  *
  * Threads: ncclguard_watchdog_start on the application thread that creates the
  * first communicator; ncclguard_watchdog_request_dump from anywhere, including
- * a signal handler (it only sets a flag).
+ * a signal handler (it sets a flag and writes an eventfd).
  */
 #ifndef NCCLGUARD_WATCHDOG_H
 #define NCCLGUARD_WATCHDOG_H
@@ -20,7 +21,7 @@
 
 void ncclguard_watchdog_start(void);
 
-/* Async-signal-safe: asks the watchdog for a dump at its next poll. */
+/* Async-signal-safe: asks the dump thread for a dump, and wakes it. */
 void ncclguard_watchdog_request_dump(void);
 
 /* The same for the dump that carries NCCL's RAS answer (evidence/ras.h):
@@ -47,6 +48,14 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err);
 
 /* One full poll, for tests and the benchmark. */
 void ncclguard_watchdog_poll_once(void);
+
+/* The enforcer's passes so far, when the last began and when the next is due
+ * (CLOCK_MONOTONIC), for tests. */
+struct ng_enforcer_schedule {
+    uint64_t passes;
+    int64_t last_ns, next_ns;
+};
+void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out);
 
 /* Any thread but a signal handler: poll now instead of at the end of the period. */
 void ncclguard_watchdog_wake(void);

@@ -2,8 +2,8 @@
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
 # writers, the observer's lanes beside one, jobs whose watchdog polls while
-# application threads enqueue, the writer thread of the log files, and a ring
-# that overflows while the watchdog polls.
+# application threads enqueue, the writer thread of the log files, a ring
+# that overflows while the watchdog polls, and the dump thread's wake-ups.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
     skip "tsan" "run with make tsan"; finish; exit
@@ -88,6 +88,21 @@ if [ -f "$E2E/libslowfs.so" ]; then
     else
         fail "dump_stall under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/stall.out" | head -n 60
     fi
+fi
+# the dump thread woken from the dump signal's handler, and by its own incident
+# (raised on a timeout, written to the node's fan-out it watches)
+d=$TMP/wake
+mkdir -p "$d"
+NCCLGUARD_POLL_MS=60000 NCCLGUARD_DUMP_DIR="$d" NCCLGUARD_NODE_DIR="$TMP" under_shim \
+    "$E2E/idle_wakes" signal "$d" >"$TMP/wake.out" 2>&1
+rc=$?
+NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_POLL_MS=5 NCCLGUARD_DUMP_DIR="$d" \
+    NCCLGUARD_NODE_DIR="$TMP" under_shim "$E2E/idle_wakes" hang "$d" >>"$TMP/wake.out" 2>&1
+rc=$((rc + $?))
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/wake.out")" = 0 ]; then
+    pass "dump thread woken by the dump signal and by an incident: no race"
+else
+    fail "idle_wakes under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/wake.out" | head -n 60
 fi
 dumps_sane
 finish

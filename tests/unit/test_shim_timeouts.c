@@ -4,9 +4,11 @@
  * whatever order the ops sit in the ring: a younger op with a shorter timeout
  * behind an older one (the first-op timeout, a per-size timeout), ops of two
  * communicators on one stream, an op that ages past its timeout between polls;
- * ops without a marker never time out. Records are appended to the flight
- * recorder by hand with their enqueue time in the past; the watchdog's threads
- * are not started (each poll is one ncclguard_watchdog_poll_once).
+ * ops without a marker never time out. Between passes the enforcer sleeps
+ * until something can be due, never past an op appended meanwhile. Records
+ * are appended to the flight recorder by hand with their enqueue time in the
+ * past; the watchdog's threads are not started (each poll is one
+ * ncclguard_watchdog_poll_once; the dump thread is, where a test says so).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -21,15 +23,16 @@
 #include "track/flight.h"
 #include "track/track.h"
 #include "watch/due.h"
+#include "watch/dumper.h"
 #include "watch/watchdog.h"
 
 #define S 1000000000LL
 
 extern char **environ;
 
-static void load(const char *floor_bandwidth)
+static void load_timeout(const char *timeout, const char *floor_bandwidth)
 {
-    setenv("NCCLGUARD_TIMEOUT", "1", 1);
+    setenv("NCCLGUARD_TIMEOUT", timeout, 1);
     setenv("NCCLGUARD_FIRST_TIMEOUT", "600", 1);
     setenv("NCCLGUARD_DUMP_AT", "0", 1);
     setenv("NCCLGUARD_LOG_LEVEL", "error", 1);
@@ -38,6 +41,11 @@ static void load(const char *floor_bandwidth)
     ncclguard_config_load(&none, environ, 0);
     ncclguard_track_mode = NG_TRACK_OFF; /* the observer leaves the records alone */
     ck_assert_int_eq(ncclguard_flight_init(1024), 0);
+}
+
+static void load(const char *floor_bandwidth)
+{
+    load_timeout("1", floor_bandwidth);
 }
 
 /* Appends an op enqueued `age_ns` ago on `stream`; returns its index. */
@@ -119,6 +127,61 @@ START_TEST(agenda_order)
 }
 END_TEST
 
+static struct ng_enforcer_schedule schedule(void)
+{
+    struct ng_enforcer_schedule e;
+    ncclguard_watchdog_enforcer_schedule(&e);
+    return e;
+}
+
+/* Nothing can fall due for a long while: the enforcer sleeps a second (the
+ * longest, for the SIGTERM handler's rearm), 100 periods, not one period. */
+START_TEST(idle_enforcer_sleeps_long)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("600", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0); /* else the enforcer ticks its checks */
+    op(1, 7, 0, 8, 0, 1); /* due in 600 s */
+    ncclguard_watchdog_poll_once();
+    struct ng_enforcer_schedule e = schedule();
+    ck_assert_int_eq(e.passes, 1);
+    ck_assert_int_eq(e.next_ns - e.last_ns, S);
+}
+END_TEST
+
+/* A sleep never runs past the step of an op appended while it lasts (its
+ * enqueue comes after the pass), nor past the agenda's next step. */
+START_TEST(op_appended_during_sleep_is_due_no_sooner)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("0.3", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    ncclguard_watchdog_poll_once(); /* nothing in flight */
+    struct ng_enforcer_schedule e = schedule();
+    uint64_t late = op(1, 7, 0, 8, 0, 1);
+    struct ng_op_record r;
+    ck_assert_int_eq(ncclguard_flight_copy(late, &r), 0);
+    ck_assert_int_le(e.next_ns, r.enqueue_mono_ns + 300000000);
+    ck_assert_int_ge(e.next_ns - e.last_ns, 10000000); /* a period at least */
+    /* in the agenda now: the next pass is its step, not a second later */
+    uint64_t soon = op(1, 8, 250000000, 8, 0, 1); /* due in 50 ms */
+    ncclguard_watchdog_poll_once();
+    e = schedule();
+    ck_assert_int_eq(ncclguard_flight_copy(soon, &r), 0);
+    ck_assert_int_le(e.next_ns, r.enqueue_mono_ns + 300000000 + 2);
+    ck_assert_int_ge(e.next_ns - e.last_ns, 10000000);
+    /* and when it comes, the op is found */
+    struct timespec ts = {0, 0};
+    int64_t left = e.next_ns - ng_clock_ns(CLOCK_MONOTONIC);
+    if (left > 0) ts.tv_nsec = (long)left;
+    nanosleep(&ts, NULL);
+    ncclguard_watchdog_poll_once();
+    ck_assert(timed_out(soon));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("timeouts");
@@ -127,6 +190,8 @@ int main(void)
     tcase_add_test(t, younger_first_timeout_behind_older);
     tcase_add_test(t, size_scaled_timeouts);
     tcase_add_test(t, agenda_order);
+    tcase_add_test(t, idle_enforcer_sleeps_long);
+    tcase_add_test(t, op_appended_during_sleep_is_due_no_sooner);
     suite_add_tcase(s, t);
     return ng_check_run(s);
 }
