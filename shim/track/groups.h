@@ -17,10 +17,15 @@
 
 /* The marker value of a group whose ncclGroupEnd failed: its ops never ran. */
 #define NG_GROUP_FAILED (-2)
+/* The marker value of a group's stream that got no marker at its ncclGroupEnd
+ * (no free event pair, a capture begun meanwhile): its ops ran, but nothing
+ * tells when they finish. */
+#define NG_GROUP_UNTRACKED (-3)
 
 void ncclguard_groups_init(uint64_t capacity);
 void ncclguard_group_publish(uint64_t group_id, uint64_t stream, int marker, int refs);
-/* The marker of (group, stream), NG_GROUP_FAILED, or -1 when not (yet) published. */
+/* The marker of (group, stream), NG_GROUP_FAILED, NG_GROUP_UNTRACKED, or -1 when
+ * not (yet) published. */
 int ncclguard_group_find(uint64_t group_id, uint64_t stream);
 /* One record of (group, stream) is finished with the marker. */
 void ncclguard_group_put(uint64_t group_id, uint64_t stream);

@@ -140,7 +140,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
         }
         int i = 0;
         while (i < group_nstreams && group_streams[i].stream != r->stream) i++;
-        if (i == GROUP_STREAMS) return; /* too many streams: no marker for this one */
+        if (i == GROUP_STREAMS) return; /* too many streams: untracked (group_slot -1) */
         if (i == group_nstreams) {
             group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, 0};
             group_nstreams++;
@@ -188,7 +188,7 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
         return;
     }
     if (r->marker == NG_NO_MARKER) { /* a group's ops get their markers at its end */
-        ncclguard_flight_append(r, r->group_id ? NG_OP_SCHEDULED : NG_OP_UNTRACKED);
+        ncclguard_flight_append(r, t->group_slot >= 0 ? NG_OP_SCHEDULED : NG_OP_UNTRACKED);
         return;
     }
     if (res == ncclInProgress) {
@@ -242,7 +242,7 @@ void ncclguard_group_end_post(ncclResult_t res)
             if (g->marker != NG_NO_MARKER) ncclguard_marker_release(g->marker);
             ncclguard_group_publish(group_id, g->stream, NG_GROUP_FAILED, g->refs);
         } else if (g->marker == NG_NO_MARKER) {
-            continue;
+            ncclguard_group_publish(group_id, g->stream, NG_GROUP_UNTRACKED, g->refs);
         } else if (res == ncclInProgress) {
             struct ng_deferred d = {-1, g->marker, g->stream, 0, group_id, g->refs};
             ncclguard_defer(&d);

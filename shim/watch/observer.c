@@ -160,10 +160,12 @@ static int comm_over(struct ng_comm *c)
 }
 
 /* The state o ends in whatever its marker says: failed when its group's
- * ncclGroupEnd failed, aborted with its communicator; -1 otherwise. */
+ * ncclGroupEnd failed, untracked when its stream got no marker there, aborted
+ * with its communicator; -1 otherwise. */
 static int end_state(const struct op *o)
 {
     if (o->marker == NG_GROUP_FAILED) return NG_OP_FAILED;
+    if (o->marker == NG_GROUP_UNTRACKED) return NG_OP_UNTRACKED;
     return comm_over(o->comm) ? NG_OP_ABORTED : -1;
 }
 

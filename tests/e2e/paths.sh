@@ -2,7 +2,8 @@
 # Tracking paths that a training loop rarely takes, one one-rank job each
 # (tests/e2e/progs/paths.c): nested and single-op groups, a deferred nonblocking
 # record overwritten in the ring, the first-op timeout against the normal one,
-# and the state of communicators ended every way. The loops run more often than
+# a group over more streams than get markers, and the state of communicators
+# ended every way. The loops run more often than
 # the marker pool has CUDA events (NCCLGUARD_RING=16: 80 of them), so that one
 # event leaked per iteration runs it dry, and the dumps show it.
 source "$(dirname "$0")/lib.sh"
@@ -58,6 +59,24 @@ then
     pass "nested groups, 120 times: every op completed, $(tail -n 1 "$TMP/nested/check")"
 else
     fail "nested groups" "rc=$rc $(cat "$TMP/nested/check")"; show nested
+fi
+
+# --- a group over more streams than it gets markers for: the rest are untracked ----------
+# (before, they stayed scheduled and timed out on a healthy job)
+job wide NCCLGUARD_TIMEOUT=1 NCCLGUARD_FIRST_TIMEOUT=1 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" wide 3
+if [ $rc -eq 0 ] && grep -q 'summary: .* 0 timeouts' "$TMP/wide/out" &&
+    python3 - "$TMP"/wide/dumps/ncclguard-*.json >"$TMP/wide/check" 2>&1 <<'PY'
+import collections, json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+states = collections.Counter(o["state"] for o in ops)
+assert states == {"completed": 48, "untracked": 3}, states
+assert len({o["stream"] for o in ops if o["state"] == "untracked"}) == 1, ops
+print("48 completed, the 17th stream's 3 untracked, no timeout")
+PY
+then
+    pass "groups over 17 streams: $(cat "$TMP/wide/check")"
+else
+    fail "groups over 17 streams" "rc=$rc $(cat "$TMP/wide/check")"; show wide
 fi
 
 # --- single-op groups: each group marker is released by its only record ----------------

@@ -5,7 +5,8 @@
  * communicators each get their lane; as many lanes as the ring has slots, and a
  * record overwritten while in flight in the middle of a lane, lose no other
  * op's progress; a communicator's op on a second stream waits for its op on
- * the first; a group's ops on a stream share its marker; an op with no marker
+ * the first; a group's ops on a stream share its marker, and end untracked
+ * when the stream got none at the group's end; an op with no marker
  * to ask yet (a deferred end) holds up nothing behind it; an aborted
  * communicator's ops end aborted, in a lane or not.
  *
@@ -378,6 +379,30 @@ START_TEST(group_shares_marker)
 }
 END_TEST
 
+/* A group's stream that got no marker at its ncclGroupEnd: its ops end
+ * untracked, and the op behind them on the stream is followed as usual. */
+START_TEST(group_without_marker_untracked)
+{
+    start(1024);
+    CUstream s = stream();
+    uint64_t g[2];
+    for (int k = 0; k < 2; k++) {
+        struct ng_op_record r = record(7, s);
+        r.group_id = 98;
+        g[k] = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    }
+    pass();
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_SCHEDULED); /* not launched */
+    ncclguard_group_publish(98, (uint64_t)(uintptr_t)s, NG_GROUP_UNTRACKED, 2);
+    int m;
+    uint64_t after = op(7, s, NULL, &m);
+    reach(m, NG_MARKER_DONE);
+    pass();
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
+    ck_assert_int_eq(state(after), NG_OP_COMPLETED);
+}
+END_TEST
+
 /* A nonblocking op whose end marker is deferred has nothing to ask: the op
  * behind it on its lane completes meanwhile; it completes once its end marker
  * is recorded. */
@@ -447,6 +472,7 @@ int main(void)
     tcase_add_test(t, overwritten_while_passes_run);
     tcase_add_test(t, comm_waits_for_its_other_stream);
     tcase_add_test(t, group_shares_marker);
+    tcase_add_test(t, group_without_marker_untracked);
     tcase_add_test(t, deferred_op_passed_over);
     tcase_add_test(t, aborted_comm_ends_its_ops);
     suite_add_tcase(s, t);

@@ -8,6 +8,9 @@
  *                while its end marker is still deferred
  *                (these three end with a probe of the free markers: a dump
  *                with three ops held, renamed held-<name>)
+ *   wide N       N groups of one op on each of 17 streams, one more than a
+ *                group gets markers for, then 3 s at rest (run with a short
+ *                timeout: the 17th stream's ops must not time out)
  *   timeouts GO  ops held on the GPU from the start: AllReduce #1 and #2, then
  *                Send and Recv with peer 0 (p2p_seq 1 and 2); released when the
  *                file GO exists
@@ -151,6 +154,24 @@ static int single(ncclComm_t comm, CUstream s1, CUstream s2, int n)
     return probe(comm, s1);
 }
 
+#define WIDE_STREAMS 17
+static int wide(ncclComm_t comm, int n)
+{
+    CUstream s[WIDE_STREAMS];
+    for (int k = 0; k < WIDE_STREAMS; k++)
+        if (cuStreamCreate(&s[k], CU_STREAM_NON_BLOCKING)) return 40;
+    for (int i = 0; i < n; i++) {
+        if (ncclGroupStart()) return 41;
+        for (int k = 0; k < WIDE_STREAMS; k++)
+            if (all_reduce(comm, s[k])) return 42;
+        if (ncclGroupEnd()) return 43;
+        for (int k = 0; k < WIDE_STREAMS; k++)
+            if (cuStreamSynchronize(s[k])) return 44;
+    }
+    sleep(3);
+    return 0;
+}
+
 /* One nonblocking op on nb whose record 16 ops on `blocking` overwrite in the ring
  * while its end marker is still deferred; then the end marker is recorded. With
  * `quiet`, the GPU and the watchdog are done with everything but the last of the
@@ -236,6 +257,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "nested")) rc = nested(comm, s1, s2, n);
     else if (!strcmp(argv[1], "single")) rc = single(comm, s1, s2, n);
     else if (!strcmp(argv[1], "deferred")) rc = deferred(comm, s1, n);
+    else if (!strcmp(argv[1], "wide")) rc = wide(comm, n);
     else if (!strcmp(argv[1], "timeouts")) rc = timeouts(comm, s1, argv[2]);
     else if (!strcmp(argv[1], "ends")) rc = ends(s1);
     else return 64;
