@@ -31,6 +31,7 @@
 #include "track/flight.h"
 #include "track/groups.h"
 #include "track/markers.h"
+#include "track/ops.h"
 #include "track/track.h"
 #include "watch/observer.h"
 
@@ -403,6 +404,32 @@ START_TEST(group_without_marker_untracked)
 }
 END_TEST
 
+/* The same from the hooks: a group whose ncclGroupEnd finds the marker pool
+ * empty publishes its stream without a marker, and its op ends untracked. */
+START_TEST(group_end_without_marker)
+{
+    start(16); /* a pool of 16 + 64 pairs */
+    struct ng_comm *c = ncclguard_comm_new(43, 0, 1, 0, NULL);
+    ck_assert_ptr_nonnull(c);
+    ncclComm_t h = (ncclComm_t)(uintptr_t)0x4300;
+    ncclguard_comm_attach(c, h);
+    CUstream s = stream();
+    ncclguard_group_start_post(ncclSuccess);
+    struct ng_op_ticket t;
+    ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1);
+    ncclguard_op_post(&t, ncclSuccess);
+    uint64_t index = ncclguard_flight_head() - 1;
+    int m[16 + 64];
+    for (int i = 0; i < 16 + 64; i++)
+        ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m[i]), NG_MARKER_OK);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    for (int i = 0; i < 16 + 64; i++) ncclguard_marker_release(m[i]);
+    pass();
+    ck_assert_int_eq(state(index), NG_OP_UNTRACKED);
+}
+END_TEST
+
 /* A nonblocking op whose end marker is deferred has nothing to ask: the op
  * behind it on its lane completes meanwhile; it completes once its end marker
  * is recorded. */
@@ -473,6 +500,7 @@ int main(void)
     tcase_add_test(t, comm_waits_for_its_other_stream);
     tcase_add_test(t, group_shares_marker);
     tcase_add_test(t, group_without_marker_untracked);
+    tcase_add_test(t, group_end_without_marker);
     tcase_add_test(t, deferred_op_passed_over);
     tcase_add_test(t, aborted_comm_ends_its_ops);
     suite_add_tcase(s, t);
