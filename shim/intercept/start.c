@@ -128,7 +128,7 @@ static void print_summary(void)
                  "could not take them)", (unsigned long long)lost_lines,
                  (unsigned long long)lost_events);
     NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
-            "%llu async errors, %llu dumps, %llu records dropped%s", ncomms,
+            "%llu async errors, %llu dumps, %llu records overwritten%s", ncomms,
             (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
             (unsigned long long)w.slow, (unsigned long long)(w.timeouts + w.init_timeouts),
             (unsigned long long)w.async_errors, (unsigned long long)w.dumps,

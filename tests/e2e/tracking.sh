@@ -195,7 +195,7 @@ NCCLGUARD_DUMP_AT_EXIT=1 job threads -n 2 --timeout 300 -- --steps 10 --threads 
 # summary would count ops "without GPU marker", and a warning name the pool.
 if [ $rc -eq 0 ] && $CHECK completed "$TMP/threads/dumps" 2 >"$TMP/threads/check" &&
     [ "$(grep -o '"comms"' -c "$TMP"/threads/dumps/*.json | head -n 1 | cut -d: -f2)" -ge 1 ] &&
-    grep -q 'summary: .* 0 records dropped' "$TMP/threads/out" &&
+    grep -q 'summary: .* 0 records overwritten' "$TMP/threads/out" &&
     ! grep -q 'without GPU marker\|CUDA event pairs of a context are in use' "$TMP/threads/out"
 then
     pass "8 threads with 8 communicators, every op tracked: $(cat "$TMP/threads/check")"
