@@ -362,13 +362,14 @@ static double soonest_step_s(const struct ng_settings *s)
 
 /* When the pass after p is due (CLOCK_MONOTONIC), given in how many ns a
  * creation or the observer can be late (`soon`) and whether a step is under
- * way. The soonest of: the agenda's next step; the soonest step of an op
- * appended from now on (its enqueue comes after this pass's start, so it
- * falls due no sooner; one appended late, enqueued before, is found at most
- * the delay of its append late); `soon`; IDLE_PASS_NS. One period while a
- * step is under way, and one period at least: the agenda keeps an op that
- * finished until its step comes up (due.h), so a job whose ops come and go
- * passes at most once a period, as it always did. */
+ * way. The soonest of: the agenda's next step (at most a period after it);
+ * the soonest step of an op appended from now on (its enqueue comes after
+ * this pass's start, so it falls due no sooner; one appended late, enqueued
+ * before, is found at most the delay of its append late); `soon`;
+ * IDLE_PASS_NS. One period while a step is under way, and one period at
+ * least: the agenda keeps an op that finished until its step comes up
+ * (due.h), so a job whose ops come and go passes at most once a period, as
+ * it always did. */
 static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
 {
     const struct ng_settings *s = ncclguard_settings();
@@ -380,8 +381,13 @@ static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
     if (wait < period) wait = period;
     int64_t at = now + wait;
     struct ng_due d;
-    if (ncclguard_due_peek(&d) && d.at_ns < at)
-        at = d.at_ns > now + period ? d.at_ns : now + period;
+    if (ncclguard_due_peek(&d) && d.at_ns < at) {
+        /* On the periods' grid, as passes always were: ops that fall due within
+         * a period of one another (a burst enqueued together) are found in one
+         * pass and told in one line, not one pass each. */
+        int64_t k = (d.at_ns - now + period - 1) / period;
+        at = now + (k > 1 ? k : 1) * period;
+    }
     return at;
 }
 
