@@ -17,9 +17,9 @@
  * a thread takes from its home first, a marker goes back to the home of the
  * thread that took it, and so each thread keeps recording the same events,
  * whose driver objects stay in its core's caches, instead of ones another
- * core just used (with 8 threads sharing one stack, an op cost 1.5x what it
- * cost alone). A thread whose home and the shared stack are empty takes from
- * the other homes, so no op goes untracked while any marker is free.
+ * core just used (docs/architecture.md has what it saves). A thread whose home
+ * and the shared stack are empty takes from the other homes, so no op goes
+ * untracked while any marker is free.
  *
  * Context cache: each thread remembers the pool of its last STREAM_CACHE
  * streams, so that an op asks the driver for its stream's context only the
