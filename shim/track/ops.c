@@ -119,7 +119,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->enqueue_mono_ns = now;
     r->op = type;
     r->dtype = dtype;
-    r->redop = ng_op_shape(type) & NG_OP_REDOP ? redop : -1;
+    r->redop = redop; /* -1 from the wrappers of ops without one (nccl_api.def) */
     r->root = root; /* or the peer: the same field */
     r->comm_rank = ng_comm_rank(c);
     r->comm_nranks = ng_comm_nranks(c);
