@@ -37,7 +37,7 @@ static const char usage_text[] =
     "  --corrupt-rank R   rank R adds 1 to one input of AllReduce #0 in step S\n"
     "  --hang-split-rank R rank R blocks in trainloop_host_stall() in step S, before its first\n"
     "                     op on the split communicator (its world ops of the step are called)\n"
-    "  --crash-rank R     rank R dies of SIGSEGV in trainloop_crash() before step S\n"
+    "  --crash-rank R     rank R dies of SIGSEGV in trainloop_crash() 0.5 s into step S\n"
     "Exit: 0 ok, 1 wrong result, 2 CUDA/NCCL call failed, 3 setup, 64 usage.\n";
 
 /* One line "trainloop: <problem>; see trainloop --help" and exit 64. */
@@ -236,6 +236,11 @@ static void *run_worker(void *arg)
         }
         if (tl_fault_now(w->p, &o->crash, step)) {
             tl_note(": crash before step %d (--crash-rank, in trainloop_crash)", step);
+            /* Half a second first, as a rank dies in the middle of a step: the
+             * others wait in this step's ops by then, so that the launcher's
+             * SIGTERM finds them in flight (the shim's SIGTERM dump needs one). */
+            struct timespec mid_step = {0, 500000000};
+            nanosleep(&mid_step, NULL);
             trainloop_crash();
         }
         tl_host_jitter(w->p, step);
