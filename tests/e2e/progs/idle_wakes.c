@@ -29,33 +29,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../../bench/timing.h"
 #include "../../fakes/fakecuda.h"
 #include "one_rank.h"
 
-/* Timeslices run by the thread named `name` so far; -1 when unknown. */
+/* Timeslices run by the shim's thread `name` so far; -1 when unknown. */
 static long long slices(const char *name)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    long long n = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        if (!fgets(comm, sizeof comm, f)) comm[0] = '\0';
-        fclose(f);
-        comm[strcspn(comm, "\n")] = '\0';
-        if (strcmp(comm, name) != 0) continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-        f = fopen(path, "r");
-        unsigned long long run, wait, s;
-        if (f && fscanf(f, "%llu %llu %llu", &run, &wait, &s) == 3) n = (long long)s;
-        if (f) fclose(f);
-    }
-    closedir(d);
-    return n;
+    double run, n;
+    return bench_threads_stat(name, &run, &n) == 0 ? (long long)n : -1;
 }
 
 /* 1 when this process's dump is in dir (its name ends in -<pid>.json). */
