@@ -68,8 +68,12 @@ fi
 
 # --- a stalled GPU: the stalled rank has the op scheduled, its peers started -------------
 # Here and below, the ops that hang are not their communicator's first: FIRST_TIMEOUT,
-# set far off, must not be the timeout that counts.
-UNTIL="$(dumped stall) && [ \$(grep -c '\"event\":\"dump\"' $TMP/stall.events) -ge 4 ]" \
+# set far off, must not be the timeout that counts. The first rank to time out raises the
+# incident, and the others dump on it at once (the node's fan-out is watched), before
+# their own timeout lines: the job runs until those lines are there too.
+UNTIL="$(dumped stall) && [ \$(grep -c '\"event\":\"dump\"' $TMP/stall.events) -ge 4 ] &&
+    grep -q 'rank 2 .*in flight .*not started on GPU' $TMP/stall/out &&
+    grep -q 'rank 0 .*in flight .*started on GPU, not finished' $TMP/stall/out" \
     NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_EVENTS=$TMP/stall.events \
     job stall -n 4 --timeout 60 -- --steps 30 --stall-gpu-rank 2 --stall-step 3 --quiet
 if grep -q 'ncclguard: \[rank 2 .*in flight .*not started on GPU' "$TMP/stall/out" &&
@@ -100,7 +104,7 @@ mkdir -p "$TMP/signal"
 lpid=$!
 # the handler exists once a rank has its first communicator (4 = 2 ranks x 2 comms)
 for _ in $(seq 600); do
-    [ "$(grep -c comm_created "$TMP/signal/events" 2>/dev/null)" -ge 4 ] && break; sleep 0.1
+    [ "$(cat "$TMP/signal/events" 2>/dev/null | grep -c comm_created)" -ge 4 ] && break; sleep 0.1
 done
 pkill -USR2 -f "^$LAUNCH -n 2 --timeout 120 -- " # launch forwards it to the ranks
 for _ in $(seq 100); do [ "$(ls "$TMP/signal/dumps" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
