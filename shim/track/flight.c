@@ -154,6 +154,38 @@ static __attribute__((noinline, cold)) int take(struct slot *s, uint64_t old, ui
     return 1;
 }
 
+/* Writes *rec as record i into slot s, whose state word the caller set. */
+static inline __attribute__((always_inline)) void write_slot(struct slot *s, uint64_t i,
+                                                             const struct ng_op_record *rec)
+{
+    ng_atomic_store_relaxed(&s->w[WORD(version)], 2 * i + 1);
+    ng_atomic_fence_release();
+    const uint64_t *src = (const uint64_t *)rec;
+    /* Unrolled: relaxed atomic stores are plain moves, but the compiler does not
+     * unroll a loop of them by itself (2 instructions a word instead of 4). */
+#pragma GCC unroll 64
+    for (size_t w = 0; w < PAYLOAD_WORDS; w++) ng_atomic_store_relaxed(&s->w[w], src[w]);
+    ng_atomic_store_release(&s->w[WORD(version)], 2 * i + 2);
+}
+
+/* ncclguard_flight_append when slot s holds an unfinished record (state word
+ * `old`): it is dropped. Apart, so that the common case saves no registers. */
+static __attribute__((noinline, cold)) uint64_t append_over(struct slot *s, uint64_t i,
+                                                            uint64_t old,
+                                                            const struct ng_op_record *rec,
+                                                            int state)
+{
+    uint64_t neu = pack(i, state);
+    if (!holds_events(s)) {
+        ng_atomic_store_relaxed(&s->w[WORD(state_word)], neu);
+        ng_atomic_add_relaxed(&dropped_inflight, 1);
+    } else if (!take(s, old, neu)) {
+        ng_atomic_store_relaxed(&s->w[WORD(state_word)], neu);
+    }
+    write_slot(s, i, rec);
+    return i;
+}
+
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 {
     struct slot *base = ng_atomic_load_acquire(&ring);
@@ -164,23 +196,11 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
      * again, so a load and a store replace it (no locked instruction in the
      * common case); so does an unfinished one that holds no CUDA events. */
     ng_atomic(uint64_t) *sw = &s->w[WORD(state_word)];
-    uint64_t old = ng_atomic_load_acquire(sw), neu = pack(i, state);
-    if (i < capacity || ng_op_state_final((int)(old & STATE_MASK))) {
-        ng_atomic_store_relaxed(sw, neu);
-    } else if (!holds_events(s)) {
-        ng_atomic_store_relaxed(sw, neu);
-        ng_atomic_add_relaxed(&dropped_inflight, 1);
-    } else if (!take(s, old, neu)) {
-        ng_atomic_store_relaxed(sw, neu);
-    }
-    ng_atomic_store_relaxed(&s->w[WORD(version)], 2 * i + 1);
-    ng_atomic_fence_release();
-    const uint64_t *src = (const uint64_t *)rec;
-    /* Unrolled: relaxed atomic stores are plain moves, but the compiler does not
-     * unroll a loop of them by itself (2 instructions a word instead of 4). */
-#pragma GCC unroll 64
-    for (size_t w = 0; w < PAYLOAD_WORDS; w++) ng_atomic_store_relaxed(&s->w[w], src[w]);
-    ng_atomic_store_release(&s->w[WORD(version)], 2 * i + 2);
+    uint64_t old = ng_atomic_load_acquire(sw);
+    if (__builtin_expect(i >= capacity && !ng_op_state_final((int)(old & STATE_MASK)), 0))
+        return append_over(s, i, old, rec, state);
+    ng_atomic_store_relaxed(sw, pack(i, state));
+    write_slot(s, i, rec);
     /* The ring is larger than the caches: fetch the next slot for writing now,
      * so that the next op does not wait for it. */
     const char *next = (const char *)&base[(i + 1) & mask];

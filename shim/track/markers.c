@@ -403,15 +403,10 @@ static void take_failed(struct pool *p)
     ng_atomic_add_relaxed(&no_marker, 1);
 }
 
-enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker)
+/* ncclguard_marker_begin past the capture query, for any case. */
+static __attribute__((noinline)) enum ng_marker_begin
+begin_general(CUstream s, int start, int timed, int *marker, void **end)
 {
-    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
-    CUstream s = stream;
-    switch (capturing(s)) {
-    case NG_CAPTURE_NONE: break;
-    case NG_CAPTURE_ACTIVE: return NG_MARKER_CAPTURED;
-    case NG_CAPTURE_UNKNOWN: ng_atomic_add_relaxed(&no_marker, 1); return NG_MARKER_NONE;
-    }
     CUcontext ctx;
     int id = 0, cached;
     struct pool *p = stream_pool(s, &id, &ctx, &cached);
@@ -432,6 +427,7 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, 
         CUresult r = start ? cu.event_record(k->start[i], s) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
             *marker = (k == &p->timed ? MARKER_TIMED : 0) | (id * MAX_MARKERS + i);
+            *end = k->end[i];
             return NG_MARKER_OK;
         }
         give_back(k, (uint32_t)i);
@@ -445,6 +441,36 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, 
         ng_atomic_add_relaxed(&no_marker, 1);
         return NG_MARKER_NONE;
     }
+}
+
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker,
+                                            void **end)
+{
+    if (ng_atomic_load_acquire(&driver_state) != 1) return NG_MARKER_NONE;
+    CUstream s = stream;
+    switch (capturing(s)) {
+    case NG_CAPTURE_NONE: break;
+    case NG_CAPTURE_ACTIVE: return NG_MARKER_CAPTURED;
+    case NG_CAPTURE_UNKNOWN: ng_atomic_add_relaxed(&no_marker, 1); return NG_MARKER_NONE;
+    }
+    /* The common case here, with few values to keep: a stream in the thread's
+     * cache, a free pair, a record that succeeds. Anything else, a failed
+     * record included, goes the general way (which tries again). */
+    struct stream_pool *e = cacheable(s) ? cache_entry(s) : NULL;
+    if (__builtin_expect(e && ng_atomic_load_acquire(&e->pool->ctx) == e->ctx, 1)) {
+        struct pool *p = e->pool;
+        struct pairs *k = timed && p->timed.size ? &p->timed : &p->plain;
+        int i = take(k);
+        if (__builtin_expect(i >= 0, 1)) {
+            if (!start || cu.event_record(k->start[i], s) == CUDA_SUCCESS) {
+                *marker = (k == &p->timed ? MARKER_TIMED : 0) | (e->id * MAX_MARKERS + i);
+                *end = k->end[i];
+                return NG_MARKER_OK;
+            }
+            give_back(k, (uint32_t)i);
+        }
+    }
+    return begin_general(s, start, timed, marker, end);
 }
 
 static struct pool *pool_at(int marker, struct pairs **k, int *i)
@@ -462,12 +488,18 @@ int ncclguard_marker_timed(int marker)
     return marker >= 0 && (marker & MARKER_TIMED);
 }
 
+int ncclguard_marker_end_event(void *end, void *stream)
+{
+    if (cu.event_record((CUevent)end, (CUstream)stream) == CUDA_SUCCESS) return 0;
+    forget_stream((CUstream)stream);
+    return -1;
+}
+
 int ncclguard_marker_end(int marker, void *stream)
 {
     int i;
     struct pairs *k;
-    struct pool *p = pool_at(marker, &k, &i);
-    if (p && cu.event_record(k->end[i], (CUstream)stream) == CUDA_SUCCESS) return 0;
+    if (pool_at(marker, &k, &i)) return ncclguard_marker_end_event(k->end[i], stream);
     forget_stream((CUstream)stream);
     return -1;
 }

@@ -43,8 +43,10 @@ enum ng_marker_begin {
 /* Takes a marker for `stream` and, when `start` is set, records its start event.
  * With `timed` (a sampled op) the marker is a timed one while the pool has one
  * free: its events give GPU times; other markers' events are created with
- * CU_EVENT_DISABLE_TIMING and give only progress. */
-enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker);
+ * CU_EVENT_DISABLE_TIMING and give only progress. *end is its end event, for
+ * ncclguard_marker_end_event. */
+enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker,
+                                            void **end);
 
 /* Whether `marker` is a timed one (its poll gives GPU times). Any thread. */
 int ncclguard_marker_timed(int marker);
@@ -62,6 +64,9 @@ enum ng_capture ncclguard_stream_capturing(void *stream);
 
 /* Records the end event of `marker` on `stream`. -1 on a CUDA error. */
 int ncclguard_marker_end(int marker, void *stream);
+/* The same with the end event that ncclguard_marker_begin gave (the hot path:
+ * no lookup of the marker). */
+int ncclguard_marker_end_event(void *end, void *stream);
 
 /* Returns the marker to its pool (the GPU may not have reached it: reusing an
  * event only moves it). */

@@ -28,6 +28,7 @@ struct group_stream {
     uint64_t stream;
     int refs;
     int marker;
+    void *end_event;
     int timed; /* one of its ops is a timing sample */
 };
 static NG_TLS uint64_t group_id;
@@ -49,13 +50,13 @@ static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][NG_OP_NTYPES][NG_SIZE_CLASSES
 
 /* Whether this op is one of its class's timing samples: the first, then one in
  * ncclguard_timing_sample. A count down, not a count and a remainder: a
- * division costs more than the rest of this. */
-static int sampled(const struct ng_comm *c, int type, uint64_t bytes)
+ * division costs more than the rest of this. c is a registry record (its slot
+ * is below NG_MAX_COMMS), type one of the wrappers' enum ng_op_type. */
+static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c, int type,
+                                                         uint64_t bytes)
 {
     int every = ncclguard_timing_sample;
-    if (!every || c->slot < 0 || c->slot >= NG_MAX_COMMS || type < 0 ||
-        type >= NG_OP_NTYPES)
-        return 0;
+    if (!every) return 0;
     ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
     uint32_t left = ng_atomic_load_relaxed(n);
     ng_atomic_store_relaxed(n, left ? left - 1 : (uint32_t)every - 1);
@@ -142,7 +143,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
         while (i < group_nstreams && group_streams[i].stream != r->stream) i++;
         if (i == GROUP_STREAMS) return; /* too many streams: untracked (group_slot -1) */
         if (i == group_nstreams) {
-            group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, 0};
+            group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, NULL, 0};
             group_nstreams++;
         }
         group_streams[i].refs++;
@@ -152,7 +153,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     }
     int marker;
     switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, r->bytes),
-                                   &marker)) {
+                                   &marker, &t->end_event)) {
     case NG_MARKER_OK: r->marker = marker; break;
     case NG_MARKER_CAPTURED: t->captured = 1; break;
     case NG_MARKER_NONE: break;
@@ -198,7 +199,7 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
         ncclguard_defer(&d);
         return;
     }
-    ncclguard_marker_end((int)r->marker, (void *)(uintptr_t)r->stream);
+    ncclguard_marker_end_event(t->end_event, (void *)(uintptr_t)r->stream);
     ncclguard_flight_append(r, NG_OP_SCHEDULED);
 }
 
@@ -224,7 +225,8 @@ void ncclguard_group_end_pre(void)
         int marker;
         if (g->refs > 0 && ncclguard_marker_begin((void *)(uintptr_t)g->stream,
                                                   ncclguard_track_mode == NG_TRACK_FULL,
-                                                  g->timed, &marker) == NG_MARKER_OK)
+                                                  g->timed, &marker,
+                                                  &g->end_event) == NG_MARKER_OK)
             g->marker = marker;
     }
 }
@@ -247,7 +249,7 @@ void ncclguard_group_end_post(ncclResult_t res)
             struct ng_deferred d = {-1, g->marker, g->stream, 0, group_id, g->refs};
             ncclguard_defer(&d);
         } else {
-            ncclguard_marker_end(g->marker, (void *)(uintptr_t)g->stream);
+            ncclguard_marker_end_event(g->end_event, (void *)(uintptr_t)g->stream);
             ncclguard_group_publish(group_id, g->stream, g->marker, g->refs);
         }
     }

@@ -29,6 +29,7 @@ struct ng_op_ticket {
     int captured;         /* the stream was capturing */
     int group_slot;       /* index in the thread's group stream list, -1 if none */
     struct ng_comm *entered; /* a nonblocking communicator this call is inside */
+    void *end_event;      /* the marker's end event (ncclguard_marker_begin) */
     struct ng_op_record rec;
 };
 

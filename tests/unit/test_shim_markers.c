@@ -43,8 +43,9 @@ static void start(void)
 
 static int take(void)
 {
+    void *end_ev;
     int m = -1;
-    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m), NG_MARKER_OK);
+    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m, &end_ev), NG_MARKER_OK);
     return m;
 }
 
@@ -97,13 +98,14 @@ static void take_all_and_give_back(int *n)
 
 START_TEST(none_out_of_reach)
 {
+    void *end_ev;
     start();
     int n = POOL;
     on_other_thread(take_all_and_give_back, &n); /* all now wait at that thread's home */
     int m[POOL];
     for (int i = 0; i < POOL; i++) m[i] = take();
     int extra;
-    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &extra), NG_MARKER_NONE);
+    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &extra, &end_ev), NG_MARKER_NONE);
     struct ng_marker_stats st;
     ncclguard_markers_stats(&st);
     ck_assert_uint_eq(st.no_marker, 1);
@@ -119,11 +121,12 @@ static ng_atomic(int) held[POOL]; /* 1 while a thread holds the pair */
 
 static void churn(int *out)
 {
+    void *end_ev;
     int m[30];
     *out = 0;
     for (int round = 0; round < 2000; round++) {
         int n = 0, want = 1 + round % 30;
-        while (n < want && ncclguard_marker_begin(s, 1, 0, &m[n]) == NG_MARKER_OK) n++;
+        while (n < want && ncclguard_marker_begin(s, 1, 0, &m[n], &end_ev) == NG_MARKER_OK) n++;
         for (int i = 0; i < n; i++)
             if (ng_atomic_exchange_acq_rel(&held[m[i] % POOL], 1)) *out = 1;
         for (int i = 0; i < n; i++) {

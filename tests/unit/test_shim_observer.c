@@ -92,8 +92,9 @@ static struct ng_op_record record(int64_t comm_slot, CUstream s)
  * marker. Returns its index; its marker into *marker when not NULL. */
 static uint64_t op(int64_t comm_slot, CUstream s, const volatile int *spin, int *marker)
 {
+    void *end_ev;
     int m;
-    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m), NG_MARKER_OK);
+    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m, &end_ev), NG_MARKER_OK);
     if (spin) hold(s, spin);
     ck_assert_int_eq(ncclguard_marker_end(m, s), 0);
     if (marker) *marker = m;
@@ -278,11 +279,12 @@ struct writer {
 
 static void *write_ops(void *arg)
 {
+    void *end_ev;
     struct writer *w = arg;
     if (cuCtxSetCurrent(w->ctx)) return NULL;
     while (!ng_atomic_load_acquire(&w->stop)) {
         int m;
-        if (ncclguard_marker_begin(w->s, 1, 0, &m) != NG_MARKER_OK ||
+        if (ncclguard_marker_begin(w->s, 1, 0, &m, &end_ev) != NG_MARKER_OK ||
             ncclguard_marker_end(m, w->s) != 0) {
             w->failed++;
             continue;
@@ -353,11 +355,12 @@ END_TEST
  * then completed, together; an op behind them waits. */
 START_TEST(group_shares_marker)
 {
+    void *end_ev;
     start(1024);
     static volatile int spin;
     CUstream s = stream();
     int m;
-    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m), NG_MARKER_OK);
+    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m, &end_ev), NG_MARKER_OK);
     hold(s, &spin);
     ck_assert_int_eq(ncclguard_marker_end(m, s), 0);
     uint64_t g[3];
@@ -408,6 +411,7 @@ END_TEST
  * empty publishes its stream without a marker, and its op ends untracked. */
 START_TEST(group_end_without_marker)
 {
+    void *end_ev;
     start(16); /* a pool of 16 + 64 pairs */
     struct ng_comm *c = ncclguard_comm_new(43, 0, 1, 0, NULL);
     ck_assert_ptr_nonnull(c);
@@ -421,7 +425,7 @@ START_TEST(group_end_without_marker)
     uint64_t index = ncclguard_flight_head() - 1;
     int m[16 + 64];
     for (int i = 0; i < 16 + 64; i++)
-        ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m[i]), NG_MARKER_OK);
+        ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m[i], &end_ev), NG_MARKER_OK);
     ncclguard_group_end_pre();
     ncclguard_group_end_post(ncclSuccess);
     for (int i = 0; i < 16 + 64; i++) ncclguard_marker_release(m[i]);
@@ -435,10 +439,11 @@ END_TEST
  * is recorded. */
 START_TEST(deferred_op_passed_over)
 {
+    void *end_ev;
     start(1024);
     CUstream s = stream();
     int m;
-    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m), NG_MARKER_OK);
+    ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m, &end_ev), NG_MARKER_OK);
     struct ng_op_record r = record(4, s);
     r.marker = m;
     r.flags = NG_REC_DEFERRED;
