@@ -115,6 +115,18 @@ static inline int ng_size_class(uint64_t bytes)
     return c < NG_SIZE_CLASSES ? c : NG_SIZE_CLASSES - 1;
 }
 
+/* The size of one element of `t` in bytes; 8 for a type this NCCL's header lacks. */
+static inline uint64_t ng_dtype_size(ncclDataType_t t)
+{
+    /* A table, not a switch: a load instead of a chain of compares. */
+    static const uint8_t size[] = {
+        [ncclInt8] = 1,    [ncclUint8] = 1,   [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
+        [ncclFloat16] = 2, [ncclBfloat16] = 2, [ncclInt32] = 4,     [ncclUint32] = 4,
+        [ncclFloat32] = 4, [ncclInt64] = 8,   [ncclUint64] = 8,    [ncclFloat64] = 8,
+    };
+    return (unsigned)t < sizeof size && size[t] ? size[t] : 8;
+}
+
 static inline int ng_accepted(ncclResult_t r)
 {
     return r == ncclSuccess || r == ncclInProgress;

@@ -5,12 +5,13 @@
 #include <sys/mman.h>
 
 #include "base/atomic.h"
+#include "track/comm.h"
 
 #define STATE_BITS 8
 #define STATE_MASK ((1u << STATE_BITS) - 1)
 #define WORD(field) (offsetof(struct ng_op_record, field) / sizeof(uint64_t))
 #define PAYLOAD_WORDS WORD(state_word) /* what a writer stores */
-#define SLOT_WORDS WORD(gpu_start_ns)  /* what a slot holds: the payload, state and version */
+#define SLOT_WORDS WORD(comm_id)       /* what a slot holds: the payload, state and version */
 
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
 _Static_assert(offsetof(struct ng_op_record, flags) % sizeof(uint64_t) == 0, "the 32-bit fields fill their words");
@@ -44,6 +45,7 @@ static uint64_t mask;     /* capacity - 1 */
 static ng_atomic(uint64_t) head;
 static ng_atomic(uint64_t) dropped_inflight;
 static ng_atomic(ng_flight_drop_fn) on_drop;
+static ng_atomic(int64_t) realtime_offset;
 
 static uint64_t pack(uint64_t index, int state)
 {
@@ -76,9 +78,20 @@ int ncclguard_flight_init(uint64_t cap)
     return 0;
 }
 
+/* The fields a copy derives from the writer's (flight.h). */
+static void derive(struct ng_op_record *r)
+{
+    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
+    r->comm_id = c ? c->id : 0;
+    r->comm_rank = c ? ng_comm_rank(c) : -1;
+    r->comm_nranks = c ? ng_comm_nranks(c) : -1;
+    r->bytes = r->count * ng_dtype_size(r->dtype);
+    r->enqueue_ns = r->enqueue_mono_ns + ng_atomic_load_relaxed(&realtime_offset);
+}
+
 /* Copies the first `nwords` words of slot s, which must hold record `index`
- * complete, and clears what the watchdog learnt: 0, or -1 when it does not,
- * or when a writer came meanwhile. */
+ * complete, derives the rest, and clears what the watchdog learnt: 0, or -1
+ * when it does not, or when a writer came meanwhile. */
 static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, size_t nwords)
 {
     uint64_t v1 = ng_atomic_load_acquire(&s->w[WORD(version)]);
@@ -87,7 +100,9 @@ static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, 
     for (size_t w = 0; w < nwords; w++) dst[w] = ng_atomic_load_relaxed(&s->w[w]);
     ng_atomic_fence_acquire();
     out->gpu_start_ns = out->gpu_end_ns = out->seen_start_ns = out->seen_end_ns = 0;
-    return ng_atomic_load_relaxed(&s->w[WORD(version)]) == v1 ? 0 : -1;
+    if (ng_atomic_load_relaxed(&s->w[WORD(version)]) != v1) return -1;
+    derive(out);
+    return 0;
 }
 
 /* The fields of part p for record `index` into f; 0 when the part is another
@@ -207,6 +222,11 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 #pragma GCC unroll 16
     for (size_t off = 0; off < sizeof *s; off += 64) __builtin_prefetch(next + off, 1, 3);
     return i;
+}
+
+void ncclguard_flight_set_realtime_offset(int64_t ns)
+{
+    ng_atomic_store_relaxed(&realtime_offset, ns);
 }
 
 void ncclguard_flight_on_drop(ng_flight_drop_fn fn)

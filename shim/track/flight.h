@@ -50,15 +50,12 @@
  * clean under ThreadSanitizer): 64-bit fields, and 32-bit ones two to a word. */
 struct ng_op_record {
     /* set by the writer */
-    uint64_t comm_id;
     uint64_t seq;            /* collectives on this communicator, from 1 (0 for p2p) */
     uint64_t p2p_seq;        /* sends+recvs to this peer on this communicator, from 1 */
     uint64_t count;
-    uint64_t bytes;
     uint64_t stream;         /* cudaStream_t value */
     uint64_t group_id;       /* 0 when not in a group */
     uint64_t thread_id;      /* gettid() of the caller */
-    int64_t enqueue_ns;      /* CLOCK_REALTIME */
     int64_t enqueue_mono_ns; /* CLOCK_MONOTONIC */
     int32_t op;              /* enum ng_op_type (base/ops.h) */
     int32_t dtype;           /* ncclDataType_t */
@@ -67,7 +64,6 @@ struct ng_op_record {
         int32_t root;        /* a rooted collective's root, -1 when none */
         int32_t peer;        /* a Send's or Recv's peer (comm rank) */
     };
-    int32_t comm_rank, comm_nranks;
     int32_t comm_slot;       /* index of the communicator in the registry, -1 if none */
     int32_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
     int32_t result;          /* ncclResult_t the enqueue returned */
@@ -76,6 +72,15 @@ struct ng_op_record {
     /* concurrency */
     uint64_t state_word; /* (index << 8) | enum ng_op_state (base/ops.h) */
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
+    /* derived by a copy from the writer's fields, not in the ring's slot (each
+     * word there is one more store on the hot path): the communicator's from
+     * the registry record at comm_slot (0 and -1 without one; a split child's
+     * rank and size once known), bytes from count and dtype, enqueue_ns from
+     * enqueue_mono_ns on the process's current CLOCK_REALTIME offset */
+    uint64_t comm_id;
+    int32_t comm_rank, comm_nranks;
+    uint64_t bytes;
+    int64_t enqueue_ns;      /* CLOCK_REALTIME */
     /* learnt by the watchdog: not in the ring's slot (the writer never stores
      * them), kept beside it and merged into copies; 0 unknown */
     int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale */
@@ -112,6 +117,10 @@ int ncclguard_flight_init(uint64_t capacity);
  * ring is not allocated. Hot path: one atomic add and the copy (and a
  * compare-and-swap when an unfinished record holding events is dropped). */
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state);
+
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, which copies add to enqueue_mono_ns
+ * (the watchdog refreshes it at each poll). Any thread. */
+void ncclguard_flight_set_realtime_offset(int64_t ns);
 
 /* Called on the writer's thread with a copy of each record dropped while in
  * flight that holds CUDA events, once per record: the watchdog no longer

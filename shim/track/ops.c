@@ -46,7 +46,10 @@ static ng_atomic(uint64_t) group_counter;
  * the next sample. A plain load and store, not an atomic add: two threads on
  * one communicator may lose a count, which only moves the next sample. Zero
  * pages until used, so that the first op of each class is a sample. */
-static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][NG_OP_NTYPES][NG_SIZE_CLASSES];
+#define CLASS_TYPES 16 /* NG_OP_NTYPES and NG_SIZE_CLASSES rounded up to powers of */
+#define CLASS_SIZES 64 /* two: an index of shifts, not multiplications */
+_Static_assert(NG_OP_NTYPES <= CLASS_TYPES && NG_SIZE_CLASSES <= CLASS_SIZES, "classes fit");
+static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][CLASS_TYPES][CLASS_SIZES];
 
 /* Whether this op is one of its class's timing samples: the first, then one in
  * ncclguard_timing_sample. A count down, not a count and a remainder: a
@@ -61,17 +64,6 @@ static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c
     uint32_t left = ng_atomic_load_relaxed(n);
     ng_atomic_store_relaxed(n, left ? left - 1 : (uint32_t)every - 1);
     return left == 0;
-}
-
-static uint64_t dtype_size(ncclDataType_t t)
-{
-    /* A table, not a switch: a load instead of a chain of compares. */
-    static const uint8_t size[] = {
-        [ncclInt8] = 1,    [ncclUint8] = 1,   [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
-        [ncclFloat16] = 2, [ncclBfloat16] = 2, [ncclInt32] = 4,     [ncclUint32] = 4,
-        [ncclFloat32] = 4, [ncclInt64] = 8,   [ncclUint64] = 8,    [ncclFloat64] = 8,
-    };
-    return (unsigned)t < sizeof size && size[t] ? size[t] : 8;
 }
 
 /* A nonblocking communicator that the group uses (the first GROUP_COMMS). */
@@ -105,25 +97,20 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     }
     if (!thread_id) thread_id = (uint64_t)gettid();
     struct ng_op_record *r = &t->rec;
-    int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
     /* Field by field: a compound literal would be zeroed first with rep stos,
-     * which costs more than the rest of the hook. */
-    r->comm_id = c->id;
+     * which costs more than the rest of the hook. The communicator's fields,
+     * the bytes and the CLOCK_REALTIME time are derived by a copy (flight.h). */
     r->seq = 0;
     r->p2p_seq = 0;
     r->count = count;
-    r->bytes = count * dtype_size(dtype);
     r->stream = (uint64_t)(uintptr_t)stream;
     r->group_id = 0;
     r->thread_id = thread_id;
-    r->enqueue_ns = now + ng_atomic_load_relaxed(&ncclguard_realtime_offset);
-    r->enqueue_mono_ns = now;
+    r->enqueue_mono_ns = ng_clock_ns(CLOCK_MONOTONIC);
     r->op = type;
     r->dtype = dtype;
     r->redop = redop; /* -1 from the wrappers of ops without one (nccl_api.def) */
     r->root = root; /* or the peer: the same field */
-    r->comm_rank = ng_comm_rank(c);
-    r->comm_nranks = ng_comm_nranks(c);
     r->comm_slot = c->slot;
     r->result = 0;
     r->flags = 0;
@@ -131,6 +118,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->stack = ncclguard_stack_capture();
     enum ng_track_mode mode = ncclguard_track_mode;
     if (mode == NG_TRACK_OFF) return;
+    uint64_t bytes = count * ng_dtype_size(dtype);
     if (group_depth > 0) {
         r->group_id = group_id;
         if (!c->blocking) note_group_comm(c);
@@ -147,12 +135,12 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
             group_nstreams++;
         }
         group_streams[i].refs++;
-        group_streams[i].timed |= sampled(c, type, r->bytes);
+        group_streams[i].timed |= sampled(c, type, bytes);
         t->group_slot = i;
         return;
     }
     int marker;
-    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, r->bytes),
+    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, bytes),
                                    &marker, &t->end_event)) {
     case NG_MARKER_OK: r->marker = marker; break;
     case NG_MARKER_CAPTURED: t->captured = 1; break;

@@ -14,7 +14,6 @@
 ng_atomic(int) ncclguard_tracking;
 enum ng_track_mode ncclguard_track_mode = NG_TRACK_FULL;
 int ncclguard_timing_sample = 16;
-ng_atomic(int64_t) ncclguard_realtime_offset;
 
 static struct ng_track_observer observer; /* set before any thread reads it */
 
@@ -29,8 +28,7 @@ static void release_dropped(const struct ng_op_record *r)
 
 void ncclguard_track_refresh_clock(void)
 {
-    int64_t off = ng_clock_ns(CLOCK_REALTIME) - ng_clock_ns(CLOCK_MONOTONIC);
-    ng_atomic_store_relaxed(&ncclguard_realtime_offset, off);
+    ncclguard_flight_set_realtime_offset(ng_clock_ns(CLOCK_REALTIME) - ng_clock_ns(CLOCK_MONOTONIC));
 }
 
 int ncclguard_track_start(const struct ng_track_params *p)

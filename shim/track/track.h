@@ -59,9 +59,8 @@ extern NG_HIDDEN enum ng_track_mode ncclguard_track_mode;
  * timed markers; 0: none. Set once, before the first op; the hot path reads it. */
 extern NG_HIDDEN int ncclguard_timing_sample;
 
-/* CLOCK_REALTIME minus CLOCK_MONOTONIC, refreshed by the watchdog at each poll:
- * the hot path reads one clock instead of two. */
-extern NG_HIDDEN ng_atomic(int64_t) ncclguard_realtime_offset;
+/* Gives the flight recorder the current CLOCK_REALTIME offset (the watchdog at
+ * each poll): a record keeps its monotonic time only (track/flight.h). */
 void ncclguard_track_refresh_clock(void);
 
 /* Allocates the flight recorder and the group table, sizes the marker pools and

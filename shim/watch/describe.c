@@ -6,7 +6,6 @@
 
 #include "base/ops.h"
 #include "evidence/symbolize.h"
-#include "track/comm.h"
 #include "track/stacks.h"
 
 #define WHERE_FRAMES 3
@@ -15,13 +14,6 @@ const char *ncclguard_short_id(uint64_t id, char buf[8])
 {
     snprintf(buf, 8, "%04llx", (unsigned long long)(id >> 48));
     return buf;
-}
-
-long long ncclguard_record_comm_size(const struct ng_op_record *r)
-{
-    struct ng_comm *c = ncclguard_comm_at((int)r->comm_slot);
-    int n = c ? ng_comm_nranks(c) : -1;
-    return r->comm_nranks > 0 ? r->comm_nranks : n;
 }
 
 const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len)

@@ -16,10 +16,6 @@
 /* The first 4 hex digits of a communicator id, into buf. */
 const char *ncclguard_short_id(uint64_t id, char buf[8]);
 
-/* The size of the record's communicator; a split child learns it only after its
- * first ops were recorded, so the registry may know better. */
-long long ncclguard_record_comm_size(const struct ng_op_record *r);
-
 /* "AllReduce #1042", "Send #5 to peer 3", "Recv #5 from peer 1". */
 const char *ncclguard_describe_op(const struct ng_op_record *r, char *buf, size_t len);
 

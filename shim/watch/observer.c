@@ -91,7 +91,7 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
                  median_ns / 1e6);
     NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s%s",
             ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
-            ncclguard_record_comm_size(r), (unsigned long long)r->bytes, dur_ns / 1e6, ref,
+            (long long)r->comm_nranks, (unsigned long long)r->bytes, dur_ns / 1e6, ref,
             more, ncclguard_describe_where(r, at, sizeof at));
 }
 

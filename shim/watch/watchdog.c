@@ -119,7 +119,7 @@ static void report_timeouts(const struct pass *p)
         if (t->more) snprintf(more, sizeof more, " (%d more ops queued behind it)", t->more);
         NG_WARN("%s on comm %s…(%lld ranks) in flight %.1f s: %s%s%s",
                 ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
-                ncclguard_record_comm_size(r), t->age, where, more,
+                (long long)r->comm_nranks, t->age, where, more,
                 ncclguard_describe_where(r, at, sizeof at));
     }
 }

@@ -204,10 +204,16 @@ static int has_start(int state)
     return state == NG_OP_STARTED || state == NG_OP_COMPLETED;
 }
 
+static struct ng_comm *c1, *c2;
+
+/* Record i as a writer stores it, with the fields that a copy derives (the
+ * communicator's, the bytes, the CLOCK_REALTIME time) set as the dump must
+ * show them: build_registry and build_ring make the copy derive the same. */
 static void fill(struct ng_op_record *r, int i)
 {
     const struct row *w = &rows[i];
     memset(r, 0, sizeof *r);
+    r->comm_slot = i % 2 ? c2->slot : c1->slot;
     r->comm_id = i % 2 ? C2_ID : C1_ID;
     r->comm_rank = i % 2 ? 0 : 1;
     r->comm_nranks = i % 2 ? 2 : 4;
@@ -216,7 +222,7 @@ static void fill(struct ng_op_record *r, int i)
     r->op = w->op;
     r->count = 1024u * ((uint64_t)i + 1);
     r->dtype = w->dtype;
-    r->bytes = r->count * 4;
+    r->bytes = r->count * ng_dtype_size(w->dtype);
     r->redop = w->redop;
     r->root = w->root;
     r->stream = 0x7f0000001000ULL + (uint64_t)i * 0x10;
@@ -251,8 +257,6 @@ static uint64_t append(const struct ng_op_record *r, int state)
     return i;
 }
 
-static struct ng_comm *c1, *c2;
-
 static void build_registry(void)
 {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -278,6 +282,7 @@ static void build_registry(void)
 static void build_ring(void)
 {
     ck_assert_int_eq(ncclguard_flight_init(CAPACITY), 0);
+    ncclguard_flight_set_realtime_offset(T0 - 5000000); /* fill's clocks */
     struct ng_op_record r;
     for (int i = 0; i < NRECORDS; i++) {
         fill(&r, i);

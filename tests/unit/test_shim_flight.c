@@ -1,7 +1,8 @@
 /*
  * The flight recorder: records come back as written, wrap-around is counted,
  * a record overwritten while unfinished counts as dropped, state changes are
- * compare-and-swap, and concurrent writers and readers never see a torn record
+ * compare-and-swap, a copy derives what the writer does not store, and
+ * concurrent writers and readers never see a torn record
  * (run this suite under ThreadSanitizer too: make tsan).
  */
 #include <check.h>
@@ -11,16 +12,16 @@
 #include <stdlib.h>
 
 #include "base/atomic.h"
+#include "track/comm.h"
 #include "track/flight.h"
 
 static struct ng_op_record make(uint64_t v)
 {
     struct ng_op_record r = {0};
-    r.comm_id = v;
-    r.seq = v * 3;
+    r.seq = v; /* the first word a writer stores */
     r.count = v * 5;
-    r.bytes = v * 7;
-    r.enqueue_ns = (int64_t)v * 11;
+    r.thread_id = v * 7;
+    r.enqueue_mono_ns = (int64_t)v * 11;
     r.marker = (int32_t)(v % 1000); /* holds events: a drop goes to the callback */
     r.flags = v * 13;               /* the last word a writer stores */
     return r;
@@ -28,9 +29,9 @@ static struct ng_op_record make(uint64_t v)
 
 static int consistent(const struct ng_op_record *r)
 {
-    uint64_t v = r->comm_id;
-    return r->seq == v * 3 && r->count == v * 5 && r->bytes == v * 7 &&
-           r->enqueue_ns == (int64_t)v * 11 && r->flags == v * 13;
+    uint64_t v = r->seq;
+    return r->count == v * 5 && r->thread_id == v * 7 && r->enqueue_mono_ns == (int64_t)v * 11 &&
+           r->flags == v * 13;
 }
 
 /* The drop callback: counts the records it gets, and checks each copy. */
@@ -55,7 +56,7 @@ START_TEST(append_copy_and_wrap)
     struct ng_op_record out;
     ck_assert_int_eq(ncclguard_flight_copy(39, &out), 0);
     ck_assert(consistent(&out));
-    ck_assert_uint_eq(out.comm_id, 40);
+    ck_assert_uint_eq(out.seq, 40);
     ck_assert_int_eq(ncclguard_flight_copy(10, &out), -1); /* overwritten */
     ck_assert_int_eq(ncclguard_flight_state(10), -1);
     ck_assert_int_eq(ncclguard_flight_state(24), NG_OP_COMPLETED); /* v = 25, odd */
@@ -68,6 +69,39 @@ START_TEST(append_copy_and_wrap)
     /* each dropped record was handed over once, intact */
     ck_assert_uint_eq(ndropped, 12);
     ck_assert_uint_eq(dropped_bad, 0);
+}
+END_TEST
+
+/* What a writer does not store, a copy derives: the communicator's id, rank
+ * and size from its registry record (a split child's once known), the bytes
+ * from count and type, the CLOCK_REALTIME enqueue time from the monotonic one. */
+START_TEST(copy_derives_the_rest)
+{
+    ck_assert_int_eq(ncclguard_flight_init(16), 0);
+    struct ng_comm *c = ncclguard_comm_new(0xabcdefULL, -1, -1, 0x1234ULL, NULL);
+    ck_assert_ptr_nonnull(c);
+    ncclguard_flight_set_realtime_offset(1000000);
+    struct ng_op_record r = make(1), out;
+    r.comm_slot = c->slot;
+    r.dtype = ncclBfloat16;
+    uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+    ck_assert_uint_eq(out.comm_id, 0xabcdefULL);
+    ck_assert_int_eq(out.comm_rank, -1);
+    ck_assert_uint_eq(out.bytes, r.count * 2);
+    ck_assert_int_eq(out.enqueue_ns, r.enqueue_mono_ns + 1000000);
+    ng_atomic_store_relaxed(&c->rank, 3); /* the watchdog learnt them */
+    ng_atomic_store_relaxed(&c->nranks, 8);
+    ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+    ck_assert_int_eq(out.comm_rank, 3);
+    ck_assert_int_eq(out.comm_nranks, 8);
+    r.comm_slot = -1; /* no communicator */
+    r.dtype = 99;     /* a type this header lacks: 8 bytes */
+    i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    ck_assert_int_eq(ncclguard_flight_copy(i, &out), 0);
+    ck_assert_uint_eq(out.comm_id, 0);
+    ck_assert_int_eq(out.comm_nranks, -1);
+    ck_assert_uint_eq(out.bytes, r.count * 8);
 }
 END_TEST
 
@@ -293,6 +327,7 @@ int main(void)
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, append_copy_and_wrap);
+    tcase_add_test(tc, copy_derives_the_rest);
     tcase_add_test(tc, drop_without_events);
     tcase_add_test(tc, advance_is_compare_and_swap);
     tcase_add_test(tc, deferral_end_belongs_to_its_record);

@@ -49,21 +49,20 @@ static void load(const char *floor_bandwidth)
 }
 
 /* Appends an op enqueued `age_ns` ago on `stream`; returns its index. */
-static uint64_t op(uint64_t comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
+static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
                    int marker)
 {
     struct ng_op_record r;
     memset(&r, 0, sizeof r);
-    r.comm_id = comm;
     r.stream = stream;
     r.op = NG_OP_ALLREDUCE;
-    r.bytes = bytes;
-    r.comm_slot = -1;
+    r.count = bytes;
+    r.dtype = ncclInt8;
+    r.comm_slot = comm;
     r.peer = -1;
     r.marker = marker ? 1 : NG_NO_MARKER;
     r.flags = first ? NG_REC_FIRST : 0;
     r.enqueue_mono_ns = ng_clock_ns(CLOCK_MONOTONIC) - age_ns;
-    r.enqueue_ns = ng_clock_ns(CLOCK_REALTIME) - age_ns;
     return ncclguard_flight_append(&r, NG_OP_SCHEDULED);
 }
 
