@@ -5,6 +5,7 @@
  * libcuda.so.1; meaningful only with the real driver. Prints one line per figure.
  */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,51 @@ static double get_ctx_ns(CUstream s)
     return (bench_now_ns() - t0) / RECORDS;
 }
 
+/*
+ * What a record into a capturing stream does. The shim asks cuStreamIsCapturing
+ * before each op (its third driver call per op) so that it never records there;
+ * if the driver leaves the capture and its graph as they were, and a query of
+ * such an event fails with CUDA_ERROR_CAPTURED_EVENT, the shim could record
+ * first and learn of the capture from the observer's query instead (on streams
+ * other than the legacy one, whose record would invalidate another stream's
+ * capture). Printed, not checked: these decide a design, they guard nothing yet.
+ */
+static void probe_capture(CUstream s)
+{
+    /* cuGraphGetNodes: by name, so that this builds against the fake driver. */
+    CUresult (*get_nodes)(CUgraph, CUgraphNode *, size_t *) =
+        (CUresult(*)(CUgraph, CUgraphNode *, size_t *))dlsym(RTLD_DEFAULT, "cuGraphGetNodes");
+    CUevent ev;
+    CUdeviceptr buf;
+    if (cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) || cuMemAlloc(&buf, 8)) return;
+    size_t nodes[2] = {0, 0};
+    CUresult rec[2] = {0, 0}, end[2] = {0, 0};
+    CUgraph g[2] = {NULL, NULL};
+    for (int with = 0; with < 2; with++) {
+        cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+        if (with) rec[0] = cuEventRecord(ev, s);
+        cuMemsetD8Async(buf, 0, 8, s);
+        if (with) rec[1] = cuEventRecord(ev, s);
+        end[with] = cuStreamEndCapture(s, &g[with]);
+        if (get_nodes && g[with]) get_nodes(g[with], NULL, &nodes[with]);
+    }
+    CUresult query = cuEventQuery(ev);
+    CUgraphExec exec;
+    CUresult launch = g[1] && !cuGraphInstantiateWithFlags(&exec, g[1], 0)
+                          ? cuGraphLaunch(exec, s) : CUDA_ERROR_UNKNOWN;
+    cuStreamSynchronize(s);
+    CUresult after_launch = cuEventQuery(ev);
+    cuEventRecord(ev, s);
+    cuStreamSynchronize(s);
+    printf("probe: record into a capturing stream: %d, %d (0 success); capture ended %d "
+           "(without the records %d); graph nodes %zu (without %zu%s); query after the "
+           "capture %d (%d is CUDA_ERROR_CAPTURED_EVENT); graph launch %d, query after it %d; "
+           "recorded again outside, query %d\n",
+           rec[0], rec[1], end[1], end[0], nodes[1], nodes[0],
+           get_nodes ? "" : ", not counted: no cuGraphGetNodes", query,
+           CUDA_ERROR_CAPTURED_EVENT, launch, after_launch, cuEventQuery(ev));
+}
+
 /* Host and device memory of n events of `flags` in the current context. */
 static void pool_memory(const char *label, unsigned flags)
 {
@@ -93,6 +139,8 @@ int main(void)
     printf("cost: the shim's default per op (capture query + 2 untimed records, 1 in 16 "
            "ops timed): %.1f ns\n",
            bench_median(v[2], REPS) + 2 * untimed + 2 * (timed - untimed) / 16);
+
+    probe_capture(s);
 
     /* Driver behaviours the shim relies on. */
     CUevent t, u;
