@@ -43,8 +43,8 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 #define NG_POST_LAST_ERROR(comm) ncclguard_comm_leave(ng_in);
 #define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                   \
     struct ng_op_ticket ng_t;                                                      \
-    ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root); \
-    if (ng_t.fenced) return ncclguard_fenced_result();
+    if (ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root)) \
+        return ncclguard_fenced_result();
 #define NG_POST_OP(...) ncclguard_op_post(&ng_t, ng_r);
 #define NG_PRE_GROUP_START()
 #define NG_POST_GROUP_START() ncclguard_group_start_post(ng_r);

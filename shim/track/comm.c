@@ -33,6 +33,15 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ng_comm *records;      /* NG_MAX_COMMS, allocated at the first creation */
 static ng_atomic(struct slot *) map; /* MAP_SLOTS */
 static ng_atomic(int) nrecords;
+NG_HIDDEN ng_atomic(uint64_t) ncclguard_comm_map_version;
+
+/* The map changed (under `lock`, after the change): lookups kept by threads are
+ * stale. */
+static void map_changed(void)
+{
+    ng_atomic_store_release(&ncclguard_comm_map_version,
+                            ng_atomic_load_relaxed(&ncclguard_comm_map_version) + 1);
+}
 
 static size_t slot_of(uintptr_t key)
 {
@@ -108,6 +117,7 @@ void ncclguard_comm_attach(struct ng_comm *c, ncclComm_t handle)
     }
     m[i].index = (int)(c - records);
     ng_atomic_store_release(&m[i].key, key);
+    map_changed();
     pthread_mutex_unlock(&lock);
 }
 
@@ -162,6 +172,7 @@ void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s)
         if (k == 0) break;
         if (k == key && &records[m[i].index] == c) {
             ng_atomic_store_release(&m[i].key, TOMBSTONE);
+            map_changed();
             break;
         }
     }
@@ -250,4 +261,5 @@ void ncclguard_comm_atfork_child(void)
         memset(ng_atomic_load_relaxed(&map), 0, MAP_SLOTS * sizeof(struct slot));
     }
     ng_atomic_store_relaxed(&nrecords, 0);
+    map_changed();
 }

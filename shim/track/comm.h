@@ -152,6 +152,15 @@ void ncclguard_comm_observe_end(struct ng_comm *c);
 /* Lock-free lookup; NULL for a handle this process never registered. */
 struct ng_comm *ncclguard_comm_find(ncclComm_t handle);
 
+/* Changes at every change of the handle map (a handle attached or unmapped, a
+ * fork): an answer of ncclguard_comm_find that a thread keeps holds while it
+ * is unchanged. Read it before the lookup. */
+extern NG_HIDDEN ng_atomic(uint64_t) ncclguard_comm_map_version;
+static inline uint64_t ncclguard_comm_map_changes(void)
+{
+    return ng_atomic_load_acquire(&ncclguard_comm_map_version);
+}
+
 /* Sets the state; DESTROYED and ABORTED also unmap the handle (NCCL may reuse it). */
 void ncclguard_comm_set_state(struct ng_comm *c, enum ng_comm_state s);
 

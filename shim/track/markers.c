@@ -329,7 +329,7 @@ void ncclguard_markers_prepare_current(void)
 /* ncclguard_stream_capturing, the driver known to be open. */
 static inline enum ng_capture capturing(CUstream stream)
 {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUstreamCaptureStatus status; /* set by the driver when it answers */
     if (cu.stream_is_capturing((CUstream)stream, &status) != CUDA_SUCCESS)
         return NG_CAPTURE_UNKNOWN;
     if (status == CU_STREAM_CAPTURE_STATUS_NONE) return NG_CAPTURE_NONE;
@@ -462,12 +462,11 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, 
         struct pairs *k = timed && p->timed.size ? &p->timed : &p->plain;
         int i = take(k);
         if (__builtin_expect(i >= 0, 1)) {
-            if (!start || cu.event_record(k->start[i], s) == CUDA_SUCCESS) {
-                *marker = (k == &p->timed ? MARKER_TIMED : 0) | (e->id * MAX_MARKERS + i);
-                *end = k->end[i];
-                return NG_MARKER_OK;
-            }
-            give_back(k, (uint32_t)i);
+            /* the outputs first: nothing but them is needed after the record */
+            *marker = (k == &p->timed ? MARKER_TIMED : 0) | (e->id * MAX_MARKERS + i);
+            *end = k->end[i];
+            if (!start || cu.event_record(k->start[i], s) == CUDA_SUCCESS) return NG_MARKER_OK;
+            ncclguard_marker_release(*marker);
         }
     }
     return begin_general(s, start, timed, marker, end);

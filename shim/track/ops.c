@@ -75,21 +75,36 @@ static void note_group_comm(struct ng_comm *c)
     if (group_ncomms < GROUP_COMMS) group_comms[group_ncomms++] = c;
 }
 
-void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
-                      size_t count, ncclDataType_t dtype, int redop, int root)
+/* The thread's last communicator: most ops are on the same one as the thread's
+ * last, and the map's probe costs more than the rest of the lookup. */
+static NG_TLS ncclComm_t last_handle;
+static NG_TLS struct ng_comm *last_comm;
+static NG_TLS uint64_t last_map;
+
+static struct ng_comm *find(ncclComm_t comm)
 {
+    uint64_t map = ncclguard_comm_map_changes();
+    if (comm == last_handle && map == last_map && last_comm) return last_comm;
     struct ng_comm *c = ncclguard_comm_find(comm);
+    last_handle = comm;
+    last_comm = c;
+    last_map = map;
+    return c;
+}
+
+int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
+                     size_t count, ncclDataType_t dtype, int redop, int root)
+{
+    struct ng_comm *c = find(comm);
     if (__builtin_expect(!c, 0)) c = ncclguard_comm_adopt(comm);
     t->comm = c;
     t->captured = 0;
     t->group_slot = -1;
-    t->fenced = 0;
     t->entered = NULL;
-    if (!c) return;
+    if (!c) return 0;
     if (ng_atomic_load_acquire(&c->fenced)) {
-        t->fenced = 1;
         t->comm = NULL;
-        return;
+        return 1;
     }
     if (!c->blocking) {
         t->entered = ncclguard_comm_enter(c);
@@ -117,7 +132,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     r->marker = NG_NO_MARKER;
     r->stack = ncclguard_stack_capture();
     enum ng_track_mode mode = ncclguard_track_mode;
-    if (mode == NG_TRACK_OFF) return;
+    if (mode == NG_TRACK_OFF) return 0;
     uint64_t bytes = count * ng_dtype_size(dtype);
     if (group_depth > 0) {
         r->group_id = group_id;
@@ -125,11 +140,11 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
         enum ng_capture cap = ncclguard_stream_capturing(stream);
         if (cap != NG_CAPTURE_NONE) { /* no marker on this stream */
             t->captured = cap == NG_CAPTURE_ACTIVE;
-            return;
+            return 0;
         }
         int i = 0;
         while (i < group_nstreams && group_streams[i].stream != r->stream) i++;
-        if (i == GROUP_STREAMS) return; /* too many streams: untracked (group_slot -1) */
+        if (i == GROUP_STREAMS) return 0; /* too many streams: untracked (group_slot -1) */
         if (i == group_nstreams) {
             group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, NULL, 0};
             group_nstreams++;
@@ -137,7 +152,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
         group_streams[i].refs++;
         group_streams[i].timed |= sampled(c, type, bytes);
         t->group_slot = i;
-        return;
+        return 0;
     }
     int marker;
     switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, bytes),
@@ -146,6 +161,7 @@ void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStr
     case NG_MARKER_CAPTURED: t->captured = 1; break;
     case NG_MARKER_NONE: break;
     }
+    return 0;
 }
 
 void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)

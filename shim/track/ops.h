@@ -25,7 +25,6 @@ struct ng_comm;
 
 struct ng_op_ticket {
     struct ng_comm *comm; /* NULL: not tracked */
-    int fenced;           /* the communicator was aborted by ncclguard: refuse the call */
     int captured;         /* the stream was capturing */
     int group_slot;       /* index in the thread's group stream list, -1 if none */
     struct ng_comm *entered; /* a nonblocking communicator this call is inside */
@@ -33,8 +32,10 @@ struct ng_op_ticket {
     struct ng_op_record rec;
 };
 
-void ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
-                      size_t count, ncclDataType_t dtype, int redop, int root);
+/* 1 when the call must be refused: ncclguard aborted the communicator (its
+ * fence); else 0. */
+int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
+                     size_t count, ncclDataType_t dtype, int redop, int root);
 void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t r);
 
 void ncclguard_group_start_post(ncclResult_t r);

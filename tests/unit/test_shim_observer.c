@@ -8,7 +8,9 @@
  * the first; a group's ops on a stream share its marker, and end untracked
  * when the stream got none at the group's end; an op with no marker
  * to ask yet (a deferred end) holds up nothing behind it; an aborted
- * communicator's ops end aborted, in a lane or not.
+ * communicator's ops end aborted, in a lane or not. And the hooks' lookup of
+ * the communicator, which a thread keeps: a handle that NCCL hands out again
+ * for a new communicator names the new one.
  *
  * Records are appended by hand with real markers around fake kernels; an op is
  * held started by a kernel that spins between its start and end markers, or
@@ -434,6 +436,33 @@ START_TEST(group_end_without_marker)
 }
 END_TEST
 
+/* The hooks' lookup of the communicator is kept by the thread while the handle
+ * map is unchanged: a handle destroyed and handed out again for another
+ * communicator names that one in the ops that follow. */
+START_TEST(reused_handle_names_new_comm)
+{
+    start(16);
+    ncclComm_t h = (ncclComm_t)(uintptr_t)0x5100;
+    CUstream s = stream();
+    struct ng_op_record r;
+    for (uint64_t id = 51; id <= 52; id++) {
+        struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
+        ck_assert_ptr_nonnull(c);
+        ncclguard_comm_attach(c, h);
+        for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
+            struct ng_op_ticket t;
+            ck_assert_int_eq(
+                ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1),
+                0);
+            ncclguard_op_post(&t, ncclSuccess);
+            ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
+            ck_assert_uint_eq(r.comm_id, id);
+        }
+        ncclguard_comm_set_state(c, NG_COMM_DESTROYED);
+    }
+}
+END_TEST
+
 /* A nonblocking op whose end marker is deferred has nothing to ask: the op
  * behind it on its lane completes meanwhile; it completes once its end marker
  * is recorded. */
@@ -508,6 +537,7 @@ int main(void)
     tcase_add_test(t, group_end_without_marker);
     tcase_add_test(t, deferred_op_passed_over);
     tcase_add_test(t, aborted_comm_ends_its_ops);
+    tcase_add_test(t, reused_handle_names_new_comm);
     suite_add_tcase(s, t);
     return ng_check_run(s);
 }
