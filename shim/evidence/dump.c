@@ -26,9 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/clock.h"
 #include "base/identity.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -45,7 +47,7 @@ static char fallback_dir[PATH_MAX]; /* absolute */
 static char host_part[NG_NAME_PART_MAX + 1];
 static int dump_rank;    /* global rank for the file name, -1 unknown */
 static ng_atomic(int) ready;        /* init done */
-static ng_atomic(int) busy;         /* a dump is under way */
+static ng_atomic(int) busy;         /* a dump is under way: the writer's thread id, else 0 */
 static ng_atomic(int) use_fallback; /* the dump dir failed once: stay in the fallback */
 static ng_atomic(int) said_fallback, said_failure, said_uninit; /* each message once */
 static ng_atomic(int) written;      /* dumps written by this process */
@@ -159,6 +161,18 @@ const char *ncclguard_dump_dir(void)
 int ncclguard_dump_written(void)
 {
     return ng_atomic_load_relaxed(&written);
+}
+
+int ncclguard_dump_wait(int64_t ms)
+{
+    int64_t deadline = ng_clock_ns(CLOCK_MONOTONIC) + ms * 1000000;
+    for (;;) {
+        int writer = ng_atomic_load_acquire(&busy);
+        if (!writer) return 0;
+        if (writer == (int)gettid() || ng_clock_ns(CLOCK_MONOTONIC) >= deadline) return -1;
+        struct timespec pause = {0, 5 * 1000000};
+        nanosleep(&pause, NULL);
+    }
 }
 
 void ncclguard_dump_atfork_child(void)
@@ -391,7 +405,8 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
         errno = EINVAL;
         return -1;
     }
-    if (ng_atomic_exchange_acquire(&busy, 1)) {
+    int free_now = 0;
+    if (!ng_atomic_cas_acq_rel(&busy, &free_now, (int)gettid())) {
         errno = EBUSY;
         return -1;
     }

@@ -20,6 +20,7 @@
 #define NCCLGUARD_DUMP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Computes the dump and fallback directories and the file name parts from the
  * dump_dir setting (NCCLGUARD_DUMP_DIR or a config file; config.h), TMPDIR, the
@@ -59,6 +60,12 @@ int ncclguard_dump_dir_fd(void);
 /* Dumps this process has written (a fork child counts its own). Any thread,
  * signal handlers included. */
 int ncclguard_dump_written(void);
+
+/* Waits up to `ms` for a dump that another thread is writing to be done: 0
+ * when none is under way (any more), -1 when it still is, or when it is this
+ * thread's own (a signal handler that interrupted it). Async-signal-safe: for
+ * a handler about to end the process, which would lose that dump. */
+int ncclguard_dump_wait(int64_t ms);
 
 /* fork(): the child may dump (its own ops) even if the parent was dumping. */
 void ncclguard_dump_atfork_child(void);

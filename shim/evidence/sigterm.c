@@ -33,9 +33,18 @@ static int op_in_flight(void)
     return 0;
 }
 
+/* How long SIGTERM waits for a dump under way on another thread (a timeout's,
+ * a peer's incident): launchers give a process about 30 s between SIGTERM and
+ * SIGKILL (torchrun, Slurm's KillWait, Kubernetes' grace period), and a dump
+ * takes milliseconds unless its file system hangs. */
+#define DUMP_WAIT_MS 10000
+
 static void on_sigterm(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
+    /* Ending the process now would lose a dump being written: most often the
+     * very evidence of the incident that made the launcher send SIGTERM. */
+    ncclguard_dump_wait(DUMP_WAIT_MS);
     /* A process that dumped already (an incident, a request) has left evidence
      * richer than a handler can write (every thread, Python): it is kept. */
     if (!ncclguard_dump_written() && op_in_flight() && !ng_atomic_exchange_acq_rel(&dumped, 1)) {

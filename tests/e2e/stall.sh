@@ -10,7 +10,7 @@ if [ ! -x "$E2E/dump_stall" ] || [ ! -f "$E2E/libslowfs.so" ]; then
     skip "stall" "harness not built"; finish; exit
 fi
 
-for mode in plain abort exit; do
+for mode in plain abort exit sigterm; do
     d=$TMP/$mode
     mkdir -p "$d"
     touch "$d/hold"
@@ -20,16 +20,21 @@ for mode in plain abort exit; do
         LD_PRELOAD="$(preload):$E2E/libslowfs.so" with_fakes \
         timeout 400 "$E2E/dump_stall" "$d/hold" "$d/events.jsonl" $mode >"$d/out" 2>&1)
     rc=$?
-    want=4
+    want=4 want_rc=0
     [ $mode = abort ] && want=6
     [ $mode = exit ] && want=4 # no dump: the process ended with it held
+    [ $mode = sigterm ] && want=4 want_rc=143 # dies of SIGTERM, once the dump is written
     got=$(grep -c '^dump_stall: ok' "$d/out")
-    if [ $rc -eq 0 ] && [ "$got" = $want ] && { [ $mode = exit ] || ls "$d"/dumps/*.json >/dev/null 2>&1; }; then
-        pass "$mode: with the dump held, timeouts go on, ncclCommDestroy returns$([ $mode = abort ] && echo ', no abort before the dump')$([ $mode = exit ] && echo ', the process exits')"
+    if [ $rc -eq $want_rc ] && [ "$got" = $want ] && { [ $mode = exit ] || ls "$d"/dumps/*.json >/dev/null 2>&1; }; then
+        pass "$mode: with the dump held, timeouts go on, ncclCommDestroy returns$([ $mode = abort ] && echo ', no abort before the dump')$([ $mode = exit ] && echo ', the process exits')$([ $mode = sigterm ] && echo ', SIGTERM waits for the dump')"
     else
         fail "dump held ($mode)" "rc=$rc, $got of $want steps"; cat "$d/out"
     fi
 done
+# SIGTERM found a dump written already: it wrote none of its own
+if grep -q '"reason":"sigterm"' "$TMP"/sigterm/dumps/*.json 2>/dev/null; then
+    fail "sigterm: a second dump" "$(ls "$TMP"/sigterm/dumps)"
+else pass "sigterm: the held dump is the process's only one"; fi
 # the dump still comes before the abort in the event log
 if python3 - "$TMP/abort/events.jsonl" <<'PY'
 import json, sys

@@ -1,5 +1,5 @@
 /*
- * dump_stall HOLD EVENTS [abort|exit]: a dump held up by a slow file system stalls
+ * dump_stall HOLD EVENTS [abort|exit|sigterm]: a dump held up by a slow file system stalls
  * nobody but the dump thread. Run under the shim with libslowfs.so (SLOWFS_HOLD
  * = HOLD), a 1 s timeout and the events log at EVENTS.
  *
@@ -10,10 +10,14 @@
  * return. With "abort" (NCCLGUARD_ABORT_AT set) no abort may happen while the
  * dump is held, and one must come once it is let go. With "exit" the process
  * then ends with the dump still held: its exit must not wait for it (the exit
- * dump is off). Every wait is bounded
+ * dump is off). With "sigterm" the process gets SIGTERM with the dump held,
+ * as from a launcher, and the dump is let go a moment later: the process must
+ * die of SIGTERM with the dump written. Every wait is bounded
  * (alarm); each step prints one "dump_stall: ok ..." line.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +53,15 @@ static void release_all(volatile int *a, volatile int *b)
 {
     __atomic_store_n(a, 1, __ATOMIC_RELEASE);
     __atomic_store_n(b, 1, __ATOMIC_RELEASE);
+}
+
+/* Removes the hold file half a second from now: the held dump goes on while
+ * the SIGTERM handler waits for it. */
+static void *let_go_later(void *hold)
+{
+    usleep(500 * 1000);
+    unlink(hold);
+    return NULL;
 }
 
 static int new_comm(ncclComm_t *comm)
@@ -90,6 +103,14 @@ int main(int argc, char **argv)
         printf("dump_stall: ok no abort while the dump is held\n");
     }
     if (access(held, F_OK) != 0 || access(hold, F_OK) != 0) return 6; /* still held */
+    if (!strcmp(argc > 3 ? argv[3] : "", "sigterm")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, let_go_later, (void *)hold)) return 7;
+        printf("dump_stall: ok SIGTERM with the dump held\n");
+        fflush(stdout);
+        raise(SIGTERM);
+        return 8; /* the default action ends the process before this */
+    }
     if (!strcmp(argc > 3 ? argv[3] : "", "exit")) {
         printf("dump_stall: ok exiting with the dump held\n");
         release_all(&release_a, &release_b);
