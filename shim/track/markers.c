@@ -403,6 +403,12 @@ static void take_failed(struct pool *p)
     ng_atomic_add_relaxed(&no_marker, 1);
 }
 
+/* The number of pair i of k, a kind of pool p (the pool's index `id`). */
+static inline int marker_of(struct pool *p, int id, struct pairs *k, int i)
+{
+    return (k == &p->timed ? MARKER_TIMED : 0) | (id * MAX_MARKERS + i);
+}
+
 /* ncclguard_marker_begin past the capture query, for any case. */
 static __attribute__((noinline)) enum ng_marker_begin
 begin_general(CUstream s, int start, int timed, int *marker, void **end)
@@ -426,7 +432,7 @@ begin_general(CUstream s, int start, int timed, int *marker, void **end)
         }
         CUresult r = start ? cu.event_record(k->start[i], s) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS) {
-            *marker = (k == &p->timed ? MARKER_TIMED : 0) | (id * MAX_MARKERS + i);
+            *marker = marker_of(p, id, k, i);
             *end = k->end[i];
             return NG_MARKER_OK;
         }
@@ -463,7 +469,7 @@ enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, 
         int i = take(k);
         if (__builtin_expect(i >= 0, 1)) {
             /* the outputs first: nothing but them is needed after the record */
-            *marker = (k == &p->timed ? MARKER_TIMED : 0) | (e->id * MAX_MARKERS + i);
+            *marker = marker_of(p, e->id, k, i);
             *end = k->end[i];
             if (!start || cu.event_record(k->start[i], s) == CUDA_SUCCESS) return NG_MARKER_OK;
             ncclguard_marker_release(*marker);
