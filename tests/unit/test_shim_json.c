@@ -3,7 +3,7 @@
  *
  * Documents are written to a temp file through buffers of several sizes (1 and
  * 7 bytes force a flush inside almost every token) and compared byte for byte
- * with the expected text.
+ * with the expected text. Numbers are compared with what snprintf writes.
  */
 #include <check.h>
 
@@ -321,6 +321,95 @@ START_TEST(format_helpers)
 }
 END_TEST
 
+/* A pseudo-random 64-bit value of a random magnitude (xorshift, fixed seed:
+ * the same values in every run, so that a failure can be repeated). */
+static uint64_t next_value(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    return x >> (x % 64);
+}
+
+/* Each way json.c writes an integer gives what printf writes: the helper and
+ * a value of the writer; v is an int64_t when is_signed. */
+static void check_integer(uint64_t v, int is_signed)
+{
+    char want[32], got[32], doc[64];
+    size_t n;
+    if (is_signed) {
+        snprintf(want, sizeof want, "%lld", (long long)(int64_t)v);
+        n = ncclguard_fmt_int64(got, (int64_t)v);
+    } else {
+        snprintf(want, sizeof want, "%llu", (unsigned long long)v);
+        n = ncclguard_fmt_uint64(got, v);
+    }
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(got, want);
+
+    struct ng_json j;
+    ncclguard_json_init(&j, NG_JSON_MEMORY, doc, sizeof doc - 1);
+    if (is_signed)
+        ncclguard_json_int64(&j, (int64_t)v);
+    else
+        ncclguard_json_uint64(&j, v);
+    ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+    doc[ncclguard_json_length(&j)] = '\0';
+    strcat(want, "\n");
+    ck_assert_str_eq(doc, want);
+}
+
+/* Integers are formatted eight digits at a time: every count of digits at its
+ * limits (powers of ten and their neighbours), both signs, the extremes of
+ * both types, and pseudo-random values of every magnitude. */
+START_TEST(integers_as_printf_writes_them)
+{
+    check_integer((uint64_t)INT64_MIN, 1);
+    check_integer((uint64_t)INT64_MIN + 1, 1);
+    check_integer((uint64_t)INT64_MAX, 1);
+    check_integer(UINT64_MAX, 0);
+    check_integer((uint64_t)INT64_MAX + 1, 0);
+    uint64_t p = 1;
+    for (int digits = 1; digits <= 20; digits++, p *= 10) {
+        const uint64_t near[] = {p - 1, p, p + 1, digits < 20 ? p * 10 - 1 : UINT64_MAX};
+        for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+            check_integer(near[i], 0);
+            if (near[i] <= (uint64_t)INT64_MAX) {
+                check_integer(near[i], 1);
+                check_integer(0 - near[i], 1); /* its negative */
+            }
+        }
+    }
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t v = next_value(&state);
+        check_integer(v, 0);
+        check_integer(v, 1);
+    }
+}
+END_TEST
+
+/* Hex strings, written eight digits at a time, as printf's %016llx. */
+START_TEST(hex_as_printf_writes_it)
+{
+    uint64_t state = 0x243f6a8885a308d3u;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t v = i == 0 ? 0 : i == 1 ? UINT64_MAX : i == 2 ? 0x0123456789abcdefu
+                                                               : next_value(&state);
+        char doc[64], want[64];
+        struct ng_json j;
+        ncclguard_json_init(&j, NG_JSON_MEMORY, doc, sizeof doc - 1);
+        ncclguard_json_hex64(&j, v);
+        ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+        doc[ncclguard_json_length(&j)] = '\0';
+        snprintf(want, sizeof want, "\"%016llx\"\n", (unsigned long long)v);
+        ck_assert_str_eq(doc, want);
+    }
+}
+END_TEST
+
 /* Runs `build` into a writer and returns finish's result and errno, and the
  * document (whatever reached the file). */
 static int run_doc(void (*build)(struct ng_json *), int *err, char **out)
@@ -467,6 +556,8 @@ int main(void)
     tcase_add_test(tc, memory_and_count_modes);
     tcase_add_test(tc, numbers_without_trailing_zeros);
     tcase_add_test(tc, format_helpers);
+    tcase_add_test(tc, integers_as_printf_writes_them);
+    tcase_add_test(tc, hex_as_printf_writes_it);
     tcase_add_test(tc, quote_for_json_lines);
     tcase_add_test(tc, misuse_is_sticky_einval);
     tcase_add_test(tc, write_errors_are_reported);
