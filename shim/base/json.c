@@ -373,10 +373,10 @@ void ncclguard_json_key(struct ng_json *j, const char *key)
     put_key(j, key, n, all_plain((const unsigned char *)key, n));
 }
 
-void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n)
+void ncclguard_json_key_fixed(struct ng_json *j, const struct ng_json_key *k)
 {
-    if (begin_key(j, key)) return;
-    put_key(j, key, n, 1);
+    if (begin_key(j, k->text)) return;
+    put_key(j, k->text + 1, k->len - 3u, 1);
 }
 
 void ncclguard_json_string(struct ng_json *j, const char *s)

@@ -62,12 +62,24 @@ void ncclguard_json_end_array(struct ng_json *j);
 /* The key of the next member of the innermost object (escaped like a string). */
 void ncclguard_json_key(struct ng_json *j, const char *key);
 
-/* The same for a key of n bytes that the caller knows to need no escape:
- * printable ASCII without '"' and '\\', as the fixed keys of a format (those of
- * evidence/dump_format.h, which tests/unit/check_dump.py holds to [a-z_0-9]).
- * It is not scanned, which makes it the fast way for a key written thousands
- * of times; a key with such a byte would make the document invalid. */
-void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n);
+/* A fixed key of a format (those of evidence/dump_format.h, which
+ * tests/unit/check_dump.py holds to [a-z_0-9]), quoted and followed by its
+ * colon at compile time, in a block of fixed size: the writer copies it
+ * without scanning it or measuring it, in one move of that size, which makes
+ * it the fast way for a key written thousands of times. The key must need no
+ * escape (printable ASCII without '"' and '\\'): such a byte would make the
+ * document invalid. NG_JSON_KEY("index") initializes one; a key longer than
+ * NG_JSON_KEY_MAX bytes does not fit in the block, which the compiler reports
+ * (an error with -Werror). */
+#define NG_JSON_KEY_MAX 29
+struct ng_json_key {
+    char text[NG_JSON_KEY_MAX + 3]; /* "\"index\":", then zeros */
+    unsigned char len;              /* bytes of text before the zeros */
+};
+#define NG_JSON_KEY(key) {"\"" key "\":", sizeof(key) + 2}
+
+/* The fixed key k of the next member of the innermost object. */
+void ncclguard_json_key_fixed(struct ng_json *j, const struct ng_json_key *k);
 
 /* Values. A NULL string is written as null. string_n writes exactly n bytes
  * (a NUL among them is escaped as \u0000). */

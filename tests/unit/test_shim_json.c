@@ -59,7 +59,8 @@ static void sample(struct ng_json *j)
     ncclguard_json_int64(j, INT64_MAX);
     ncclguard_json_uint64(j, UINT64_MAX);
     ncclguard_json_end_array(j);
-    ncclguard_json_key_plain(j, "id", 2); /* the same bytes as ncclguard_json_key */
+    static const struct ng_json_key id = NG_JSON_KEY("id");
+    ncclguard_json_key_fixed(j, &id); /* the same bytes as ncclguard_json_key */
     ncclguard_json_hex64(j, 0x5f3a00000000beefULL);
     ncclguard_json_key(j, "d");
     ncclguard_json_begin_array(j);
