@@ -300,14 +300,15 @@ static int plain_word(uint64_t w)
 }
 
 /* True when s[0..n) is plain ASCII, read eight bytes at a time: the last word
- * overlaps the one before it, and a string shorter than a word is padded with
- * plain bytes. */
+ * overlaps the one before it. A string shorter than a word is read byte by
+ * byte (a copy of a variable size into a word would be a call). */
 static int all_plain(const unsigned char *s, size_t n)
 {
-    uint64_t w = 0x2020202020202020u;
+    uint64_t w;
     if (n < sizeof w) {
-        memcpy(&w, s, n);
-        return plain_word(w);
+        for (size_t i = 0; i < n; i++)
+            if (!plain_ascii(s[i])) return 0;
+        return 1;
     }
     for (size_t i = 0; i + sizeof w < n; i += sizeof w) {
         memcpy(&w, s + i, sizeof w);
@@ -334,16 +335,23 @@ static void put_string(struct ng_json *j, const char *str, size_t n)
     j->len += n + 2;
 }
 
-/* Checks that a key may come here. -1 when the writer is in error (possibly
- * because of this call). */
-static int begin_key(struct ng_json *j, const char *key)
+/* Checks that a member may start here: in an object, no value pending. -1
+ * when the writer is in error (possibly because of this call). */
+static inline int begin_member(struct ng_json *j)
 {
     if (j->err) return -1;
-    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value || !key) {
+    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value) {
         fail(j, EINVAL);
         return -1;
     }
     return 0;
+}
+
+/* The same for a key, which must not be NULL. */
+static inline int begin_key(struct ng_json *j, const char *key)
+{
+    if (!key) fail(j, EINVAL);
+    return begin_member(j);
 }
 
 /* The separator, the quoted key and the colon: in one piece when the key is
@@ -526,6 +534,110 @@ void ncclguard_json_hex64(struct ng_json *j, uint64_t v)
     char s[18];
     quoted_hex(s, v);
     put(j, s, sizeof s);
+}
+
+/* ---- runs ---- */
+
+void ncclguard_json_run_begin(struct ng_json_run *r, struct ng_json *j)
+{
+    r->j = j;
+    r->p = r->text;
+}
+
+void ncclguard_json_run_flush(struct ng_json_run *r)
+{
+    struct ng_json *j = r->j;
+    size_t n = (size_t)(r->p - r->text);
+    r->p = r->text;
+    if (!n || begin_member(j)) return;
+    if (j->depth <= j->newline_depth) { /* one member per line: not in one piece */
+        fail(j, EINVAL);
+        return;
+    }
+    /* text[0] is the comma before the first member: the writer's separator
+     * takes its place, in one piece with the members when they fit */
+    char *p = room(j, n);
+    if (!p) {
+        separate(j);
+        put(j, r->text + 1, n - 1);
+        return;
+    }
+    p += separator(j, p);
+    memcpy(p, r->text + 1, n - 1);
+    j->len = (size_t)(p + n - 1 - j->buf);
+}
+
+/* The comma and the key k of the next member, after a flush when the buffer
+ * has no room for a member; where its value goes (room for
+ * NG_JSON_RUN_STRING_MAX + 2 bytes, or 21). The key's whole block is copied:
+ * a fixed size, a few moves and no call. */
+static inline char *run_key(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    if (r->p + NG_JSON_RUN_MEMBER_MAX > r->text + sizeof r->text) ncclguard_json_run_flush(r);
+    char *p = r->p;
+    *p = ',';
+    memcpy(p + 1, k->text, sizeof k->text);
+    return p + 1 + k->len;
+}
+
+void ncclguard_json_run_int64(struct ng_json_run *r, const struct ng_json_key *k, int64_t v)
+{
+    char *p = run_key(r, k);
+    *p = '-';
+    p += v < 0;
+    /* 0 - (uint64_t)v is the magnitude, INT64_MIN included. */
+    r->p = p + decimal_digits(p, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+}
+
+void ncclguard_json_run_uint64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v)
+{
+    char *p = run_key(r, k);
+    r->p = p + decimal_digits(p, v);
+}
+
+void ncclguard_json_run_hex64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v)
+{
+    char *p = run_key(r, k);
+    quoted_hex(p, v);
+    r->p = p + 18;
+}
+
+void ncclguard_json_run_null(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    char *p = run_key(r, k);
+    memcpy(p, "null", 4);
+    r->p = p + 4;
+}
+
+void ncclguard_json_run_empty_array(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    char *p = run_key(r, k);
+    memcpy(p, "[]", 2);
+    r->p = p + 2;
+}
+
+void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k,
+                                 const char *s, size_t n)
+{
+    if (!s) {
+        ncclguard_json_run_null(r, k);
+    } else if (n <= NG_JSON_RUN_STRING_MAX && all_plain((const unsigned char *)s, n)) {
+        char *p = run_key(r, k);
+        p[0] = '"';
+        memcpy(p + 1, s, n);
+        p[n + 1] = '"';
+        r->p = p + n + 2;
+    } else { /* escapes, or long: the writer's way */
+        ncclguard_json_run_flush(r);
+        ncclguard_json_key_fixed(r->j, k);
+        ncclguard_json_string_n(r->j, s, n);
+    }
+}
+
+void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k,
+                               const char *s)
+{
+    ncclguard_json_run_string_n(r, k, s, s ? strlen(s) : 0);
 }
 
 /* Splits v >= 0 (< 1.8e19) into an integer part and `decimals` fractional

@@ -185,15 +185,6 @@ static void put_I64_NONZERO(struct ng_json *j, const struct ng_json_key *key, in
         ncclguard_json_null(j);
 }
 
-static void put_U64_NONZERO(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
-{
-    put_key(j, key);
-    if (v)
-        ncclguard_json_uint64(j, v);
-    else
-        ncclguard_json_null(j);
-}
-
 static void put_HEX(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     put_key(j, key);
@@ -217,14 +208,13 @@ static void put_BOOL(struct ng_json *j, const struct ng_json_key *key, int v)
 
 /* ---- named kinds ---- */
 
-/* "<prefix><n>" for a value without a name of its own. */
-static void put_numbered(struct ng_json *j, const char *prefix, int64_t n)
+/* "<prefix><n>" for a value without a name of its own, into out[48]; its
+ * length. */
+static size_t numbered(char *out, const char *prefix, int64_t n)
 {
-    char s[48];
     size_t len = strlen(prefix);
-    memcpy(s, prefix, len);
-    len += ncclguard_fmt_int64(s + len, n);
-    ncclguard_json_string_n(j, s, len);
+    memcpy(out, prefix, len);
+    return len + ncclguard_fmt_int64(out + len, n);
 }
 
 static void put_COMM_STATE(struct ng_json *j, const struct ng_json_key *key, int v)
@@ -232,51 +222,7 @@ static void put_COMM_STATE(struct ng_json *j, const struct ng_json_key *key, int
     put_STR(j, key, ncclguard_comm_state_name(v));
 }
 
-static void put_OP_STATE(struct ng_json *j, const struct ng_json_key *key, int v)
-{
-    put_STR(j, key, ng_op_state_name(v));
-}
-
-static void put_OP_NAME(struct ng_json *j, const struct ng_json_key *key, int64_t v)
-{
-    put_STR(j, key, ng_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
-}
-
-static void put_DATATYPE(struct ng_json *j, const struct ng_json_key *key, int64_t v)
-{
-    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
-    put_key(j, key);
-    if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
-        ncclguard_json_string(j, names[v]);
-    else
-        put_numbered(j, "unknown/", v);
-}
-
-static void put_REDOP(struct ng_json *j, const struct ng_json_key *key, int64_t v)
-{
-    static const char *const names[] = NG_DUMP_REDOP_NAMES;
-    _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
-    put_key(j, key);
-    if (v < 0)
-        ncclguard_json_null(j);
-    else if (v < ncclNumOps)
-        ncclguard_json_string(j, names[v]);
-    else
-        put_numbered(j, "premulsum/", v);
-}
-
-/* ng_op_record.root holds the root of a rooted collective or the peer of a
- * Send/Recv; the dump names it accordingly, and the other key is null. */
-static void put_ROOT(struct ng_json *j, const struct ng_json_key *key, const struct ng_op_record *r)
-{
-    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? -1 : r->root);
-}
-
-static void put_PEER(struct ng_json *j, const struct ng_json_key *key, const struct ng_op_record *r)
-{
-    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? r->peer : -1);
-}
-
+/* The flags of an op that has any (op_OP_FLAGS). */
 static void put_OP_FLAGS(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
@@ -285,10 +231,11 @@ static void put_OP_FLAGS(struct ng_json *j, const struct ng_json_key *key, uint6
     ncclguard_json_begin_array(j);
     for (uint64_t rest = v; rest; rest &= rest - 1) { /* the bits set, lowest first */
         unsigned bit = (unsigned)__builtin_ctzll(rest);
+        char s[48];
         if (bit < nnames)
             ncclguard_json_string(j, names[bit]);
         else
-            put_numbered(j, "bit", bit);
+            ncclguard_json_string_n(j, s, numbered(s, "bit", bit));
     }
     ncclguard_json_end_array(j);
 }
@@ -381,11 +328,129 @@ static void put_COMMS(struct ng_json *j, const struct ng_json_key *key, const st
     ncclguard_json_end_array(j);
 }
 
+/* ---- op records, in runs ---- */
+
+/* The ring's records are most of a dump (4,096 of them by default, 2 MB): their
+ * members go through a run of the writer (json.h), formatted in place and
+ * handed over in one piece per record instead of two writer calls per member.
+ * op_<KIND> writes what put_<KIND> writes in the other objects. */
+static struct ng_json_run run; /* one dump at a time (dump_body.h) */
+
+static void op_U64(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    ncclguard_json_run_uint64(o, key, v);
+}
+
+static void op_I64(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    ncclguard_json_run_int64(o, key, v);
+}
+
+static void op_HEX(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    ncclguard_json_run_hex64(o, key, v);
+}
+
+static void op_U64_NONZERO(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    if (v)
+        ncclguard_json_run_uint64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_I64_NONZERO(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    if (v)
+        ncclguard_json_run_int64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_I64_NONNEG(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    if (v >= 0)
+        ncclguard_json_run_int64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_OPT_STR(struct ng_json_run *o, const struct ng_json_key *key, const char *v)
+{
+    ncclguard_json_run_string(o, key, v);
+}
+
+static void op_OP_NAME(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    ncclguard_json_run_string(o, key, ng_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
+}
+
+static void op_OP_STATE(struct ng_json_run *o, const struct ng_json_key *key, int v)
+{
+    ncclguard_json_run_string(o, key, ng_op_state_name(v));
+}
+
+static void op_DATATYPE(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
+    char s[48];
+    if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
+        ncclguard_json_run_string(o, key, names[v]);
+    else
+        ncclguard_json_run_string_n(o, key, s, numbered(s, "unknown/", v));
+}
+
+static void op_REDOP(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_REDOP_NAMES;
+    _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
+    char s[48];
+    if (v < 0)
+        ncclguard_json_run_null(o, key);
+    else if (v < ncclNumOps)
+        ncclguard_json_run_string(o, key, names[v]);
+    else
+        ncclguard_json_run_string_n(o, key, s, numbered(s, "premulsum/", v));
+}
+
+/* ng_op_record.root holds the root of a rooted collective or the peer of a
+ * Send/Recv; the dump names it accordingly, and the other key is null. */
+static void op_ROOT(struct ng_json_run *o, const struct ng_json_key *key,
+                    const struct ng_op_record *r)
+{
+    op_I64_NONNEG(o, key, ng_op_is_p2p((int)r->op) ? -1 : r->root);
+}
+
+static void op_PEER(struct ng_json_run *o, const struct ng_json_key *key,
+                    const struct ng_op_record *r)
+{
+    op_I64_NONNEG(o, key, ng_op_is_p2p((int)r->op) ? r->peer : -1);
+}
+
+/* Most ops have no flag: [] in the run, else the writer's array after it. */
+static void op_OP_FLAGS(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    if (!v) {
+        ncclguard_json_run_empty_array(o, key);
+        return;
+    }
+    ncclguard_json_run_flush(o);
+    put_OP_FLAGS(o->j, key, v);
+}
+
+#define RUN_FIELD(key, kind, source)                              \
+    {                                                             \
+        static const struct ng_json_key key_ = NG_JSON_KEY(key);  \
+        op_##kind(&run, &key_, source);                           \
+    }
+
 static void put_op(struct ng_json *j, const struct op_view *v)
 {
     const struct ng_op_record *r = &v->rec;
     ncclguard_json_begin_object(j);
-    NG_DUMP_OP_FIELDS(PUT_FIELD)
+    ncclguard_json_run_begin(&run, j);
+    NG_DUMP_OP_FIELDS(RUN_FIELD)
+    ncclguard_json_run_flush(&run);
     ncclguard_json_end_object(j);
 }
 
