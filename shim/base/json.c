@@ -300,14 +300,15 @@ static int plain_word(uint64_t w)
 }
 
 /* True when s[0..n) is plain ASCII, read eight bytes at a time: the last word
- * overlaps the one before it, and a string shorter than a word is padded with
- * plain bytes. */
+ * overlaps the one before it. A string shorter than a word is read byte by
+ * byte (a copy of a variable size into a word would be a call). */
 static int all_plain(const unsigned char *s, size_t n)
 {
-    uint64_t w = 0x2020202020202020u;
+    uint64_t w;
     if (n < sizeof w) {
-        memcpy(&w, s, n);
-        return plain_word(w);
+        for (size_t i = 0; i < n; i++)
+            if (!plain_ascii(s[i])) return 0;
+        return 1;
     }
     for (size_t i = 0; i + sizeof w < n; i += sizeof w) {
         memcpy(&w, s + i, sizeof w);
@@ -334,16 +335,23 @@ static void put_string(struct ng_json *j, const char *str, size_t n)
     j->len += n + 2;
 }
 
-/* Checks that a key may come here. -1 when the writer is in error (possibly
- * because of this call). */
-static int begin_key(struct ng_json *j, const char *key)
+/* Checks that a member may start here: in an object, no value pending. -1
+ * when the writer is in error (possibly because of this call). */
+static inline int begin_member(struct ng_json *j)
 {
     if (j->err) return -1;
-    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value || !key) {
+    if (j->depth == 0 || !j->is_object[j->depth - 1] || j->want_value) {
         fail(j, EINVAL);
         return -1;
     }
     return 0;
+}
+
+/* The same for a key, which must not be NULL. */
+static inline int begin_key(struct ng_json *j, const char *key)
+{
+    if (!key) fail(j, EINVAL);
+    return begin_member(j);
 }
 
 /* The separator, the quoted key and the colon: in one piece when the key is
@@ -373,10 +381,10 @@ void ncclguard_json_key(struct ng_json *j, const char *key)
     put_key(j, key, n, all_plain((const unsigned char *)key, n));
 }
 
-void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n)
+void ncclguard_json_key_fixed(struct ng_json *j, const struct ng_json_key *k)
 {
-    if (begin_key(j, key)) return;
-    put_key(j, key, n, 1);
+    if (begin_key(j, k->text)) return;
+    put_key(j, k->text + 1, k->len - 3u, 1);
 }
 
 void ncclguard_json_string(struct ng_json *j, const char *s)
@@ -396,34 +404,63 @@ void ncclguard_json_string_n(struct ng_json *j, const char *s, size_t n)
         put(j, "null", 4);
 }
 
-/* "00" "01" ... "99": the digits of a number go out two by two. */
-static const char digit_pairs[] = "00010203040506070809"
-                                  "10111213141516171819"
-                                  "20212223242526272829"
-                                  "30313233343536373839"
-                                  "40414243444546474849"
-                                  "50515253545556575859"
-                                  "60616263646566676869"
-                                  "70717273747576777879"
-                                  "80818283848586878889"
-                                  "90919293949596979899";
+/* The 8 bytes of w at out, its lowest byte first on any machine. */
+static inline void store_lowest_first(char *out, uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    memcpy(out, &w, sizeof w);
+}
 
-/* The decimal digits of v at out (room for 20; no NUL); their count. */
+/* The 8 decimal digits of x < 10^8, leading zeros included, as the bytes of a
+ * word, the first digit in its lowest byte: all at once, without a division.
+ * x is split into lanes, each multiplied by a reciprocal and shifted, which
+ * divides every lane at the same time: two 32-bit lanes of 4 digits, then
+ * each into two 16-bit lanes of 2 digits (q = v * 5243 >> 19 is v / 100 for
+ * v < 43699), then each into two bytes of 1 digit (v * 103 >> 10 is v / 10
+ * for v < 179). No lane's product reaches the next lane, and the mask drops
+ * what the shift brings down from above. */
+static inline uint64_t eight_digits(uint32_t x)
+{
+    uint64_t w = x / 10000 | (uint64_t)(x % 10000) << 32;
+    uint64_t q = (w * 5243 >> 19) & 0x0000007f0000007fu;
+    w = q | (w - q * 100) << 16;
+    q = (w * 103 >> 10) & 0x000f000f000f000fu;
+    w = q | (w - q * 10) << 8;
+    return w + 0x3030303030303030u; /* '0' in every byte */
+}
+
+/* The decimal digits of v at out (room for 20, all of which may be written;
+ * no NUL); their count. In words of 8 digits: the first word holds the
+ * leading 1 to 8 digits (its leading zeros shifted out), the others 8 each. */
 static size_t decimal_digits(char *out, uint64_t v)
 {
+    if (v < 10) { /* most counts, ranks and results of a dump */
+        out[0] = (char)('0' + v);
+        return 1;
+    }
     /* The count from the bit length (log10(2) is about 1233 / 4096) is t or
      * t + 1, and one comparison tells which; 0 has one digit. */
     size_t t = (size_t)(64 - __builtin_clzll(v | 1)) * 1233 >> 12;
     size_t n = t + (v >= pow10_table[t]) + (v == 0);
-    char *p = out + n;
-    for (; v >= 100; v /= 100) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * (v % 100), 2);
+    const uint32_t e8 = 100000000;
+    uint64_t lead = v, mid = 0, low = 0;
+    size_t words = 0; /* full words of 8 digits after the leading one */
+    if (v >= (uint64_t)e8 * e8) {
+        lead = v / ((uint64_t)e8 * e8);
+        mid = v / e8 % e8;
+        low = v % e8;
+        words = 2;
+    } else if (v >= e8) {
+        lead = v / e8;
+        low = v % e8;
+        words = 1;
     }
-    if (v >= 10)
-        memcpy(p - 2, digit_pairs + 2 * v, 2);
-    else
-        p[-1] = (char)('0' + v);
+    size_t k = n - 8 * words; /* 1 to 8 leading digits */
+    store_lowest_first(out, eight_digits((uint32_t)lead) >> 8 * (8 - k));
+    if (words == 2) store_lowest_first(out + k, eight_digits((uint32_t)mid));
+    if (words) store_lowest_first(out + n - 8, eight_digits((uint32_t)low));
     return n;
 }
 
@@ -467,13 +504,140 @@ void ncclguard_json_uint64(struct ng_json *j, uint64_t v)
     put_decimal(j, v);
 }
 
+/* The 8 hex digits of x at out, all at once: each nibble is spread to a byte
+ * of its own, the highest nibble first in memory; a byte b becomes '0' + b, and
+ * 'a' - '0' - 10 more where b > 9, which are the bytes where b + 6 reaches
+ * bit 4. */
+static inline void eight_hex(char *out, uint32_t x)
+{
+    const uint64_t ones = 0x0101010101010101u;
+    uint64_t b = x;
+    b = (b | b << 16) & 0x0000ffff0000ffffu;
+    b = (b | b << 8) & 0x00ff00ff00ff00ffu;
+    b = (b | b << 4) & 0x0f0f0f0f0f0f0f0fu; /* the lowest nibble in the lowest byte */
+    b = __builtin_bswap64(b);               /* the highest nibble there */
+    uint64_t letters = (b + ones * 6) >> 4 & ones;
+    store_lowest_first(out, b + ones * '0' + letters * ('a' - '0' - 10));
+}
+
+/* v as a string of 16 hex digits, quotes included, at out[18]. */
+static void quoted_hex(char *out, uint64_t v)
+{
+    out[0] = out[17] = '"';
+    eight_hex(out + 1, (uint32_t)(v >> 32));
+    eight_hex(out + 9, (uint32_t)v);
+}
+
 void ncclguard_json_hex64(struct ng_json *j, uint64_t v)
 {
     if (begin_value(j)) return;
     char s[18];
-    s[0] = s[17] = '"';
-    for (int i = 16; i >= 1; i--, v >>= 4) s[i] = hex_digits[v & 0xf];
+    quoted_hex(s, v);
     put(j, s, sizeof s);
+}
+
+/* ---- runs ---- */
+
+void ncclguard_json_run_begin(struct ng_json_run *r, struct ng_json *j)
+{
+    r->j = j;
+    r->p = r->text;
+}
+
+void ncclguard_json_run_flush(struct ng_json_run *r)
+{
+    struct ng_json *j = r->j;
+    size_t n = (size_t)(r->p - r->text);
+    r->p = r->text;
+    if (!n || begin_member(j)) return;
+    if (j->depth <= j->newline_depth) { /* one member per line: not in one piece */
+        fail(j, EINVAL);
+        return;
+    }
+    /* text[0] is the comma before the first member: the writer's separator
+     * takes its place, in one piece with the members when they fit */
+    char *p = room(j, n);
+    if (!p) {
+        separate(j);
+        put(j, r->text + 1, n - 1);
+        return;
+    }
+    p += separator(j, p);
+    memcpy(p, r->text + 1, n - 1);
+    j->len = (size_t)(p + n - 1 - j->buf);
+}
+
+/* The comma and the key k of the next member, after a flush when the buffer
+ * has no room for a member; where its value goes (room for
+ * NG_JSON_RUN_STRING_MAX + 2 bytes, or 21). The key's whole block is copied:
+ * a fixed size, a few moves and no call. */
+static inline char *run_key(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    if (r->p + NG_JSON_RUN_MEMBER_MAX > r->text + sizeof r->text) ncclguard_json_run_flush(r);
+    char *p = r->p;
+    *p = ',';
+    memcpy(p + 1, k->text, sizeof k->text);
+    return p + 1 + k->len;
+}
+
+void ncclguard_json_run_int64(struct ng_json_run *r, const struct ng_json_key *k, int64_t v)
+{
+    char *p = run_key(r, k);
+    *p = '-';
+    p += v < 0;
+    /* 0 - (uint64_t)v is the magnitude, INT64_MIN included. */
+    r->p = p + decimal_digits(p, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+}
+
+void ncclguard_json_run_uint64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v)
+{
+    char *p = run_key(r, k);
+    r->p = p + decimal_digits(p, v);
+}
+
+void ncclguard_json_run_hex64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v)
+{
+    char *p = run_key(r, k);
+    quoted_hex(p, v);
+    r->p = p + 18;
+}
+
+void ncclguard_json_run_null(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    char *p = run_key(r, k);
+    memcpy(p, "null", 4);
+    r->p = p + 4;
+}
+
+void ncclguard_json_run_empty_array(struct ng_json_run *r, const struct ng_json_key *k)
+{
+    char *p = run_key(r, k);
+    memcpy(p, "[]", 2);
+    r->p = p + 2;
+}
+
+void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k,
+                                 const char *s, size_t n)
+{
+    if (!s) {
+        ncclguard_json_run_null(r, k);
+    } else if (n <= NG_JSON_RUN_STRING_MAX && all_plain((const unsigned char *)s, n)) {
+        char *p = run_key(r, k);
+        p[0] = '"';
+        memcpy(p + 1, s, n);
+        p[n + 1] = '"';
+        r->p = p + n + 2;
+    } else { /* escapes, or long: the writer's way */
+        ncclguard_json_run_flush(r);
+        ncclguard_json_key_fixed(r->j, k);
+        ncclguard_json_string_n(r->j, s, n);
+    }
+}
+
+void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k,
+                               const char *s)
+{
+    ncclguard_json_run_string_n(r, k, s, s ? strlen(s) : 0);
 }
 
 /* Splits v >= 0 (< 1.8e19) into an integer part and `decimals` fractional

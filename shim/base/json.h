@@ -13,7 +13,9 @@
  * colons, and a misuse (a value without a key inside an object, a key inside an
  * array, unbalanced ends, nesting deeper than NG_JSON_MAX_DEPTH) is an error.
  * Errors are sticky: the first one (a failed write, or EINVAL for a misuse)
- * is kept, later calls do nothing, and ncclguard_json_finish reports it.
+ * is kept, later calls do nothing, and ncclguard_json_finish reports it. A
+ * run (below) places the commas of its own members and is checked once per
+ * piece it hands over: the fast way for thousands of small objects.
  *
  * Strings: '"', '\\' and control characters are escaped (\n, \t, ... or
  * \u00XX); valid UTF-8 is copied as is; each byte that is not part of a valid
@@ -62,12 +64,24 @@ void ncclguard_json_end_array(struct ng_json *j);
 /* The key of the next member of the innermost object (escaped like a string). */
 void ncclguard_json_key(struct ng_json *j, const char *key);
 
-/* The same for a key of n bytes that the caller knows to need no escape:
- * printable ASCII without '"' and '\\', as the fixed keys of a format (those of
- * evidence/dump_format.h, which tests/unit/check_dump.py holds to [a-z_0-9]).
- * It is not scanned, which makes it the fast way for a key written thousands
- * of times; a key with such a byte would make the document invalid. */
-void ncclguard_json_key_plain(struct ng_json *j, const char *key, size_t n);
+/* A fixed key of a format (those of evidence/dump_format.h, which
+ * tests/unit/check_dump.py holds to [a-z_0-9]), quoted and followed by its
+ * colon at compile time, in a block of fixed size: the writer copies it
+ * without scanning it or measuring it, in one move of that size, which makes
+ * it the fast way for a key written thousands of times. The key must need no
+ * escape (printable ASCII without '"' and '\\'): such a byte would make the
+ * document invalid. NG_JSON_KEY("index") initializes one; a key longer than
+ * NG_JSON_KEY_MAX bytes does not fit in the block, which the compiler reports
+ * (an error with -Werror). */
+#define NG_JSON_KEY_MAX 29
+struct ng_json_key {
+    char text[NG_JSON_KEY_MAX + 3]; /* "\"index\":", then zeros */
+    unsigned char len;              /* bytes of text before the zeros */
+};
+#define NG_JSON_KEY(key) {"\"" key "\":", sizeof(key) + 2}
+
+/* The fixed key k of the next member of the innermost object. */
+void ncclguard_json_key_fixed(struct ng_json *j, const struct ng_json_key *k);
 
 /* Values. A NULL string is written as null. string_n writes exactly n bytes
  * (a NUL among them is escaped as \u0000). */
@@ -86,6 +100,50 @@ void ncclguard_json_double(struct ng_json *j, double v, int decimals);
 void ncclguard_json_number(struct ng_json *j, double v, int max_decimals);
 void ncclguard_json_bool(struct ng_json *j, int v);
 void ncclguard_json_null(struct ng_json *j);
+
+/* ---- Runs: members formatted in place ----
+ * For objects written thousands of times whose members are small (the
+ * records of the dump's ring). A run collects members of the innermost
+ * object, formatted one after the other into the run's own buffer without
+ * the writer's checks, and hands them to the writer in one piece when it is
+ * flushed: one call per member instead of a key call and a value call with a
+ * check each. The bytes are those of ncclguard_json_key_fixed followed by the
+ * value function of the same name. A string longer than
+ * NG_JSON_RUN_STRING_MAX bytes, or one that needs escapes, flushes the run
+ * and goes through the writer; so does a full buffer.
+ *
+ * Between ncclguard_json_run_begin and ncclguard_json_run_flush the members of
+ * the run are the only ones written: anything else (a key whose value is an
+ * array, an object) goes after a flush, through the writer. The flush checks
+ * what a key would (EINVAL outside an object or with a value pending), and
+ * refuses a depth laid out one member per line (ncclguard_json_set_newlines),
+ * which a run would run together (EINVAL); an empty run writes nothing.
+ *
+ * Threads: a run belongs to its writer's caller, like the writer. */
+#define NG_JSON_RUN_STRING_MAX 48
+/* a member at most: its comma, the key's whole block, a string and its quotes */
+#define NG_JSON_RUN_MEMBER_MAX (1 + sizeof(struct ng_json_key) + NG_JSON_RUN_STRING_MAX + 2)
+#define NG_JSON_RUN_MEMBERS 32 /* in the buffer: an op record's 28 in one piece */
+struct ng_json_run {
+    struct ng_json *j;
+    char *p; /* where the next member's comma goes */
+    char text[NG_JSON_RUN_MEMBERS * NG_JSON_RUN_MEMBER_MAX]; /* [0]: the first one's comma */
+};
+
+void ncclguard_json_run_begin(struct ng_json_run *r, struct ng_json *j);
+void ncclguard_json_run_int64(struct ng_json_run *r, const struct ng_json_key *k, int64_t v);
+void ncclguard_json_run_uint64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v);
+void ncclguard_json_run_hex64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v);
+void ncclguard_json_run_null(struct ng_json_run *r, const struct ng_json_key *k);
+/* NULL is null, as for ncclguard_json_string. */
+void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k,
+                               const char *s);
+void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k,
+                                 const char *s, size_t n);
+/* An empty array, []. */
+void ncclguard_json_run_empty_array(struct ng_json_run *r, const struct ng_json_key *k);
+/* Hands the members collected so far to the writer; the run goes on, empty. */
+void ncclguard_json_run_flush(struct ng_json_run *r);
 
 /* Members of containers at depth <= `depth` (1: the members of the top-level
  * object; 2: also the elements of its arrays) start on a new line, and so does

@@ -110,40 +110,41 @@ void ncclguard_dump_set_incident(const char *id)
 /* ---- scalar kinds ---- */
 
 /* Every key of dump_format.h needs no escape (check_dump.py --format holds
- * them to [a-z_0-9]+), and the ring repeats them thousands of times. */
-static void put_key(struct ng_json *j, const char *key)
+ * them to [a-z_0-9]+), and the ring repeats them thousands of times: each is
+ * a fixed key (json.h), quoted at compile time by PUT_FIELD. */
+static void put_key(struct ng_json *j, const struct ng_json_key *key)
 {
-    ncclguard_json_key_plain(j, key, strlen(key));
+    ncclguard_json_key_fixed(j, key);
 }
 
-static void put_STR(struct ng_json *j, const char *key, const char *v)
+static void put_STR(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     put_key(j, key);
     ncclguard_json_string(j, v);
 }
 
 /* Strings whose kind tells the reader more (dump_format.h); NULL is null. */
-static void put_OPT_STR(struct ng_json *j, const char *key, const char *v)
+static void put_OPT_STR(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     put_STR(j, key, v);
 }
 
-static void put_STACK_FROM(struct ng_json *j, const char *key, const char *v)
+static void put_STACK_FROM(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     put_STR(j, key, v);
 }
 
-static void put_PY_METHOD(struct ng_json *j, const char *key, const char *v)
+static void put_PY_METHOD(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     put_STR(j, key, v);
 }
 
-static void put_BUILD_ID(struct ng_json *j, const char *key, const char *v)
+static void put_BUILD_ID(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     put_STR(j, key, v);
 }
 
-static void put_NAME(struct ng_json *j, const char *key, const char *v)
+static void put_NAME(struct ng_json *j, const struct ng_json_key *key, const char *v)
 {
     size_t n = 0;
     while (n < sizeof(((struct comm_view *)0)->name) && v[n]) n++;
@@ -154,19 +155,19 @@ static void put_NAME(struct ng_json *j, const char *key, const char *v)
         ncclguard_json_null(j);
 }
 
-static void put_I64(struct ng_json *j, const char *key, int64_t v)
+static void put_I64(struct ng_json *j, const struct ng_json_key *key, int64_t v)
 {
     put_key(j, key);
     ncclguard_json_int64(j, v);
 }
 
-static void put_U64(struct ng_json *j, const char *key, uint64_t v)
+static void put_U64(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     put_key(j, key);
     ncclguard_json_uint64(j, v);
 }
 
-static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
+static void put_I64_NONNEG(struct ng_json *j, const struct ng_json_key *key, int64_t v)
 {
     put_key(j, key);
     if (v >= 0)
@@ -175,7 +176,7 @@ static void put_I64_NONNEG(struct ng_json *j, const char *key, int64_t v)
         ncclguard_json_null(j);
 }
 
-static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
+static void put_I64_NONZERO(struct ng_json *j, const struct ng_json_key *key, int64_t v)
 {
     put_key(j, key);
     if (v)
@@ -184,22 +185,13 @@ static void put_I64_NONZERO(struct ng_json *j, const char *key, int64_t v)
         ncclguard_json_null(j);
 }
 
-static void put_U64_NONZERO(struct ng_json *j, const char *key, uint64_t v)
-{
-    put_key(j, key);
-    if (v)
-        ncclguard_json_uint64(j, v);
-    else
-        ncclguard_json_null(j);
-}
-
-static void put_HEX(struct ng_json *j, const char *key, uint64_t v)
+static void put_HEX(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     put_key(j, key);
     ncclguard_json_hex64(j, v);
 }
 
-static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
+static void put_HEX_NONZERO(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     put_key(j, key);
     if (v)
@@ -208,7 +200,7 @@ static void put_HEX_NONZERO(struct ng_json *j, const char *key, uint64_t v)
         ncclguard_json_null(j);
 }
 
-static void put_BOOL(struct ng_json *j, const char *key, int v)
+static void put_BOOL(struct ng_json *j, const struct ng_json_key *key, int v)
 {
     put_key(j, key);
     ncclguard_json_bool(j, v);
@@ -216,67 +208,22 @@ static void put_BOOL(struct ng_json *j, const char *key, int v)
 
 /* ---- named kinds ---- */
 
-/* "<prefix><n>" for a value without a name of its own. */
-static void put_numbered(struct ng_json *j, const char *prefix, int64_t n)
+/* "<prefix><n>" for a value without a name of its own, into out[48]; its
+ * length. */
+static size_t numbered(char *out, const char *prefix, int64_t n)
 {
-    char s[48];
     size_t len = strlen(prefix);
-    memcpy(s, prefix, len);
-    len += ncclguard_fmt_int64(s + len, n);
-    ncclguard_json_string_n(j, s, len);
+    memcpy(out, prefix, len);
+    return len + ncclguard_fmt_int64(out + len, n);
 }
 
-static void put_COMM_STATE(struct ng_json *j, const char *key, int v)
+static void put_COMM_STATE(struct ng_json *j, const struct ng_json_key *key, int v)
 {
     put_STR(j, key, ncclguard_comm_state_name(v));
 }
 
-static void put_OP_STATE(struct ng_json *j, const char *key, int v)
-{
-    put_STR(j, key, ng_op_state_name(v));
-}
-
-static void put_OP_NAME(struct ng_json *j, const char *key, int64_t v)
-{
-    put_STR(j, key, ng_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
-}
-
-static void put_DATATYPE(struct ng_json *j, const char *key, int64_t v)
-{
-    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
-    put_key(j, key);
-    if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
-        ncclguard_json_string(j, names[v]);
-    else
-        put_numbered(j, "unknown/", v);
-}
-
-static void put_REDOP(struct ng_json *j, const char *key, int64_t v)
-{
-    static const char *const names[] = NG_DUMP_REDOP_NAMES;
-    _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
-    put_key(j, key);
-    if (v < 0)
-        ncclguard_json_null(j);
-    else if (v < ncclNumOps)
-        ncclguard_json_string(j, names[v]);
-    else
-        put_numbered(j, "premulsum/", v);
-}
-
-/* ng_op_record.root holds the root of a rooted collective or the peer of a
- * Send/Recv; the dump names it accordingly, and the other key is null. */
-static void put_ROOT(struct ng_json *j, const char *key, const struct ng_op_record *r)
-{
-    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? -1 : r->root);
-}
-
-static void put_PEER(struct ng_json *j, const char *key, const struct ng_op_record *r)
-{
-    put_I64_NONNEG(j, key, ng_op_is_p2p((int)r->op) ? r->peer : -1);
-}
-
-static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
+/* The flags of an op that has any (op_OP_FLAGS). */
+static void put_OP_FLAGS(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
     static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
     const unsigned nnames = sizeof names / sizeof names[0];
@@ -284,22 +231,27 @@ static void put_OP_FLAGS(struct ng_json *j, const char *key, uint64_t v)
     ncclguard_json_begin_array(j);
     for (uint64_t rest = v; rest; rest &= rest - 1) { /* the bits set, lowest first */
         unsigned bit = (unsigned)__builtin_ctzll(rest);
+        char s[48];
         if (bit < nnames)
             ncclguard_json_string(j, names[bit]);
         else
-            put_numbered(j, "bit", bit);
+            ncclguard_json_string_n(j, s, numbered(s, "bit", bit));
     }
     ncclguard_json_end_array(j);
 }
 
 /* ---- nested kinds ---- */
 
-#define PUT_FIELD(key, kind, source) put_##kind(j, key, source);
+#define PUT_FIELD(key, kind, source)                              \
+    {                                                             \
+        static const struct ng_json_key key_ = NG_JSON_KEY(key);  \
+        put_##kind(j, &key_, source);                             \
+    }
 
 /* The optional config object (the effective site policy): omitted without a
  * writer; null when
  * the writer wrote nothing. */
-static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_CONFIG(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     ng_dump_config_fn fn = ng_atomic_load_acquire(&config_writer);
@@ -309,7 +261,7 @@ static void put_CONFIG(struct ng_json *j, const char *key, const struct dump_ctx
     if (ncclguard_json_value_pending(j)) ncclguard_json_null(j);
 }
 
-static void put_FLIGHT(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_FLIGHT(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     struct ng_flight_stats st;
@@ -342,7 +294,7 @@ static void comm_snapshot(struct ng_comm *src, struct comm_view *c)
     c->npeers = c->peers ? src->npeers : 0;
 }
 
-static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view *c)
+static void put_PEERS(struct ng_json *j, const struct ng_json_key *key, const struct comm_view *c)
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -357,7 +309,7 @@ static void put_PEERS(struct ng_json *j, const char *key, const struct comm_view
     ncclguard_json_end_array(j);
 }
 
-static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_COMMS(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     put_key(j, key);
@@ -376,11 +328,129 @@ static void put_COMMS(struct ng_json *j, const char *key, const struct dump_ctx 
     ncclguard_json_end_array(j);
 }
 
+/* ---- op records, in runs ---- */
+
+/* The ring's records are most of a dump (4,096 of them by default, 2 MB): their
+ * members go through a run of the writer (json.h), formatted in place and
+ * handed over in one piece per record instead of two writer calls per member.
+ * op_<KIND> writes what put_<KIND> writes in the other objects. */
+static struct ng_json_run run; /* one dump at a time (dump_body.h) */
+
+static void op_U64(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    ncclguard_json_run_uint64(o, key, v);
+}
+
+static void op_I64(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    ncclguard_json_run_int64(o, key, v);
+}
+
+static void op_HEX(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    ncclguard_json_run_hex64(o, key, v);
+}
+
+static void op_U64_NONZERO(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    if (v)
+        ncclguard_json_run_uint64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_I64_NONZERO(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    if (v)
+        ncclguard_json_run_int64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_I64_NONNEG(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    if (v >= 0)
+        ncclguard_json_run_int64(o, key, v);
+    else
+        ncclguard_json_run_null(o, key);
+}
+
+static void op_OPT_STR(struct ng_json_run *o, const struct ng_json_key *key, const char *v)
+{
+    ncclguard_json_run_string(o, key, v);
+}
+
+static void op_OP_NAME(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    ncclguard_json_run_string(o, key, ng_op_name(v >= 0 && v < NG_OP_NTYPES ? (int)v : -1));
+}
+
+static void op_OP_STATE(struct ng_json_run *o, const struct ng_json_key *key, int v)
+{
+    ncclguard_json_run_string(o, key, ng_op_state_name(v));
+}
+
+static void op_DATATYPE(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
+    char s[48];
+    if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
+        ncclguard_json_run_string(o, key, names[v]);
+    else
+        ncclguard_json_run_string_n(o, key, s, numbered(s, "unknown/", v));
+}
+
+static void op_REDOP(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
+{
+    static const char *const names[] = NG_DUMP_REDOP_NAMES;
+    _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
+    char s[48];
+    if (v < 0)
+        ncclguard_json_run_null(o, key);
+    else if (v < ncclNumOps)
+        ncclguard_json_run_string(o, key, names[v]);
+    else
+        ncclguard_json_run_string_n(o, key, s, numbered(s, "premulsum/", v));
+}
+
+/* ng_op_record.root holds the root of a rooted collective or the peer of a
+ * Send/Recv; the dump names it accordingly, and the other key is null. */
+static void op_ROOT(struct ng_json_run *o, const struct ng_json_key *key,
+                    const struct ng_op_record *r)
+{
+    op_I64_NONNEG(o, key, ng_op_is_p2p((int)r->op) ? -1 : r->root);
+}
+
+static void op_PEER(struct ng_json_run *o, const struct ng_json_key *key,
+                    const struct ng_op_record *r)
+{
+    op_I64_NONNEG(o, key, ng_op_is_p2p((int)r->op) ? r->peer : -1);
+}
+
+/* Most ops have no flag: [] in the run, else the writer's array after it. */
+static void op_OP_FLAGS(struct ng_json_run *o, const struct ng_json_key *key, uint64_t v)
+{
+    if (!v) {
+        ncclguard_json_run_empty_array(o, key);
+        return;
+    }
+    ncclguard_json_run_flush(o);
+    put_OP_FLAGS(o->j, key, v);
+}
+
+#define RUN_FIELD(key, kind, source)                              \
+    {                                                             \
+        static const struct ng_json_key key_ = NG_JSON_KEY(key);  \
+        op_##kind(&run, &key_, source);                           \
+    }
+
 static void put_op(struct ng_json *j, const struct op_view *v)
 {
     const struct ng_op_record *r = &v->rec;
     ncclguard_json_begin_object(j);
-    NG_DUMP_OP_FIELDS(PUT_FIELD)
+    ncclguard_json_run_begin(&run, j);
+    NG_DUMP_OP_FIELDS(RUN_FIELD)
+    ncclguard_json_run_flush(&run);
     ncclguard_json_end_object(j);
 }
 
@@ -404,7 +474,7 @@ static int op_snapshot(uint64_t index, struct op_view *v)
  * completes between the passes from appearing twice. Writers are never held
  * up: a record being written at that moment is skipped. Without the bitmap
  * (a ring larger than MAX_RING) such a record may appear twice. */
-static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_OPS(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     struct ng_flight_stats st;
@@ -435,7 +505,7 @@ static void put_OPS(struct ng_json *j, const char *key, const struct dump_ctx *d
     ncclguard_json_end_array(j);
 }
 
-static void put_VERSIONS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_VERSIONS(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     put_key(j, key);
     ncclguard_json_begin_object(j);
@@ -461,7 +531,7 @@ static int env_allowed(const char *var, size_t name_len)
 /* The allowed variables. environ is read without the lock that setenv takes
  * (this may run in a signal handler): a variable set at that very moment may
  * be missed. */
-static void put_ENV(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     put_key(j, key);
@@ -495,7 +565,8 @@ static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
     ncclguard_json_end_object(j);
 }
 
-static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_thread_view *t)
+static void put_FRAMES(struct ng_json *j, const struct ng_json_key *key,
+                       const struct ng_thread_view *t)
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -504,7 +575,8 @@ static void put_FRAMES(struct ng_json *j, const char *key, const struct ng_threa
     ncclguard_json_end_array(j);
 }
 
-static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_STACK_TABLE(struct ng_json *j, const struct ng_json_key *key,
+                            const struct dump_ctx *d)
 {
     (void)d;
     struct ng_stacks_stats st;
@@ -516,7 +588,8 @@ static void put_STACK_TABLE(struct ng_json *j, const char *key, const struct dum
     ncclguard_json_end_object(j);
 }
 
-static void put_STACK_FRAMES(struct ng_json *j, const char *key, const struct stack_view *e)
+static void put_STACK_FRAMES(struct ng_json *j, const struct ng_json_key *key,
+                             const struct stack_view *e)
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -535,7 +608,7 @@ static void symbolize_once(struct dump_ctx *d)
 }
 
 /* Every stack of the table (an entry still being written is left out). */
-static void put_STACKS(struct ng_json *j, const char *key, struct dump_ctx *d)
+static void put_STACKS(struct ng_json *j, const struct ng_json_key *key, struct dump_ctx *d)
 {
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
@@ -557,7 +630,7 @@ static void put_STACKS(struct ng_json *j, const char *key, struct dump_ctx *d)
 /* The threads of the last collection (threads.h), null without one: a dump
  * from a signal handler cannot collect, and cannot symbolize either (the crash
  * path's own thread is written with bare addresses). */
-static void put_THREADS(struct ng_json *j, const char *key, struct dump_ctx *d)
+static void put_THREADS(struct ng_json *j, const struct ng_json_key *key, struct dump_ctx *d)
 {
     int n = ncclguard_threads_count();
     put_key(j, key);
@@ -578,7 +651,8 @@ static void put_THREADS(struct ng_json *j, const char *key, struct dump_ctx *d)
     ncclguard_json_end_array(j);
 }
 
-static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py_thread *p)
+static void put_PY_FRAMES(struct ng_json *j, const struct ng_json_key *key,
+                          const struct ng_py_thread *p)
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -593,7 +667,8 @@ static void put_PY_FRAMES(struct ng_json *j, const char *key, const struct ng_py
     ncclguard_json_end_array(j);
 }
 
-static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_py_view *y)
+static void put_PY_THREADS(struct ng_json *j, const struct ng_json_key *key,
+                           const struct ng_py_view *y)
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -609,7 +684,7 @@ static void put_PY_THREADS(struct ng_json *j, const char *key, const struct ng_p
 }
 
 /* The Python stacks of the last collection (python.h); null without one. */
-static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_PYTHON(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     struct ng_py_view view;
@@ -625,7 +700,7 @@ static void put_PYTHON(struct ng_json *j, const char *key, const struct dump_ctx
 }
 
 /* NCCL's RAS answer (ras.h); null when there is none. */
-static void put_RAS(struct ng_json *j, const char *key, const struct dump_ctx *d)
+static void put_RAS(struct ng_json *j, const struct ng_json_key *key, const struct dump_ctx *d)
 {
     (void)d;
     struct ng_ras_view view;

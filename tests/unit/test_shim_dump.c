@@ -334,6 +334,7 @@ static void expect_op(FILE *f, int i)
                                                                   : "null");
     fprintf(f, "\"result\":%lld,\"flags\":%s,", (long long)r.result, w->flags_json);
     opt_int(f, "marker", r.marker, r.marker < 0);
+    opt_int(f, "stack", r.stack, r.stack < 0);
     fseek(f, -1, SEEK_CUR); /* the last comma */
     fprintf(f, "}");
 }
@@ -420,6 +421,69 @@ START_TEST(round_trip)
     ck_assert_int_eq(stat(dir, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0700);
     ck_assert_int_eq(entries(dir), 1); /* no temp file left */
+}
+END_TEST
+
+/* The text of the file at path, NUL-terminated; the caller frees it. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The record of ring index i as expect_op prints it, into out[cap]. */
+static void expected_op_text(int i, char *out, size_t cap)
+{
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    expect_op(f, i);
+    long n = ftell(f);
+    ck_assert(n > 0 && (size_t)n < cap);
+    rewind(f);
+    ck_assert_uint_eq(fread(out, 1, (size_t)n, f), (size_t)n);
+    out[n] = '\0';
+    fclose(f);
+}
+
+/* The records of the round trip, byte for byte: each line of "ops" is what
+ * expect_op prints for it with fprintf, independently of the writer. The
+ * writer formats them in runs (json.h), which must give exactly the bytes of
+ * its one-call-per-key-and-value way: the checker compares parsed values and
+ * would miss a difference in the text. */
+START_TEST(ops_bytes_as_printf_writes_them)
+{
+    setup("3", "job42", "d");
+    build_registry();
+    build_ring();
+    char path[PATH_MAX];
+    ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
+    char *text = read_text(path);
+    static const char start[] = "\n\"ops\":[\n";
+    char *line = strstr(text, start);
+    ck_assert_ptr_nonnull(line);
+    line += strlen(start);
+    const size_t n = sizeof dump_order / sizeof dump_order[0];
+    for (size_t k = 0; k < n; k++) {
+        char want[2048];
+        expected_op_text(dump_order[k], want, sizeof want - 1);
+        if (k + 1 < n) strcat(want, ",");
+        char *end = strchr(line, '\n');
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        ck_assert_str_eq(line, want);
+        line = end + 1;
+    }
+    ck_assert_msg(!strncmp(line, "],\n", 3), "more records than expected: %.80s", line);
+    free(text);
 }
 END_TEST
 
@@ -952,6 +1016,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, NULL, cleanup);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, ops_bytes_as_printf_writes_them);
     tcase_add_test(tc, schema_header_docs_agree);
     tcase_add_test(tc, checker_reads_1x_and_rejects_3);
     tcase_add_test(tc, large_dump_streams_through_the_buffer);

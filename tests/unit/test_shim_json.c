@@ -3,7 +3,8 @@
  *
  * Documents are written to a temp file through buffers of several sizes (1 and
  * 7 bytes force a flush inside almost every token) and compared byte for byte
- * with the expected text.
+ * with the expected text. Numbers are compared with what snprintf writes, and
+ * members written through a run with those of the writer's own calls.
  */
 #include <check.h>
 
@@ -59,7 +60,8 @@ static void sample(struct ng_json *j)
     ncclguard_json_int64(j, INT64_MAX);
     ncclguard_json_uint64(j, UINT64_MAX);
     ncclguard_json_end_array(j);
-    ncclguard_json_key_plain(j, "id", 2); /* the same bytes as ncclguard_json_key */
+    static const struct ng_json_key id = NG_JSON_KEY("id");
+    ncclguard_json_key_fixed(j, &id); /* the same bytes as ncclguard_json_key */
     ncclguard_json_hex64(j, 0x5f3a00000000beefULL);
     ncclguard_json_key(j, "d");
     ncclguard_json_begin_array(j);
@@ -321,6 +323,259 @@ START_TEST(format_helpers)
 }
 END_TEST
 
+/* A pseudo-random 64-bit value of a random magnitude (xorshift, fixed seed:
+ * the same values in every run, so that a failure can be repeated). */
+static uint64_t next_value(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    return x >> (x % 64);
+}
+
+enum number { SIGNED, UNSIGNED, HEX };
+
+/* v written both ways into doc[cap], as a value of the writer and as a
+ * member of a run: [value,{"v":value}] (v is an int64_t when SIGNED). */
+static void both_ways(char *doc, size_t cap, enum number kind, uint64_t v)
+{
+    static const struct ng_json_key k = NG_JSON_KEY("v");
+    static struct ng_json_run run;
+    struct ng_json j;
+    ncclguard_json_init(&j, NG_JSON_MEMORY, doc, cap - 1);
+    ncclguard_json_begin_array(&j);
+    if (kind == SIGNED) ncclguard_json_int64(&j, (int64_t)v);
+    if (kind == UNSIGNED) ncclguard_json_uint64(&j, v);
+    if (kind == HEX) ncclguard_json_hex64(&j, v);
+    ncclguard_json_begin_object(&j);
+    ncclguard_json_run_begin(&run, &j);
+    if (kind == SIGNED) ncclguard_json_run_int64(&run, &k, (int64_t)v);
+    if (kind == UNSIGNED) ncclguard_json_run_uint64(&run, &k, v);
+    if (kind == HEX) ncclguard_json_run_hex64(&run, &k, v);
+    ncclguard_json_run_flush(&run);
+    ncclguard_json_end_object(&j);
+    ncclguard_json_end_array(&j);
+    ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+    doc[ncclguard_json_length(&j)] = '\0';
+}
+
+/* Each way json.c writes an integer gives what printf writes: the helper, a
+ * value of the writer and a member of a run. */
+static void check_integer(uint64_t v, enum number kind)
+{
+    char want[32], got[32], doc[64], want_doc[96];
+    size_t n;
+    if (kind == SIGNED) {
+        snprintf(want, sizeof want, "%lld", (long long)(int64_t)v);
+        n = ncclguard_fmt_int64(got, (int64_t)v);
+    } else {
+        snprintf(want, sizeof want, "%llu", (unsigned long long)v);
+        n = ncclguard_fmt_uint64(got, v);
+    }
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(got, want);
+    both_ways(doc, sizeof doc, kind, v);
+    snprintf(want_doc, sizeof want_doc, "[%s,{\"v\":%s}]\n", want, want);
+    ck_assert_str_eq(doc, want_doc);
+}
+
+/* Integers are formatted eight digits at a time: every count of digits at its
+ * limits (powers of ten and their neighbours), both signs, the extremes of
+ * both types, and pseudo-random values of every magnitude. */
+START_TEST(integers_as_printf_writes_them)
+{
+    check_integer((uint64_t)INT64_MIN, SIGNED);
+    check_integer((uint64_t)INT64_MIN + 1, SIGNED);
+    check_integer((uint64_t)INT64_MAX, SIGNED);
+    check_integer(UINT64_MAX, UNSIGNED);
+    check_integer((uint64_t)INT64_MAX + 1, UNSIGNED);
+    uint64_t p = 1;
+    for (int digits = 1; digits <= 20; digits++, p *= 10) {
+        const uint64_t near[] = {p - 1, p, p + 1, digits < 20 ? p * 10 - 1 : UINT64_MAX};
+        for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+            check_integer(near[i], UNSIGNED);
+            if (near[i] <= (uint64_t)INT64_MAX) {
+                check_integer(near[i], SIGNED);
+                check_integer(0 - near[i], SIGNED); /* its negative */
+            }
+        }
+    }
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t v = next_value(&state);
+        check_integer(v, UNSIGNED);
+        check_integer(v, SIGNED);
+    }
+}
+END_TEST
+
+/* Hex strings, written eight digits at a time, as printf's %016llx. */
+START_TEST(hex_as_printf_writes_it)
+{
+    uint64_t state = 0x243f6a8885a308d3u;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t v = i == 0 ? 0 : i == 1 ? UINT64_MAX : i == 2 ? 0x0123456789abcdefu
+                                                               : next_value(&state);
+        char doc[64], want[64];
+        both_ways(doc, sizeof doc, HEX, v);
+        snprintf(want, sizeof want, "[\"%016llx\",{\"v\":\"%016llx\"}]\n",
+                 (unsigned long long)v, (unsigned long long)v);
+        ck_assert_str_eq(doc, want);
+    }
+}
+END_TEST
+
+/* The members of the document of runs_write_what_the_calls_write: with a run, or (run NULL)
+ * with the writer's own calls, which the run must match byte for byte. */
+static void record_members(struct ng_json *j, struct ng_json_run *run, int i)
+{
+    static const struct ng_json_key a = NG_JSON_KEY("a"), b = NG_JSON_KEY("bee"),
+                                    c = NG_JSON_KEY("c"), d = NG_JSON_KEY("d"),
+                                    s = NG_JSON_KEY("s"), f = NG_JSON_KEY("flags"),
+                                    longest = NG_JSON_KEY("a_key_of_twenty_nine_bytes___");
+    static const char *const strings[] = {
+        "plain", "", NULL, "needs \"escapes\"", "caf\xc3\xa9", "bad \xff byte",
+        "123456789012345678901234567890123456789012345678",  /* NG_JSON_RUN_STRING_MAX */
+        "1234567890123456789012345678901234567890123456789", /* one more: the writer's */
+    };
+    _Static_assert(sizeof("1234567890123456789012345678901234567890123456789") ==
+                       NG_JSON_RUN_STRING_MAX + 2, "the strings straddle the limit");
+    _Static_assert(sizeof("a_key_of_twenty_nine_bytes___") == NG_JSON_KEY_MAX + 1,
+                   "the longest key fills its block");
+    const char *str = strings[i % (sizeof strings / sizeof strings[0])];
+    if (run) {
+        ncclguard_json_run_int64(run, &a, -i * 1000003LL);
+        ncclguard_json_run_uint64(run, &b, UINT64_MAX - (uint64_t)i);
+        ncclguard_json_run_hex64(run, &c, (uint64_t)i * 0x9e3779b97f4a7c15u);
+        ncclguard_json_run_null(run, &d);
+        ncclguard_json_run_string(run, &s, str);
+        if (i % 3 == 0) {
+            ncclguard_json_run_empty_array(run, &f);
+        } else { /* an array with elements: the run is flushed before it */
+            ncclguard_json_run_flush(run);
+            ncclguard_json_key_fixed(j, &f);
+            ncclguard_json_begin_array(j);
+            ncclguard_json_string(j, "slow");
+            ncclguard_json_end_array(j);
+        }
+        for (int k = 0; k < 64; k++) /* more members than the run's buffer holds */
+            ncclguard_json_run_int64(run, &longest, INT64_MIN + k);
+        ncclguard_json_run_flush(run);
+        return;
+    }
+    ncclguard_json_key_fixed(j, &a);
+    ncclguard_json_int64(j, -i * 1000003LL);
+    ncclguard_json_key_fixed(j, &b);
+    ncclguard_json_uint64(j, UINT64_MAX - (uint64_t)i);
+    ncclguard_json_key_fixed(j, &c);
+    ncclguard_json_hex64(j, (uint64_t)i * 0x9e3779b97f4a7c15u);
+    ncclguard_json_key_fixed(j, &d);
+    ncclguard_json_null(j);
+    ncclguard_json_key_fixed(j, &s);
+    ncclguard_json_string(j, str);
+    ncclguard_json_key_fixed(j, &f);
+    ncclguard_json_begin_array(j);
+    if (i % 3) ncclguard_json_string(j, "slow");
+    ncclguard_json_end_array(j);
+    for (int k = 0; k < 64; k++) {
+        ncclguard_json_key_fixed(j, &longest);
+        ncclguard_json_int64(j, INT64_MIN + k);
+    }
+}
+
+/* A document laid out as a dump (newlines to depth 2), records at depth 3,
+ * through a buffer of `cap` bytes; the caller frees it. */
+static char *records_doc(size_t cap, int with_runs)
+{
+    static struct ng_json_run run;
+    struct sink k;
+    sink_open(&k);
+    char *buf = malloc(cap);
+    struct ng_json j;
+    ncclguard_json_init(&j, k.fd, buf, cap);
+    ncclguard_json_set_newlines(&j, 2);
+    ncclguard_json_begin_object(&j);
+    ncclguard_json_key(&j, "ops");
+    ncclguard_json_begin_array(&j);
+    for (int i = 0; i < 24; i++) {
+        ncclguard_json_begin_object(&j);
+        if (with_runs) ncclguard_json_run_begin(&run, &j);
+        record_members(&j, with_runs ? &run : NULL, i);
+        ncclguard_json_end_object(&j);
+    }
+    ncclguard_json_end_array(&j);
+    ncclguard_json_end_object(&j);
+    ck_assert_int_eq(ncclguard_json_finish(&j), 0);
+    free(buf);
+    return sink_read(&k, NULL);
+}
+
+/* Members written through a run are the bytes of the writer's calls: numbers,
+ * null, strings in place and those that go the writer's way (escapes, above
+ * NG_JSON_RUN_STRING_MAX), an array after a flush, a run longer than its
+ * buffer; through buffers that flush inside a run's piece and that do not. */
+START_TEST(runs_write_what_the_calls_write)
+{
+    static const size_t caps[] = {1, 7, 100, 4096, 1 << 16};
+    char *want = records_doc(4096, 0);
+    ck_assert_ptr_nonnull(strstr(want, "\"s\":\"needs \\\"escapes\\\"\"")); /* as written */
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        char *got = records_doc(caps[i], 1);
+        ck_assert_msg(!strcmp(got, want), "buffer of %zu: the runs wrote other bytes",
+                      caps[i]);
+        free(got);
+    }
+    free(want);
+}
+END_TEST
+
+/* A run is refused where its members cannot go: in an array, after a key
+ * without its value, at a depth laid out one member per line. An empty run
+ * writes nothing. */
+static void run_of_one(struct ng_json *j)
+{
+    static const struct ng_json_key k = NG_JSON_KEY("k");
+    static struct ng_json_run run;
+    ncclguard_json_run_begin(&run, j);
+    ncclguard_json_run_null(&run, &k);
+    ncclguard_json_run_flush(&run);
+}
+
+static void run_in_array(struct ng_json *j)
+{
+    ncclguard_json_begin_array(j);
+    run_of_one(j);
+    ncclguard_json_end_array(j);
+}
+
+static void run_after_key(struct ng_json *j)
+{
+    ncclguard_json_begin_object(j);
+    ncclguard_json_key(j, "pending");
+    run_of_one(j);
+    ncclguard_json_end_object(j);
+}
+
+static void run_on_lines(struct ng_json *j)
+{
+    ncclguard_json_set_newlines(j, 1);
+    ncclguard_json_begin_object(j);
+    run_of_one(j);
+    ncclguard_json_end_object(j);
+}
+
+static void empty_run(struct ng_json *j)
+{
+    static struct ng_json_run run;
+    ncclguard_json_set_newlines(j, 1); /* refused with members, not without */
+    ncclguard_json_begin_object(j);
+    ncclguard_json_run_begin(&run, j);
+    ncclguard_json_run_flush(&run);
+    ncclguard_json_end_object(j);
+}
+
 /* Runs `build` into a writer and returns finish's result and errno, and the
  * document (whatever reached the file). */
 static int run_doc(void (*build)(struct ng_json *), int *err, char **out)
@@ -419,6 +674,25 @@ START_TEST(misuse_is_sticky_einval)
 }
 END_TEST
 
+START_TEST(runs_refused_where_members_cannot_go)
+{
+    void (*bad[])(struct ng_json *) = {run_in_array, run_after_key, run_on_lines};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int err;
+        char *out;
+        ck_assert_msg(run_doc(bad[i], &err, &out) == -1, "case %zu accepted", i);
+        ck_assert_int_eq(err, EINVAL);
+        ck_assert_ptr_null(strstr(out, "\"k\"")); /* the run's member never reached it */
+        free(out);
+    }
+    int err;
+    char *out;
+    ck_assert_int_eq(run_doc(empty_run, &err, &out), 0);
+    ck_assert_str_eq(out, "{}\n");
+    free(out);
+}
+END_TEST
+
 START_TEST(write_errors_are_reported)
 {
     int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
@@ -467,6 +741,10 @@ int main(void)
     tcase_add_test(tc, memory_and_count_modes);
     tcase_add_test(tc, numbers_without_trailing_zeros);
     tcase_add_test(tc, format_helpers);
+    tcase_add_test(tc, integers_as_printf_writes_them);
+    tcase_add_test(tc, hex_as_printf_writes_it);
+    tcase_add_test(tc, runs_write_what_the_calls_write);
+    tcase_add_test(tc, runs_refused_where_members_cannot_go);
     tcase_add_test(tc, quote_for_json_lines);
     tcase_add_test(tc, misuse_is_sticky_einval);
     tcase_add_test(tc, write_errors_are_reported);
