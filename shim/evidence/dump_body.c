@@ -82,7 +82,6 @@ struct peer_view {
 struct op_view {
     uint64_t index;
     int state;
-    int64_t comm_rank, comm_nranks; /* the record's, or the registry's when it had none */
     struct ng_op_record rec;
 };
 
@@ -460,11 +459,6 @@ static int op_snapshot(uint64_t index, struct op_view *v)
     if (ncclguard_flight_copy(index, &v->rec) != 0) return -1;
     v->index = index;
     v->state = ng_record_state(&v->rec);
-    /* A split child's first ops are recorded before the watchdog learns its
-     * rank and size from NCCL; the registry knows them by now. */
-    struct ng_comm *c = ncclguard_comm_at((int)v->rec.comm_slot);
-    v->comm_rank = v->rec.comm_rank >= 0 || !c ? v->rec.comm_rank : ng_comm_rank(c);
-    v->comm_nranks = v->rec.comm_nranks > 0 || !c ? v->rec.comm_nranks : ng_comm_nranks(c);
     return 0;
 }
 
