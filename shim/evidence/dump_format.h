@@ -174,8 +174,8 @@
 #define NG_DUMP_OP_FIELDS(X)                                \
     X("index", U64, v->index)                               \
     X("comm", HEX, r->comm_id)                              \
-    X("comm_rank", I64, v->rec.comm_rank)                   \
-    X("comm_nranks", I64, v->rec.comm_nranks)               \
+    X("comm_rank", I64, r->comm_rank)                       \
+    X("comm_nranks", I64, r->comm_nranks)                   \
     X("seq", U64_NONZERO, r->seq)                           \
     X("p2p_seq", U64_NONZERO, r->p2p_seq)                   \
     X("op", OP_NAME, r->op)                                 \
