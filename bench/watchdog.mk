@@ -1,6 +1,7 @@
 # The watchdog's cost with ops in flight, the dump's duration, polling during a
 # slow dump. `make bench-watchdog BASELINE=/path/to/old/libncclguard.so` adds
-# the same figures for an older build, measured in the same run.
+# the same figures for an older build, measured in the same run, and the
+# dump's instructions (bench/dump_instructions.sh, with valgrind).
 $(B)/bench/watchdog: bench/watchdog.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
@@ -11,4 +12,5 @@ bench-watchdog: deps
 	@$(MAKE) --no-print-directory all
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/watchdog $(abspath $(B)/libncclguard.so) \
 	    $(if $(BASELINE),$(abspath $(BASELINE))) $(abspath $(B)/tests/e2e/libslowfs.so)
+	@bench/dump_instructions.sh $(B) $(abspath $(B)/libncclguard.so) $(if $(BASELINE),$(abspath $(BASELINE)))
 .PHONY: bench-watchdog
