@@ -224,7 +224,11 @@ static int dumps(int k)
     /* CPU time depends less than wall time on what else the machine runs */
     double cpu0 = 0, cpu1 = 0, slices;
     bench_threads_stat("ncclguard-dump", &cpu0, &slices);
-    for (int i = 0; i < k; i++) ms[i] = one_dump(dir, &size);
+    for (int i = 0; i < k; i++)
+        if ((ms[i] = one_dump(dir, &size)) < 0) {
+            fprintf(stderr, "watchdog --dump: no dump came within 20 s (or no inotify)\n");
+            return 3;
+        }
     bench_threads_stat("ncclguard-dump", &cpu1, &slices);
     double median = bench_median(ms, k), fsync_ms = -1; /* ms sorted */
     double share = fs_share(dir, size, k, &fsync_ms);
