@@ -99,16 +99,18 @@ else fail "event log"; fi
 # --- a dump on request: SIGUSR2 (forwarded by launch) -------------------------------------
 mkdir -p "$TMP/signal"
 (cd "$TMP/signal" && NCCLGUARD_DUMP_DIR=$TMP/signal/dumps NCCLGUARD_EVENTS=$TMP/signal/events \
-    under_shim "$LAUNCH" -n 2 --timeout 120 \
+    under_shim "$LAUNCH" -n 2 --timeout 120 --rdzv "$TMP/signal/rdzv" \
     -- "$TRAIN" --steps 100000 --compute-ms 5 --quiet >"$TMP/signal/out" 2>&1) &
 lpid=$!
 # the handler exists once a rank has its first communicator (4 = 2 ranks x 2 comms)
 for _ in $(seq 600); do
     [ "$(cat "$TMP/signal/events" 2>/dev/null | grep -c comm_created)" -ge 4 ] && break; sleep 0.1
 done
-pkill -USR2 -f "^$LAUNCH -n 2 --timeout 120 -- " # launch forwards it to the ranks
+# launch forwards it to the ranks; its --rdzv names this job alone among the scripts'
+# jobs that tests/run runs at the same time
+pkill -USR2 -f "^$LAUNCH -n 2 --timeout 120 --rdzv $TMP/signal/rdzv -- "
 for _ in $(seq 100); do [ "$(ls "$TMP/signal/dumps" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.1; done
-pkill -TERM -f "^$LAUNCH -n 2 --timeout 120 -- "; wait $lpid 2>/dev/null
+pkill -TERM -f "^$LAUNCH -n 2 --timeout 120 --rdzv $TMP/signal/rdzv -- "; wait $lpid 2>/dev/null
 reasons=$(python3 -c 'import glob,json,sys
 print(sorted(json.load(open(p))["reason"] for p in glob.glob(sys.argv[1]+"/*.json")))' "$TMP/signal/dumps" 2>/dev/null)
 if [ "$reasons" = "['signal', 'signal']" ]; then
