@@ -84,11 +84,6 @@ const char *ng_intern_get(const struct ng_intern *t, uint32_t id)
     return id && id <= t->n ? t->items[id - 1] : NULL;
 }
 
-uint32_t ng_intern_len(const struct ng_intern *t, uint32_t id)
-{
-    return id && id <= t->n ? t->lens[id - 1] : 0;
-}
-
 void ng_intern_free(struct ng_intern *t)
 {
     for (size_t i = 0; i < t->nblocks; i++) free(t->blocks[i]);

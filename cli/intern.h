@@ -27,7 +27,6 @@ uint32_t ng_intern(struct ng_intern *t, const void *s, size_t len);
 uint32_t ng_intern_str(struct ng_intern *t, const char *s);
 /* The bytes of id (NUL-terminated), NULL for 0. */
 const char *ng_intern_get(const struct ng_intern *t, uint32_t id);
-uint32_t ng_intern_len(const struct ng_intern *t, uint32_t id);
 void ng_intern_free(struct ng_intern *t);
 
 struct ng_u64map {

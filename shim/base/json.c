@@ -744,11 +744,6 @@ int ncclguard_json_value_pending(const struct ng_json *j)
     return j->want_value;
 }
 
-int ncclguard_json_depth(const struct ng_json *j)
-{
-    return j->depth;
-}
-
 int ncclguard_json_finish(struct ng_json *j)
 {
     if (!j->err && (j->depth != 0 || j->want_value || !j->has_member[0])) fail(j, EINVAL);

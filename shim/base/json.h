@@ -154,9 +154,6 @@ void ncclguard_json_set_newlines(struct ng_json *j, int depth);
 /* True when a key has been written and its value has not. */
 int ncclguard_json_value_pending(const struct ng_json *j);
 
-/* Open containers (0 at the top level). */
-int ncclguard_json_depth(const struct ng_json *j);
-
 /* Ends the document: checks that every container is closed and a value was
  * written, appends a newline and flushes. 0, or -1 with errno set to the first
  * error. */

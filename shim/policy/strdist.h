@@ -14,11 +14,9 @@
 
 #define NG_NAME_MAX 96 /* longer names never match anything */
 
-/* Optimal string alignment distance, case-insensitive; a large value for names
+/* Optimal string alignment distance, case-insensitive, up to limit: gives up
+ * (returning limit + 1) as soon as the distance must exceed it, and for names
  * longer than NG_NAME_MAX. */
-int ncclguard_edit_distance(const char *a, const char *b);
-
-/* The same, but gives up (returning limit + 1) as soon as the distance must exceed limit. */
 int ncclguard_edit_distance_within(const char *a, const char *b, int limit);
 
 /* The distance below which a candidate is worth suggesting for name. */

@@ -78,11 +78,6 @@ void ncclguard_due_prune(int (*keep)(uint64_t index))
     for (uint64_t i = count / 2; i-- > 0;) sift_down(i);
 }
 
-uint64_t ncclguard_due_count(void)
-{
-    return count;
-}
-
 void ncclguard_due_clear(void)
 {
     count = 0;

@@ -36,8 +36,6 @@ void ncclguard_due_pop(void);
 /* Keeps only the entries for which keep(index) is true. */
 void ncclguard_due_prune(int (*keep)(uint64_t index));
 
-uint64_t ncclguard_due_count(void);
-
 /* Empties it (fork child, tests). */
 void ncclguard_due_clear(void);
 

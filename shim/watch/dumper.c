@@ -274,11 +274,6 @@ uint64_t ncclguard_dumper_count(void)
     return ng_atomic_load_relaxed(&ndumps);
 }
 
-int ncclguard_dumper_busy(void)
-{
-    return ng_atomic_load_acquire(&busy);
-}
-
 void ncclguard_dumper_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);

@@ -75,9 +75,6 @@ int ncclguard_dumper_result(char *path, size_t len);
 /* Dumps the thread (or an inline request) wrote. */
 uint64_t ncclguard_dumper_count(void);
 
-/* For tests and the benchmark: 1 while a dump is being written. */
-int ncclguard_dumper_busy(void);
-
 /* fork(): the child has no dump thread; it starts one at its first comm. */
 void ncclguard_dumper_atfork_child(void);
 
