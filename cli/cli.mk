@@ -45,7 +45,7 @@ $(B)/ncclguard: $(CLI_OBJS)
 
 ALL += $(B)/ncclguard
 
--include bench/policy.mk
+include bench/policy.mk
 
 # The reader's round-trip tool (tests/unit/check_dumpread.py runs it).
 $(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
