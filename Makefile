@@ -25,9 +25,11 @@ endif
 
 CC  ?= gcc
 CXX ?= g++
-WARN     := -Wall -Wextra -Werror
+WARN     := -Wall -Wextra -Wshadow -Werror
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread -Ishim -I$(NCCL_INC) -I$(CUDA_INC)
+# The CUDA and NCCL headers are the system's: their warnings are not ours.
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(WARN) -Wmissing-prototypes -fPIC -pthread -Ishim \
+            -isystem $(NCCL_INC) -isystem $(CUDA_INC)
 LDFLAGS  += -pthread
 ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

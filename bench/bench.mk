@@ -9,7 +9,7 @@ $(B)/bench/noop: bench/noop.c
 
 $(B)/bench/libempty.so: bench/noop.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared -Dmain=ng_bench_unused -o $@ $<
+	$(CC) $(CFLAGS) -Wno-missing-prototypes -shared -Dmain=ng_bench_unused -o $@ $<
 
 BENCH_PROGS := $(B)/bench/startup $(B)/bench/noop $(B)/bench/libempty.so $(B)/bench/overhead \
     $(B)/bench/stacks $(B)/bench/gendumps

@@ -92,6 +92,11 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
     ncclguard_comm_leave(ng_in);     \
     ncclguard_async_error_post(comm, err, ng_r);
 
+/* nccl.h declares these with "()", which is no prototype in C. */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+void ncclResetDebugInit(void);
+
 #define NCCL_API(ret, fail, name, params, args, hook)                    \
     NG_EXPORT ret nccl##name params                                      \
     {                                                                    \

@@ -39,8 +39,8 @@ ALL += $(B)/tests/e2e/policy_probe
 # --- libFuzzer smoke run of the config parser (clang), `make fuzz-smoke` ---
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 20
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Ishim -I$(NCCL_INC) \
-    -I$(CUDA_INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Ishim -isystem $(NCCL_INC) \
+    -isystem $(CUDA_INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRCS := tests/fuzz/config_fuzz.c tests/fuzz/log_null.c $(POLICY_BASE_SRCS) $(SHIM_POLICY_SRCS) \
     shim/watch/timeouts.c
 

@@ -304,8 +304,8 @@ void ncclguard_flight_end_deferred(uint64_t index)
 
 void ncclguard_flight_walk(ng_flight_fn fn, void *ctx)
 {
-    uint64_t head = ncclguard_flight_head();
-    for (uint64_t i = head > capacity ? head - capacity : 0; i < head; i++) {
+    uint64_t end = ncclguard_flight_head();
+    for (uint64_t i = end > capacity ? end - capacity : 0; i < end; i++) {
         struct ng_op_record r;
         if (ncclguard_flight_copy(i, &r) == 0 && !ng_op_state_final(ng_record_state(&r)))
             fn(i, &r, ctx);
@@ -326,13 +326,13 @@ static int read_one(uint64_t i, ng_flight_fn fn, void *ctx)
 
 void ncclguard_flight_read(struct ng_flight_reader *rd, ng_flight_fn fn, void *ctx)
 {
-    uint64_t head = ncclguard_flight_head();
+    uint64_t end = ncclguard_flight_head();
     int n = 0;
     for (int k = 0; k < rd->nlate; k++)
         if (!read_one(rd->late[k], fn, ctx)) rd->late[n++] = rd->late[k];
     rd->nlate = n;
-    if (head - rd->next > capacity) rd->next = head - capacity;
-    for (; rd->next < head; rd->next++)
+    if (end - rd->next > capacity) rd->next = end - capacity;
+    for (; rd->next < end; rd->next++)
         if (!read_one(rd->next, fn, ctx)) {
             if (rd->nlate == NG_FLIGHT_LATE) break;
             rd->late[rd->nlate++] = rd->next;

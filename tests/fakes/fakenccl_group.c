@@ -125,6 +125,10 @@ static ncclResult_t group_end(ncclSimInfo_t *sim)
     return async ? ncclInProgress : ncclSuccess;
 }
 
+/* nccl.h declares these with "()", which is no prototype in C. */
+ncclResult_t pncclGroupStart(void);
+ncclResult_t pncclGroupEnd(void);
+
 FN_EXPORT ncclResult_t pncclGroupStart(void)
 {
     g.depth++;

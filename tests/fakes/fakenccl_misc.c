@@ -102,6 +102,8 @@ FN_WEAK_ALIAS(ncclGetLastError);
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+void pncclResetDebugInit(void); /* nccl.h: "()", no prototype */
+
 /* Re-reads NCCL_DEBUG, as NCCL re-reads its logging variables. */
 FN_EXPORT void pncclResetDebugInit(void)
 {
