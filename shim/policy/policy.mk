@@ -12,8 +12,7 @@ POLICY_OBJS = $(SHIM_POLICY_SRCS:%.c=$(B)/%.o)
 # what the policy code needs from the rest of the shim: base/, but the log
 POLICY_BASE_SRCS = $(filter-out shim/base/log.c,$(wildcard shim/base/*.c))
 POLICY_DEPS = $(POLICY_BASE_SRCS:%.c=$(B)/%.o)
-# the tests and the fuzzer also check the timeouts computed from the settings
-POLICY_TEST_DEPS = $(POLICY_DEPS) $(B)/shim/watch/timeouts.o
+POLICY_TEST_DEPS = $(POLICY_DEPS)
 
 # --- unit tests (Check): the real objects, with a log stub that records messages ---
 POLICY_UNIT := $(B)/tests/unit/test_config $(B)/tests/unit/test_config_policy \
@@ -41,8 +40,7 @@ FUZZ_CC ?= clang
 FUZZ_TIME ?= 20
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -Ishim -isystem $(NCCL_INC) \
     -isystem $(CUDA_INC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_SRCS := tests/fuzz/config_fuzz.c tests/fuzz/log_null.c $(POLICY_BASE_SRCS) $(SHIM_POLICY_SRCS) \
-    shim/watch/timeouts.c
+FUZZ_SRCS := tests/fuzz/config_fuzz.c tests/fuzz/log_null.c $(POLICY_BASE_SRCS) $(SHIM_POLICY_SRCS)
 
 $(B)/fuzz/config_fuzz: $(FUZZ_SRCS) $(wildcard shim/*/*.h) shim/policy/settings.def
 	@mkdir -p $(dir $@)

@@ -45,7 +45,7 @@
 #include "watch/dumper.h"
 #include "watch/escalation.h"
 #include "watch/observer.h"
-#include "watch/timeouts.h"
+#include "policy/timeouts.h"
 
 /* The observer counts as stuck after this long inside one pass (a pass takes
  * microseconds to milliseconds). */

@@ -20,7 +20,7 @@
 #include "policy/facts.h"
 #include "policy/ncclscan.h"
 #include "policy/policy.h"
-#include "watch/timeouts.h"
+#include "policy/timeouts.h"
 
 static struct ng_known known;
 static struct ng_audit audit;

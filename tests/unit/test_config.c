@@ -26,7 +26,7 @@
 #include "policy/confread.h"
 #include "policy/confvalue.h"
 #include "policy/facts.h"
-#include "watch/timeouts.h"
+#include "policy/timeouts.h"
 #include "log_capture.h"
 
 static char dir[64];

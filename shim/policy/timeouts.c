@@ -1,5 +1,5 @@
 /* timeouts.c: see timeouts.h. */
-#include "watch/timeouts.h"
+#include "policy/timeouts.h"
 
 #include "base/ops.h"
 
