@@ -29,6 +29,7 @@
 #include "evidence/threads.h"
 #include "evidence/trigger.h"
 #include "evidence/verdict.h"
+#include "intercept/exports.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -213,6 +214,7 @@ static void start_all(void)
     ncclguard_sigterm_init();
     ncclguard_events_open(s->events);
     hand_over_nccl();
+    ncclguard_exports_report();
     int dump_signal = ncclguard_marker_signal_free(s->dump_signal); /* before the watchdog's */
     ncclguard_watchdog_start();
     ncclguard_marker_create(dump_signal); /* last: the signal is handled from here on */

@@ -1,0 +1,11 @@
+# Shared set-up of the real-PyTorch tests (tests/torch/*.sh): the e2e helpers,
+# and the environment scripts/install-torch made. tests/run runs these scripts
+# only when that environment exists.
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+TORCH_CACHE=${NCCLGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard}
+TORCH_PY=$TORCH_CACHE/torch-venv/bin/python
+TORCH_SITE=$("$TORCH_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+TORCH_LIB=$TORCH_SITE/torch/lib
+# The names the shim wraps, from the one list of the API.
+wrapped_names() { sed -nE 's/^NCCL_API(_VOID)?\((([^,]*, ){2})?([A-Za-z]+),.*/nccl\4/p' \
+    "$ROOT/shim/intercept/nccl_api.def" | sort -u; }
