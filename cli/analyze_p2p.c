@@ -67,6 +67,7 @@ static void not_started(struct an *a, uint32_t ci, int32_t qi, int32_t mi, const
     const struct an_rank *r = &a->ranks[qi];
     for (uint32_t s = 0; s < r->nst; s++)
         if (a->streams[r->st0 + s].stream == pq->fl.stream) f.blocker = a->streams[r->st0 + s];
+    an_stream_holder(a, qi, &f);
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
     snprintf(buf, sizeof buf, "enqueued %s #%llu with %s on comm %s, but its GPU never started it",
              ng_dop_name_str(f.op), (unsigned long long)f.seq, other,
