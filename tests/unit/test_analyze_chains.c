@@ -237,8 +237,9 @@ START_TEST(missing_where_the_other_comm_explains_nothing)
 END_TEST
 
 /* The chain of tests/e2e/analyze.sh: rank 0 waits on A for rank 1, which waits on B
- * (its op 1) for rank 2, which never called it; R1_B_STATE: rank 1's op on B. */
-static void chain_of_three(int r1_in_flight)
+ * (its op 1) for rank 2, which never called it, unless R1_IN_FLIGHT is 0 (rank 1's op
+ * on B completed). NEWER: rank 1 also has a newer op in flight, on a comm of its own. */
+static void chain_of_three_newer(int r1_in_flight, int newer)
 {
     struct fdump d0 = {.rank = 0}, d1 = {.rank = 1}, d2 = {.rank = 2};
     comm(&d0, W, 0, 2, 5, 4, NULL);
@@ -249,6 +250,10 @@ static void chain_of_three(int r1_in_flight)
     op(&d1, (struct fop){0, W, 4, 0, 0, "AllReduce", SW, "completed", 0});
     op(&d1, (struct fop){1, S1, 3, 0, 0, "AllReduce", ST, r1_in_flight ? "started" : "completed",
                          0});
+    if (newer) {
+        comm(&d1, S2, 0, 1, 1, 0, NULL);
+        op(&d1, (struct fop){2, S2, 1, 0, 0, "AllReduce", SW, "started", 0});
+    }
     comm(&d2, S1, 1, 2, 2, 2, NULL);
     op(&d2, (struct fop){0, S1, 2, 0, 0, "AllReduce", ST, "completed", 0});
     write_dump(&d0);
@@ -256,9 +261,18 @@ static void chain_of_three(int r1_in_flight)
     write_dump(&d2);
 }
 
+static void chain_of_three(int r1_in_flight) { chain_of_three_newer(r1_in_flight, 0); }
+
 START_TEST(missing_follows_to_another_rank)
 {
     chain_of_three(1);
+    ck_assert_str_eq(verdict(), "2 missing [1/missing/aa 2/missing/bb]");
+}
+END_TEST
+
+START_TEST(missing_follows_its_oldest_op)
+{
+    chain_of_three_newer(1, 1); /* the newer op on cc explains nothing: the older one does */
     ck_assert_str_eq(verdict(), "2 missing [1/missing/aa 2/missing/bb]");
 }
 END_TEST
@@ -499,6 +513,7 @@ static Suite *suite(void)
     tcase_add_test(t, missing_then_own_gpu_not_started);
     tcase_add_test(t, missing_where_the_other_comm_explains_nothing);
     tcase_add_test(t, missing_follows_to_another_rank);
+    tcase_add_test(t, missing_follows_its_oldest_op);
     tcase_add_test(t, missing_without_an_op_in_flight_ends);
     tcase_add_test(t, precedence_at_the_place_of_the_wait);
     tcase_add_test(t, one_finding_at_the_place_of_the_wait);
