@@ -134,8 +134,8 @@ static size_t blocker_text(const struct an *a, const struct an_finding *f, char 
     if (f->held.present) { /* a stream ordered after another by an event (analyze_hang.c) */
         op_text(a, &f->held, op, sizeof op);
         return (size_t)snprintf(buf, n, "; its stream most likely waits for %s, stuck on another "
-                                "of its streams (%s; inferred: the waits between streams are "
-                                "not seen)", op, f->held.state == NG_ST_STARTED ? "started"
+                                "of its streams (%s; inferred: ncclguard does not see the "
+                                "event waits between streams)", op, f->held.state == NG_ST_STARTED ? "started"
                                 : "never started");
     }
     if (b->comm == f->comm && b->seq == f->seq && b->op == f->op)
