@@ -510,6 +510,7 @@ static Suite *suite(void)
     Suite *s = suite_create("analyze_chains");
     TCase *t = tcase_create("chains");
     tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 120); /* a few ms each; a loaded machine can take seconds */
     tcase_add_test(t, missing_then_own_gpu_not_started);
     tcase_add_test(t, missing_where_the_other_comm_explains_nothing);
     tcase_add_test(t, missing_follows_to_another_rank);
