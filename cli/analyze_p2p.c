@@ -43,10 +43,9 @@ static void stopped(struct an *a, uint32_t ci, int32_t mi, int32_t qi, const str
     f.peer = mi;
     f.seq = q_called + 1;
     f.since_ns = pm->fl.present ? pm->fl.enqueue_ns : 0;
-    f.op = pm->fl.present ? (pm->fl.op == NG_OP_SEND ? NG_OP_RECV : NG_OP_SEND) : NG_OP_UNKNOWN;
+    /* f.op stays unknown: which of its ops is missing the counts do not say (a group's
+     * Send and Recv end together, so the other side's oldest op may be matched) */
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
-    /* which of its ops is missing the counts do not say (a group's Send and Recv end
-     * together): only the other side's op that waits */
     int n = snprintf(buf, sizeof buf, "stopped the point-to-point link with %s on comm %s: it "
                      "called %llu sends and receives with it, the other side %llu", other,
                      an_comm_short(a, ci, id, sizeof id), (unsigned long long)q_called,

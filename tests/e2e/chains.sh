@@ -55,7 +55,7 @@ chain split 'len(c) == 1 and c[0]["rank"] == 1 and c[0]["cause"] == "gpu_not_sta
 UNTIL=$(dumped pipeline) job pipeline -n 4 --timeout 60 -- --pipeline --steps 8 \
     --drop-send-rank 0 --drop-send-step 2 --quiet
 chain pipeline 'len(c) == 1 and c[0]["rank"] == 0 and c[0]["cause"] == "p2p"
-    and c[0]["comm"] == world and c[0]["peer"] == 2 and c[0]["p2p"]
+    and c[0]["comm"] == world and c[0]["peer"] == 2 and c[0]["p2p"] and c[0]["op"] is None
     and "not NCCL" not in t and "stopped the point-to-point link with rank 2" in t'
 # the victims' findings: rank 3's world AllReduce and rank 2's ReduceScatter never
 # started; their chains end at rank 0, which stopped the link
