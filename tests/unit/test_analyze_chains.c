@@ -287,7 +287,8 @@ END_TEST
 /* ---- precedence between the findings at one place ---- */
 
 /* World aa: ranks 0 and 1; rank 1 never called #5, as it waits in #3 on bb (ranks
- * 1-4), where rank 3 called a different op (COUNT3) and rank 4 never called it. */
+ * 1-4), where rank 3 called a different op (COUNT3; -1: rank 3 never called it either)
+ * and rank 4 never called it. */
 static void two_findings_at_one_place(int count3)
 {
     struct fdump d[5];
@@ -297,9 +298,10 @@ static void two_findings_at_one_place(int count3)
     comm(&d[1], W, 1, 2, 4, 4, NULL);
     op(&d[1], (struct fop){1, W, 4, 0, 0, "AllReduce", SW, "completed", 0});
     for (int r = 1; r < 5; r++) {
-        comm(&d[r], S1, r - 1, 4, r == 4 ? 2 : 3, 2, NULL);
+        int absent = r == 4 || (r == 3 && count3 < 0);
+        comm(&d[r], S1, r - 1, 4, absent ? 2 : 3, 2, NULL);
         op(&d[r], (struct fop){0, S1, 2, 0, 0, "AllReduce", ST, "completed", 0});
-        if (r < 4)
+        if (!absent)
             op(&d[r], (struct fop){2, S1, 3, 0, 0, "AllReduce", ST, "started",
                                    r == 3 ? count3 : 0});
     }
@@ -311,6 +313,14 @@ START_TEST(precedence_at_the_place_of_the_wait)
     two_findings_at_one_place(9);
     /* at bb: mismatch (rank 3) comes before missing (rank 4) in the table */
     ck_assert_str_eq(verdict(), "3 mismatch [1/missing/aa 3/mismatch/bb]; "
+                                "4 missing [4/missing/bb]");
+}
+END_TEST
+
+START_TEST(tie_at_the_place_of_the_wait)
+{
+    two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
+    ck_assert_str_eq(verdict(), "3 missing [1/missing/aa 3/missing/bb]; "
                                 "4 missing [4/missing/bb]");
 }
 END_TEST
@@ -523,6 +533,7 @@ static Suite *suite(void)
     tcase_add_test(t, missing_follows_its_oldest_op);
     tcase_add_test(t, missing_without_an_op_in_flight_ends);
     tcase_add_test(t, precedence_at_the_place_of_the_wait);
+    tcase_add_test(t, tie_at_the_place_of_the_wait);
     tcase_add_test(t, one_finding_at_the_place_of_the_wait);
     tcase_add_test(t, scheduled_behind_an_older_op_of_another_stream);
     tcase_add_test(t, scheduled_behind_a_newer_op_of_another_stream);
