@@ -150,12 +150,20 @@ struct an_finding {
     uint32_t nwaiting;                   /* ranks that wait on it */
     int64_t since_ns;                    /* when the first of them enqueued it */
     struct an_flight blocker;            /* gpu_not_started: the oldest op of its stream */
+    struct an_flight held;               /* gpu_not_started, when that op is scheduled: the
+                                          * oldest NCCL op stuck on another of its streams,
+                                          * older than it, which its stream most likely
+                                          * waits for (inferred: the shim sees no event
+                                          * waits); present 0 when none */
     uint32_t launcher;                   /* the launcher's line about the rank, interned */
 };
 
 struct an_culprit {
     struct an_finding f;                 /* the finding at the end of the chain */
-    int32_t chain[16];                   /* ranks followed (an->ranks, -1 no dump), in order */
+    int32_t chain[16];                   /* ranks followed (an->ranks, -1 no dump), in order,
+                                          * one per link: a rank twice when its chain goes
+                                          * on at another of its communicators */
+    uint32_t path[16];                   /* the findings followed (an->findings), in order */
     int nchain;
     uint32_t text;                       /* the verdict line, interned */
     uint32_t thread;                     /* the thread shown (index into its threads) */
@@ -234,6 +242,8 @@ void an_detect_collectives(struct an *a);   /* missing, gpu_not_started, no_dump
 void an_detect_p2p(struct an *a);
 void an_detect_slow(struct an *a);
 void an_add_finding(struct an *a, const struct an_finding *f);
+/* analyze_hang.c: sets f->held for rank ri from f->blocker (gpu_not_started) */
+void an_stream_holder(const struct an *a, int32_t ri, struct an_finding *f);
 void an_launcher_lines(struct an *a);       /* analyze_launcher.c */
 
 /* analyze_verdict.c: runs the detectors, follows the chains; the exit status */

@@ -111,21 +111,41 @@ static uint32_t thread_of(const struct an *a, const struct an_culprit *c)
     return an_pick_thread(a, r, tid);
 }
 
+/* "Recv #7 with rank 0 on comm 5f3a", "AllReduce #12 on comm 5f3a" */
+static void op_text(const struct an *a, const struct an_flight *b, char *buf, size_t n)
+{
+    char id[24], peer[48] = "";
+    an_comm_short(a, b->comm, id, sizeof id);
+    if (b->peer >= 0 && b->comm < a->ncomms && b->peer < a->comms[b->comm].nranks) {
+        int32_t q = a->comms[b->comm].member[b->peer];
+        int64_t g = q >= 0 ? a->ranks[q].rank : -1;
+        if (g >= 0) snprintf(peer, sizeof peer, " with rank %lld", (long long)g);
+        else snprintf(peer, sizeof peer, " with comm rank %d", b->peer);
+    }
+    snprintf(buf, n, "%s #%llu%s on comm %s", ng_dop_name_str(b->op), (unsigned long long)b->seq,
+             peer, id);
+}
+
 static size_t blocker_text(const struct an *a, const struct an_finding *f, char *buf, size_t n)
 {
     const struct an_flight *b = &f->blocker;
-    char id[24];
+    char op[160];
     if (b->comm == AN_NONE || !b->present) return 0;
+    if (f->held.present) { /* a stream ordered after another by an event (analyze_hang.c) */
+        op_text(a, &f->held, op, sizeof op);
+        return (size_t)snprintf(buf, n, "; its stream most likely waits for %s, stuck on another "
+                                "of its streams (%s; inferred: ncclguard does not see the "
+                                "event waits between streams)", op, f->held.state == NG_ST_STARTED ? "started"
+                                : "never started");
+    }
     if (b->comm == f->comm && b->seq == f->seq && b->op == f->op)
         return (size_t)snprintf(buf, n, "; its stream is blocked by work that is not NCCL's (no "
                                 "NCCL op is queued ahead of it)");
-    an_comm_short(a, b->comm, id, sizeof id);
+    op_text(a, b, op, sizeof op);
     if (b->state == NG_ST_SCHEDULED)
         return (size_t)snprintf(buf, n, "; its stream is blocked by work that is not NCCL's "
-                                "(the oldest op queued on it, %s #%llu on comm %s, never started)",
-                                ng_dop_name_str(b->op), (unsigned long long)b->seq, id);
-    return (size_t)snprintf(buf, n, "; its stream is held by %s #%llu on comm %s (started, not "
-                            "finished)", ng_dop_name_str(b->op), (unsigned long long)b->seq, id);
+                                "(the oldest op queued on it, %s, never started)", op);
+    return (size_t)snprintf(buf, n, "; its stream is held by %s (started, not finished)", op);
 }
 
 static void culprit_line(struct an *a, struct an_culprit *c)
@@ -153,11 +173,13 @@ static void culprit_line(struct an *a, struct an_culprit *c)
         at += (size_t)snprintf(buf + at, sizeof buf - at, "; launcher: %s",
                                ng_intern_get(&a->strs, f->launcher));
     for (int i = 0; c->nchain > 1 && i < c->nchain && at < sizeof buf; i++) {
-        char r[32];
-        int64_t g = c->chain[i] >= 0 ? a->ranks[c->chain[i]].rank : f->grank;
+        const struct an_finding *l = &a->findings[c->path[i]];
+        char r[32], id[24];
+        int64_t g = c->chain[i] >= 0 ? a->ranks[c->chain[i]].rank : l->grank;
         snprintf(r, sizeof r, g >= 0 ? "%lld" : "?", (long long)g);
-        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", i ? " \xe2\x86\x92 rank " :
-                               " (followed: rank ", r);
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%srank %s %s on comm %s",
+                               i ? " \xe2\x86\x92 " : " (chain: ", r, an_cause_name(l->cause),
+                               an_comm_short(a, l->comm, id, sizeof id));
         if (i == c->nchain - 1 && at < sizeof buf)
             at += (size_t)snprintf(buf + at, sizeof buf - at, ")");
     }

@@ -6,7 +6,10 @@
  *    that dumped without this communicator never created it (missing);
  *  - when every member called W, a rank that has W scheduled while others have
  *    it started has a GPU that never reached it (gpu_not_started); the oldest
- *    op of its stream says what holds it.
+ *    op of its stream says what holds it. When that op is scheduled too, an older
+ *    NCCL op stuck on another of the rank's streams is what the stream most
+ *    likely waits for (frameworks order their streams with events, which the
+ *    shim does not see): the finding's `held`, an inference.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +140,26 @@ static void stream_blocker(const struct an *a, int32_t ri, const struct an_rcomm
         if (a->streams[r->st0 + s].stream == rc->fl.stream) *out = a->streams[r->st0 + s];
 }
 
+/* The oldest NCCL op in flight on another stream of rank ri than f->blocker's,
+ * enqueued before it (a stream can wait only for work enqueued before the wait),
+ * when f->blocker never started: what that stream most likely waits for. */
+void an_stream_holder(const struct an *a, int32_t ri, struct an_finding *f)
+{
+    const struct an_flight *b = &f->blocker;
+    memset(&f->held, 0, sizeof f->held);
+    f->held.comm = AN_NONE;
+    if (ri < 0 || !b->present || b->state != NG_ST_SCHEDULED) return;
+    const struct an_rank *r = &a->ranks[ri];
+    const struct an_flight *best = NULL;
+    for (uint32_t s = 0; s < r->nst; s++) {
+        const struct an_flight *o = &a->streams[r->st0 + s];
+        if (!o->present || o->comm == AN_NONE || o->stream == b->stream || o->index >= b->index)
+            continue;
+        if (!best || o->index < best->index) best = o;
+    }
+    if (best) f->held = *best;
+}
+
 static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump, int crashed)
 {
     struct an_comm *c = &a->comms[ci];
@@ -183,6 +206,7 @@ static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump,
         f.comm_rank = m;
         f.blocker = rc->fl;
         stream_blocker(a, f.rank, rc, &f.blocker);
+        an_stream_holder(a, f.rank, &f);
         detail(a, &f, "enqueued %s #%llu on comm %s (%lld ranks), but its GPU never started it",
                ng_dop_name_str(f.op), f.seq, c);
         an_add_finding(a, &f);

@@ -54,9 +54,16 @@ static json_t *culprit_json(const struct an *a, const struct an_culprit *c)
 {
     const struct an_finding *f = &c->f;
     const struct an_rank *r = f->rank >= 0 ? &a->ranks[f->rank] : NULL;
-    json_t *chain = json_array();
-    for (int i = 0; i < c->nchain; i++)
-        json_array_append_new(chain, grank_json(a, c->chain[i], c->chain[i] < 0 ? f->grank : -1));
+    json_t *chain = json_array(), *path = json_array();
+    for (int i = 0; i < c->nchain; i++) {
+        const struct an_finding *l = &a->findings[c->path[i]];
+        json_array_append_new(chain, grank_json(a, c->chain[i], c->chain[i] < 0 ? l->grank : -1));
+        json_array_append_new(path, json_pack("{sosssoso}", "rank",
+            grank_json(a, c->chain[i], c->chain[i] < 0 ? l->grank : -1),
+            "cause", an_cause_name(l->cause),
+            "comm", l->comm != AN_NONE ? hex(a->comms[l->comm].id) : json_null(),
+            "seq", l->seq ? json_integer((json_int_t)l->seq) : json_null()));
+    }
     json_t *j = json_pack("{sosososssosososo}", "rank", grank_json(a, f->rank, f->grank),
         "host", r ? json_string(ng_intern_get(&a->strs, r->host)) : json_null(),
         "pid", r ? json_integer(r->pid) : json_null(), "cause", an_cause_name(f->cause),
@@ -70,6 +77,7 @@ static json_t *culprit_json(const struct an *a, const struct an_culprit *c)
     json_object_set_new(j, "launcher", str_or_null(ng_intern_get(&a->strs, f->launcher)));
     json_object_set_new(j, "dump", r ? json_string(ng_intern_get(&a->strs, r->path)) : json_null());
     json_object_set_new(j, "text", json_string(ng_intern_get(&a->strs, c->text)));
+    json_object_set_new(j, "path", path);
     return j;
 }
 

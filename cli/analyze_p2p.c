@@ -43,14 +43,16 @@ static void stopped(struct an *a, uint32_t ci, int32_t mi, int32_t qi, const str
     f.peer = mi;
     f.seq = q_called + 1;
     f.since_ns = pm->fl.present ? pm->fl.enqueue_ns : 0;
-    f.op = pm->fl.present ? (pm->fl.op == NG_OP_SEND ? NG_OP_RECV : NG_OP_SEND) : NG_OP_UNKNOWN;
+    /* f.op stays unknown: which of its ops is missing the counts do not say (a group's
+     * Send and Recv end together, so the other side's oldest op may be matched) */
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
-    snprintf(buf, sizeof buf, "stopped the point-to-point link with %s on comm %s: it called %llu "
-             "sends and receives with it, the other side %llu (never called %s #%llu)", other,
-             an_comm_short(a, ci, id, sizeof id), (unsigned long long)q_called,
-             (unsigned long long)pm->called,
-             f.op == NG_OP_UNKNOWN ? "the matching op" : ng_dop_name_str(f.op),
-             (unsigned long long)f.seq);
+    int n = snprintf(buf, sizeof buf, "stopped the point-to-point link with %s on comm %s: it "
+                     "called %llu sends and receives with it, the other side %llu", other,
+                     an_comm_short(a, ci, id, sizeof id), (unsigned long long)q_called,
+                     (unsigned long long)pm->called);
+    if (pm->fl.present && n > 0 && (size_t)n < sizeof buf)
+        snprintf(buf + n, sizeof buf - (size_t)n, ", whose %s #%llu waits for it",
+                 ng_dop_name_str(pm->fl.op), (unsigned long long)pm->fl.seq);
     f.detail = ng_intern_str(&a->strs, buf);
     an_add_finding(a, &f);
 }
@@ -67,6 +69,7 @@ static void not_started(struct an *a, uint32_t ci, int32_t qi, int32_t mi, const
     const struct an_rank *r = &a->ranks[qi];
     for (uint32_t s = 0; s < r->nst; s++)
         if (a->streams[r->st0 + s].stream == pq->fl.stream) f.blocker = a->streams[r->st0 + s];
+    an_stream_holder(a, qi, &f);
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
     snprintf(buf, sizeof buf, "enqueued %s #%llu with %s on comm %s, but its GPU never started it",
              ng_dop_name_str(f.op), (unsigned long long)f.seq, other,

@@ -2,8 +2,12 @@
  * analyze_verdict.c: from findings to culprits. A rank blamed on one
  * communicator may itself be waiting on another (it never called the op because
  * it is stuck in an earlier one; its stream is held by an op of another
- * communicator): the chain is followed to the rank at its end, which is named
- * with its own cause. One culprit per rank, with the cause that wins (analyze.h).
+ * communicator, or of another of its streams): the chain is followed to the
+ * finding at its end, whose rank is named with that finding's cause. Each step
+ * goes to the findings at the place of the op the rank waits in (a collective:
+ * its communicator; a send or receive: the link with its peer), the rank's own
+ * included, and only there does the cause table's order choose between them.
+ * One culprit per rank (analyze.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,28 +17,69 @@
 
 #define MAX_CHAIN 16
 
-/* The op that rank ri waits on: its oldest in flight of all its streams. */
+/* The op that rank ri waits on: its oldest in flight of all its streams (the
+ * lowest index: the ring's order is the order of enqueue). */
 static const struct an_flight *waits_on(const struct an *a, int32_t ri)
 {
     const struct an_rank *r = &a->ranks[ri];
     const struct an_flight *best = NULL;
     for (uint32_t s = 0; s < r->nst; s++) {
         const struct an_flight *f = &a->streams[r->st0 + s];
-        if (f->present && f->comm != AN_NONE && (!best || f->enqueue_ns < best->enqueue_ns)) best = f;
+        if (f->present && f->comm != AN_NONE && (!best || f->index < best->index)) best = f;
     }
     return best;
 }
 
-/* A finding on communicator c that blames someone other than ri. */
-static const struct an_finding *blamed_on(const struct an *a, uint32_t c, int32_t ri)
+/* f is a finding at the place of op fl of rank ri: for a collective, on its
+ * communicator and about no link; for a send or receive, about the link of ri
+ * with its peer (either side, or the peer that left no dump). */
+static int at_place(const struct an *a, int32_t ri, const struct an_flight *fl,
+                    const struct an_finding *f)
+{
+    if (f->comm != fl->comm || f->cause == AN_SLOW) return 0;
+    if (fl->peer < 0) return f->peer < 0;
+    const struct an_comm *c = &a->comms[fl->comm];
+    if (f->peer < 0 || fl->peer >= c->nranks) return 0;
+    int32_t q = c->member[fl->peer];
+    if (q < 0) return f->rank < 0 && f->comm_rank == fl->peer && f->peer == ri;
+    return (f->rank == q && f->peer == ri) || (f->rank == ri && f->peer == q);
+}
+
+/* The finding that explains why op fl of rank ri does not end, other than from:
+ * the first cause of the table among those at its place. */
+static const struct an_finding *blamed_at(const struct an *a, int32_t ri,
+                                          const struct an_flight *fl,
+                                          const struct an_finding *from)
 {
     const struct an_finding *best = NULL;
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct an_finding *f = &a->findings[i];
-        if (f->comm != c || (f->rank == ri && ri >= 0) || f->cause == AN_SLOW) continue;
+        if (f == from || !at_place(a, ri, fl, f)) continue;
         if (!best || f->cause < best->cause) best = f;
     }
     return best;
+}
+
+/* f (p2p): its rank called fewer sends and receives with f->peer on f->comm,
+ * and waits in o. When o is on the same communicator, the rank was held by o
+ * only when the op it did not call comes after o: a collective the peer called
+ * before the op that waits for the rank (their programs order the communicator's
+ * ops alike). A rank that waits in an op the peer called after the unmatched
+ * one went past it: the chain ends there. */
+static int went_past(const struct an *a, const struct an_finding *f, const struct an_flight *o)
+{
+    if (o->comm != f->comm || f->peer < 0) return 0;
+    const struct an_comm *c = &a->comms[f->comm];
+    if (o->peer >= 0) return o->peer < c->nranks && c->member[o->peer] == f->peer;
+    const struct an_rcomm *mine = an_rcomm_of(a, f->rank, f->comm);
+    const struct an_rcomm *qc = an_rcomm_of(a, f->peer, f->comm);
+    if (!mine || !qc) return 1;
+    const struct an_peer *pq = NULL;
+    for (uint32_t i = 0; i < qc->npeers; i++)
+        if (a->peers[qc->peer0 + i].peer == mine->comm_rank) pq = &a->peers[qc->peer0 + i];
+    if (qc->last_seq < o->seq) return 1; /* the peer never called o */
+    return pq && pq->fl.present && qc->fl.present && qc->fl.seq <= o->seq &&
+           qc->fl.index > pq->fl.index;
 }
 
 /* The next finding of the chain after f, or NULL when f's rank is its end. */
@@ -45,11 +90,13 @@ static const struct an_finding *next_of(const struct an *a, const struct an_find
     case AN_MISSING:
     case AN_P2P: {
         const struct an_flight *w = waits_on(a, f->rank);
-        return w ? blamed_on(a, w->comm, f->rank) : NULL;
+        if (!w || (f->cause == AN_P2P && went_past(a, f, w))) return NULL;
+        return blamed_at(a, f->rank, w, f);
     }
     case AN_GPU_NOT_STARTED:
+        if (f->held.present) return blamed_at(a, f->rank, &f->held, f);
         if (f->blocker.comm == AN_NONE || f->blocker.state != NG_ST_STARTED) return NULL;
-        return blamed_on(a, f->blocker.comm, f->rank);
+        return blamed_at(a, f->rank, &f->blocker, f);
     default:
         return NULL;
     }
@@ -86,13 +133,17 @@ static void follow(struct an *a, const struct an_finding *start)
     memset(&c, 0, sizeof c);
     const struct an_finding *f = start;
     for (;;) {
+        uint32_t fi = (uint32_t)(f - a->findings);
         for (int i = 0; i < c.nchain; i++)
-            if (c.chain[i] == f->rank && f->rank >= 0) {
+            if (c.path[i] == fi) {
                 an_note(a, "a cycle of waits: %d ranks wait on each other (a deadlock of the "
-                           "order of calls)", c.nchain);
+                           "order of calls)", c.nchain - i);
                 return;
             }
-        if (c.nchain < MAX_CHAIN) c.chain[c.nchain++] = f->rank;
+        if (c.nchain < MAX_CHAIN) {
+            c.path[c.nchain] = fi;
+            c.chain[c.nchain++] = f->rank;
+        }
         const struct an_finding *n = next_of(a, f);
         if (!n || c.nchain == MAX_CHAIN) break;
         f = n;

@@ -20,6 +20,8 @@ static const char usage_text[] =
     "                 [--mismatch-rank R [--mismatch-step S]]\n"
     "                 [--stall-gpu-rank R [--stall-step S]] [--corrupt-rank R [--corrupt-step S]]\n"
     "                 [--hang-split-rank R [--hang-split-step S]] [--crash-rank R [--crash-step S]]\n"
+    "                 [--stall-split-rank R [--stall-split-step S]]\n"
+    "                 [--pipeline [--drop-send-rank R [--drop-send-step S]]]\n"
     "One rank of a data-parallel job; run it under launch (RANK, WORLD_SIZE, LOCAL_RANK,\n"
     "LAUNCH_RDZV_DIR). Steps count from 0; a fault step defaults to 1.\n"
     "  --steps K          training steps (default 10)\n"
@@ -38,6 +40,13 @@ static const char usage_text[] =
     "  --hang-split-rank R rank R blocks in trainloop_host_stall() in step S, before its first\n"
     "                     op on the split communicator (its world ops of the step are called)\n"
     "  --crash-rank R     rank R dies of SIGSEGV in trainloop_crash() 0.5 s into step S\n"
+    "  --stall-split-rank R the split communicator's ops run on a stream of their own; on\n"
+    "                     rank R it stalls before them in step S, and the host waits for\n"
+    "                     their results at the end of the step (the next world op never comes)\n"
+    "  --pipeline         each step: a Send/Recv hand-off with the rank at the same place of\n"
+    "                     the other half (world stream), a ReduceScatter of the half on a tp\n"
+    "                     stream after it (an event), a world AllReduce after that (an event)\n"
+    "  --drop-send-rank R with --pipeline: rank R leaves the Send out of its hand-off in step S\n"
     "Exit: 0 ok, 1 wrong result, 2 CUDA/NCCL call failed, 3 setup, 64 usage.\n";
 
 /* One line "trainloop: <problem>; see trainloop --help" and exit 64. */
@@ -63,13 +72,14 @@ static int parse_int(const char *opt, const char *s, int min, int max)
 }
 
 enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_HELP,
-       O_JITTER, O_PAUSE,
+       O_JITTER, O_PAUSE, O_PIPELINE,
        O_FAULT_BASE };
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
 static const char *const fault_names[] = { "hang", "skip", "mismatch", "stall-gpu", "corrupt",
-                                           "hang-split", "crash" };
-#define N_FAULTS 7
+                                           "hang-split", "crash", "stall-split",
+                                           "drop-send" };
+#define N_FAULTS 9
 
 static const struct option long_opts[] = {
     { "steps", required_argument, NULL, O_STEPS },
@@ -81,6 +91,7 @@ static const struct option long_opts[] = {
     { "jitter-ms", required_argument, NULL, O_JITTER },
     { "pause-ms", required_argument, NULL, O_PAUSE },
     { "help", no_argument, NULL, O_HELP },
+    { "pipeline", no_argument, NULL, O_PIPELINE },
     { "hang-rank", required_argument, NULL, O_FAULT_BASE + 0 },
     { "hang-step", required_argument, NULL, O_FAULT_BASE + 1 },
     { "skip-rank", required_argument, NULL, O_FAULT_BASE + 2 },
@@ -96,13 +107,18 @@ static const struct option long_opts[] = {
     { "hang-split-step", required_argument, NULL, O_FAULT_BASE + 11 },
     { "crash-rank", required_argument, NULL, O_FAULT_BASE + 12 },
     { "crash-step", required_argument, NULL, O_FAULT_BASE + 13 },
+    { "stall-split-rank", required_argument, NULL, O_FAULT_BASE + 14 },
+    { "stall-split-step", required_argument, NULL, O_FAULT_BASE + 15 },
+    { "drop-send-rank", required_argument, NULL, O_FAULT_BASE + 16 },
+    { "drop-send-step", required_argument, NULL, O_FAULT_BASE + 17 },
     { NULL, 0, NULL, 0 },
 };
 
 static struct tl_fault *fault_slot(struct tl_opts *o, int f)
 {
     struct tl_fault *slots[N_FAULTS] = { &o->hang, &o->skip, &o->mismatch, &o->stall_gpu,
-                                         &o->corrupt, &o->hang_split, &o->crash };
+                                         &o->corrupt, &o->hang_split, &o->crash,
+                                         &o->stall_split, &o->drop_send };
     return slots[f];
 }
 
@@ -132,6 +148,9 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
             break;
         case O_QUIET:
             o->quiet = 1;
+            break;
+        case O_PIPELINE:
+            o->pipeline = 1;
             break;
         case O_JITTER:
             o->jitter_ms = parse_int("jitter-ms", optarg, 0, 60000);
@@ -165,6 +184,10 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
 /* Fault sanity against the job: a fault that can never fire must not pass silently. */
 static void check_faults(struct tl_opts *o, int nranks)
 {
+    if (o->drop_send.rank >= 0 && !o->pipeline)
+        usage_error("--drop-send-rank needs --pipeline");
+    if (o->pipeline && (nranks % 2 || o->graph || o->threads > 1))
+        usage_error("--pipeline needs an even WORLD_SIZE, one thread and no --graph");
     for (int f = 0; f < N_FAULTS; f++) {
         struct tl_fault *slot = fault_slot(o, f);
         if (slot->rank < 0 && slot->step >= 0)
@@ -226,7 +249,10 @@ static void *run_worker(void *arg)
     tl_streams_create(w);
     tl_rdzv_unique_id(w->p, w->tid, &id);
     tl_comms_create(w, id);
-    tl_ops_setup(w);
+    if (o->pipeline)
+        tl_pipeline_setup(w);
+    else
+        tl_ops_setup(w);
     if (o->graph)
         tl_graph_capture(w);
     for (int step = 0; step < o->steps; step++) {
@@ -244,16 +270,27 @@ static void *run_worker(void *arg)
             trainloop_crash();
         }
         tl_host_jitter(w->p, step);
-        tl_step_issue(w, step);
+        if (o->pipeline)
+            tl_pipeline_step(w, step);
+        else
+            tl_step_issue(w, step);
         tl_stream_wait(w, w->comm_stream);
+        if (w->tp_stream)
+            tl_stream_wait(w, w->tp_stream);
         tl_comms_poll_errors(w);
-        tl_check_results(w, step);
+        if (o->pipeline)
+            tl_pipeline_check(w, step);
+        else
+            tl_check_results(w, step);
         if (w->p->rank == 0 && w->tid == 0)
             tl_info(" step %d ok", step);
     }
     tl_graph_destroy(w);
     tl_comms_destroy(w);
-    tl_ops_free(w);
+    if (o->pipeline)
+        tl_pipeline_free(w);
+    else
+        tl_ops_free(w);
     tl_streams_destroy(w);
     return NULL;
 }

@@ -11,6 +11,7 @@
  *   trainloop_check.c  input values and exact checks of every result
  *   trainloop_graph.c  CUDA-graph capture of one AllReduce (--graph)
  *   trainloop_fault.c  host-side faults (hang, GPU stall, skip, mismatch, corrupt)
+ *   trainloop_pipe.c   the pipeline step (--pipeline): hand-off, tp and world streams
  *
  * Only the public CUDA driver API and the NCCL API are used, so the same
  * program runs on the CPU harness and on a real GPU machine.
@@ -45,6 +46,8 @@ struct tl_opts {
     int quiet;
     int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
     struct tl_fault hang, skip, mismatch, stall_gpu, corrupt, hang_split, crash;
+    int pipeline;            /* --pipeline: the step of trainloop_pipe.c, not the table */
+    struct tl_fault stall_split, drop_send;
 };
 
 /* Per-process state, read-only once the workers start (except the sync objects). */
@@ -99,6 +102,10 @@ struct tl_worker {
     CUgraph graph;
     CUgraphExec graph_exec;
     long nccl_ops;
+    CUstream tp_stream;                    /* the split communicator's ops (--pipeline,
+                                              --stall-split-rank), else NULL */
+    CUevent handoff_done, rs_done;         /* --pipeline: orders the streams */
+    struct tl_buf pipe[3];                 /* --pipeline: hand-off, ReduceScatter, AllReduce */
 };
 
 /* trainloop_util.c */
@@ -154,5 +161,12 @@ void tl_host_jitter(const struct tl_proc *p, int step);
 void CUDA_CB trainloop_gpu_stall(void *arg);
 void tl_enqueue_gpu_stall(struct tl_worker *w, int step);
 void tl_release_gpu_stalls(void);
+void tl_enqueue_split_stall(struct tl_worker *w, int step);
+
+/* trainloop_pipe.c */
+void tl_pipeline_setup(struct tl_worker *w);
+void tl_pipeline_free(struct tl_worker *w);
+void tl_pipeline_step(struct tl_worker *w, int step);
+void tl_pipeline_check(struct tl_worker *w, int step);
 
 #endif

@@ -65,6 +65,8 @@ void tl_streams_create(struct tl_worker *w)
     TL_CU(cuStreamCreate, (&w->compute, CU_STREAM_NON_BLOCKING));
     TL_CU(cuStreamCreate, (&w->comm_stream, CU_STREAM_NON_BLOCKING));
     TL_CU(cuEventCreate, (&w->grads_ready, CU_EVENT_DISABLE_TIMING));
+    if (w->p->opt.pipeline || w->p->opt.stall_split.rank >= 0)
+        TL_CU(cuStreamCreate, (&w->tp_stream, CU_STREAM_NON_BLOCKING));
 }
 
 void tl_streams_destroy(struct tl_worker *w)
@@ -72,6 +74,8 @@ void tl_streams_destroy(struct tl_worker *w)
     TL_CU(cuEventDestroy, (w->grads_ready));
     TL_CU(cuStreamDestroy, (w->compute));
     TL_CU(cuStreamDestroy, (w->comm_stream));
+    if (w->tp_stream)
+        TL_CU(cuStreamDestroy, (w->tp_stream));
 }
 
 /* The fake compute kernel: occupies the stream for a few milliseconds. */
@@ -88,6 +92,8 @@ void tl_enqueue_compute(struct tl_worker *w, int ms)
     TL_CU(cuLaunchHostFunc, (w->compute, compute_kernel, (void *)(long)ms));
     TL_CU(cuEventRecord, (w->grads_ready, w->compute));
     TL_CU(cuStreamWaitEvent, (w->comm_stream, w->grads_ready, 0));
+    if (w->tp_stream)
+        TL_CU(cuStreamWaitEvent, (w->tp_stream, w->grads_ready, 0));
 }
 
 /* After this long without completion, a stream wait also polls NCCL for async errors. */

@@ -83,6 +83,14 @@ void tl_enqueue_gpu_stall(struct tl_worker *w, int step)
     TL_CU(cuLaunchHostFunc, (w->comm_stream, trainloop_gpu_stall, NULL));
 }
 
+/* --stall-split-rank: the same stall on the split communicator's own stream, before
+ * its first op of the step; the world stream runs on. */
+void tl_enqueue_split_stall(struct tl_worker *w, int step)
+{
+    tl_note(" step %d: split stream stalled before its first op (--stall-split-rank)", step);
+    TL_CU(cuLaunchHostFunc, (w->tp_stream, trainloop_gpu_stall, NULL));
+}
+
 /* atexit handler: lets any stalled stream go. */
 void tl_release_gpu_stalls(void)
 {

@@ -91,6 +91,7 @@ static void issue_op(struct tl_worker *w, int k, int step)
     const struct tl_op *op = &w->ops[k];
     struct tl_buf *b = &w->buf[k];
     ncclComm_t comm = op->on_half ? w->half : w->world;
+    CUstream st = op->on_half && w->tp_stream ? w->tp_stream : w->comm_stream;
     void *s = (void *)b->dsend, *r = (void *)b->drecv;
     size_t count = op->count;
     switch (op->kind) {
@@ -100,18 +101,16 @@ static void issue_op(struct tl_worker *w, int k, int step)
             tl_note(" step %d: AllReduce #%d with count %zu instead of %zu (--mismatch-rank)",
                     step, k, count, op->count);
         }
-        TL_NCCL(w, comm, ncclAllReduce, (s, r, count, op->dtype, op->redop, comm,
-                                         w->comm_stream));
+        TL_NCCL(w, comm, ncclAllReduce, (s, r, count, op->dtype, op->redop, comm, st));
         break;
     case TL_ALLGATHER:
-        TL_NCCL(w, comm, ncclAllGather, (s, r, count, op->dtype, comm, w->comm_stream));
+        TL_NCCL(w, comm, ncclAllGather, (s, r, count, op->dtype, comm, st));
         break;
     case TL_REDUCESCATTER:
-        TL_NCCL(w, comm, ncclReduceScatter, (s, r, count, op->dtype, op->redop, comm,
-                                             w->comm_stream));
+        TL_NCCL(w, comm, ncclReduceScatter, (s, r, count, op->dtype, op->redop, comm, st));
         break;
     case TL_BROADCAST:
-        TL_NCCL(w, comm, ncclBroadcast, (s, r, count, op->dtype, 0, comm, w->comm_stream));
+        TL_NCCL(w, comm, ncclBroadcast, (s, r, count, op->dtype, 0, comm, st));
         break;
     case TL_SENDRECV:
         send_recv_ring(w, op, b);
@@ -152,7 +151,7 @@ void tl_step_issue(struct tl_worker *w, int step)
         tl_enqueue_gpu_stall(w, step);
 
     /* Consecutive grouped ops form one group; it ends on the communicators they used. */
-    int in_group = 0, stalled = 0;
+    int in_group = 0, stalled = 0, split_stalled = 0;
     ncclComm_t used[2] = { NULL, NULL };   /* world, half */
     for (int k = 0; k < w->nops; k++) {
         if (!w->issued[k])
@@ -170,6 +169,11 @@ void tl_step_issue(struct tl_worker *w, int step)
             tl_note(": host stall in step %d before the split communicator's first op "
                     "(--hang-split-rank, in trainloop_host_stall)", step);
             trainloop_host_stall();
+        }
+        if (w->ops[k].on_half && !split_stalled &&
+            tl_fault_now(w->p, &w->p->opt.stall_split, step)) {
+            split_stalled = 1;
+            tl_enqueue_split_stall(w, step);
         }
         if (w->ops[k].grouped) {
             if (!in_group) {
@@ -189,6 +193,7 @@ void tl_step_issue(struct tl_worker *w, int step)
         if (w->issued[k])
             TL_CU(cuMemcpyDtoHAsync, (b->hrecv, b->drecv,
                                       b->nrecv * tl_dtype_size(w->ops[k].dtype),
-                                      w->comm_stream));
+                                      w->ops[k].on_half && w->tp_stream ? w->tp_stream
+                                                                        : w->comm_stream));
     }
 }

@@ -20,3 +20,16 @@ $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: $(B)/fakes/libcuda.so.1
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS += \
     -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
+
+# Check suites of the analyzer's rules (test_analyze_*.c): small dumps written by the
+# test, read through the real reader; linked with the command's objects but its main
+# (CLI_OBJS comes later, from cli/cli.mk: the recipe expands it, and the command is
+# the prerequisite that builds them).
+$(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_main.h \
+        $(B)/ncclguard $(wildcard cli/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(JSON_CFLAGS) -Icli -c $< -o $@.o
+	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
+	    -ldl $(JSON_LIBS)
+
+UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c))
