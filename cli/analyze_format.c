@@ -174,12 +174,12 @@ static void culprit_line(struct an *a, struct an_culprit *c)
                                ng_intern_get(&a->strs, f->launcher));
     for (int i = 0; c->nchain > 1 && i < c->nchain && at < sizeof buf; i++) {
         const struct an_finding *l = &a->findings[c->path[i]];
-        char r[32], id[24];
+        char r[32], cid[24];
         int64_t g = c->chain[i] >= 0 ? a->ranks[c->chain[i]].rank : l->grank;
         snprintf(r, sizeof r, g >= 0 ? "%lld" : "?", (long long)g);
         at += (size_t)snprintf(buf + at, sizeof buf - at, "%srank %s %s on comm %s",
                                i ? " \xe2\x86\x92 " : " (chain: ", r, an_cause_name(l->cause),
-                               an_comm_short(a, l->comm, id, sizeof id));
+                               an_comm_short(a, l->comm, cid, sizeof cid));
         if (i == c->nchain - 1 && at < sizeof buf)
             at += (size_t)snprintf(buf + at, sizeof buf - at, ")");
     }
