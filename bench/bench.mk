@@ -26,6 +26,7 @@ bench: deps
 	@bench/stacks.sh $(B)
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
 	@bench/analyze.sh $(B) $(ANALYZE_RANKS)
+	@bench/torch_startup.sh $(B)
 	@grep '^added_instr_per_call=' $(B)/bench-instructions.txt || true
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
