@@ -23,7 +23,8 @@ $(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wr
 
 # frames in static functions (tests/e2e/symbols.sh): functions in the order of the
 # source, the exported ones in .dynsym; and a copy without .symtab
-$(E2E_BIN)/static_frames: tests/e2e/progs/static_frames.c $(B)/fakes/libnccl.so.2 \
+$(E2E_BIN)/static_frames: tests/e2e/progs/static_frames.c tests/e2e/progs/one_rank.h \
+        $(B)/fakes/libnccl.so.2 \
         $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O2 -g -fno-toplevel-reorder -rdynamic -o $@ $< $(LDFLAGS) $(FAKE_LIBS)

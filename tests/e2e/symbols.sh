@@ -10,7 +10,9 @@
 #  - a crash: the crash dump's frames carry module, offset and build-id, the
 #    innermost one the faulting instruction, and `analyze` names the faulting
 #    static function (crash_here); once the binary is replaced by one of another
-#    build-id, it names no function for those frames.
+#    build-id, it names no function for those frames; a fault at a function's
+#    first instruction names that function (the innermost frame of a crash is
+#    looked up at its pc, the others at pc - 1).
 source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
 if [ ! -x "$E2E/static_frames_stripped" ] || [ ! -x "$E2E/crash_mid_job" ] || [ ! -x "$NG" ]; then
@@ -159,5 +161,13 @@ if grep -q 'main thread in crash_mid_job+0x[0-9a-f]* ← crash_mid_job+0x' <<<"$
     pass "crash, binary replaced by another build-id: no function named"
 else
     fail "crash, binary of another build" "$out"
+fi
+# --- a fault at a function's first byte: the innermost frame is not a return address ------
+NCCLGUARD_DUMP_DIR=$TMP/entry/dumps under_shim "$E2E/static_frames" crash >"$TMP/entry.out" 2>&1
+out=$("$NG" analyze "$TMP/entry/dumps" 2>&1 | head -n 1)
+if grep -q 'main thread in fault_at_entry ← main' <<<"$out"; then
+    pass "crash at a function's first instruction: analyze names fault_at_entry, not what lies before"
+else
+    fail "crash at a function's first instruction" "$out $(tail -n 3 "$TMP/entry.out")"
 fi
 finish
