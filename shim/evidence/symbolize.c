@@ -241,9 +241,10 @@ void ncclguard_symbolize_at(uintptr_t pc, int exact, struct ng_symbol *out)
             out->function_offset = (pc - m->base) - s->st_value;
         }
     }
-    /* dladdr's symbol is the nearest exported one below, wherever it ends: a
-     * name only when the pc lies inside it (a static function after an
-     * exported one is not that function). */
+    /* dladdr's symbol need not hold the pc: glibc's answers a symbol of size 0
+     * for its own address, other C libraries the nearest exported one below,
+     * wherever it ends. A name only when the pc lies inside it (a static
+     * function after an exported one is not that function). */
     Dl_info info;
     const ElfW(Sym) *ds = NULL;
     if (!out->function && dladdr1((void *)at, &info, (void **)&ds, RTLD_DL_SYMENT) &&
