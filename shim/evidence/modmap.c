@@ -19,6 +19,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/atomic.h"
+
 #define MAX_RANGES 4096
 #define MAX_MODULES 2048
 #define POOL_BYTES (256 * 1024)
@@ -46,11 +48,14 @@ static int nmodules;
 static char pool[POOL_BYTES];
 static uint32_t pool_used;
 static char line[LINE_BYTES];
+static ng_atomic(int) loading;
 
 /* The file being read: its path (a line's last field) and where it starts. */
 static char cur_path[LINE_BYTES];
 static uintptr_t cur_head;
 static int cur_module; /* its module, -1 until one of its mappings is executable */
+
+static int load(void);
 
 static int hex_digit(char c)
 {
@@ -99,7 +104,9 @@ static void take_line(const char *p)
     }
     if (!exec || nranges >= MAX_RANGES) return;
     if (cur_module < 0) {
-        if (nmodules >= MAX_MODULES || len + 1 > POOL_BYTES - pool_used) return;
+        if (nmodules >= MAX_MODULES || pool_used >= POOL_BYTES - 1 ||
+            len + 1 > POOL_BYTES - 1 - pool_used) /* the last byte stays NUL */
+            return;
         struct module *m = &modules[nmodules];
         m->path = pool_used;
         memcpy(pool + pool_used, p, len + 1);
@@ -114,6 +121,16 @@ static void take_line(const char *p)
 }
 
 int ncclguard_modmap_load(void)
+{
+    /* A crash while a SIGTERM dump reads the table (or the reverse): the
+     * second handler finds the table as the first one left it. */
+    if (ng_atomic_exchange_acq_rel(&loading, 1)) return -1;
+    int n = load();
+    ng_atomic_store_release(&loading, 0);
+    return n;
+}
+
+static int load(void)
 {
     nranges = -1;
     nmodules = 0;
@@ -213,15 +230,18 @@ static void read_headers(struct module *m)
 
 int ncclguard_modmap_find(uintptr_t pc, int exact, struct ng_symbol *out)
 {
-    if (nranges <= 0 || !pc) return -1;
+    int n = nranges; /* read once, bounded: see load */
+    if (n <= 0 || n > MAX_RANGES || !pc) return -1;
     uintptr_t at = exact ? pc : pc - 1;
-    int lo = 0, hi = nranges; /* /proc/self/maps is sorted by address */
+    int lo = 0, hi = n; /* /proc/self/maps is sorted by address */
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
         if (ranges[mid].hi <= at) lo = mid + 1;
         else hi = mid;
     }
-    if (lo == nranges || at < ranges[lo].lo) return -1;
+    if (lo == n || at < ranges[lo].lo || ranges[lo].module < 0 ||
+        ranges[lo].module >= MAX_MODULES || modules[ranges[lo].module].path >= POOL_BYTES)
+        return -1;
     struct module *m = &modules[ranges[lo].module];
     if (!m->read) read_headers(m);
     out->module = pool + m->path;

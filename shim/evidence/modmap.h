@@ -14,7 +14,9 @@
  * Threads: the crashing thread, inside the crash handler (crash.c lets one
  * thread in per process): ncclguard_modmap_load from
  * ncclguard_threads_take_self, ncclguard_modmap_find from the dump writer
- * (dump_body.c). Async-signal-safe.
+ * (dump_body.c). Async-signal-safe. A crash during a SIGTERM dump (or the
+ * reverse) does not load the table a second time: the second handler's frames
+ * use the table of the first, and every index read from it is bounded.
  */
 #ifndef NCCLGUARD_MODMAP_H
 #define NCCLGUARD_MODMAP_H
