@@ -12,7 +12,8 @@
 #    static function (crash_here); once the binary is replaced by one of another
 #    build-id, it names no function for those frames; a fault at a function's
 #    first instruction names that function (the innermost frame of a crash is
-#    looked up at its pc, the others at pc - 1).
+#    looked up at its pc, the others at pc - 1);
+#  - frames that name a FIFO, a directory, devices or /proc files: analyze ends.
 source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
 if [ ! -x "$E2E/static_frames_stripped" ] || [ ! -x "$E2E/crash_mid_job" ] || [ ! -x "$NG" ]; then
@@ -162,6 +163,26 @@ if grep -q 'main thread in crash_mid_job+0x[0-9a-f]* ← crash_mid_job+0x' <<<"$
 else
     fail "crash, binary of another build" "$out"
 fi
+# --- hostile module paths: a FIFO, a directory, devices, /proc files; nothing blocks -------
+mkdir -p "$TMP/hostile/dumps" && mkfifo "$TMP/hostile/fifo"
+python3 - "$TMP"/symtab/dumps/*.json "$TMP/hostile" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+paths = [sys.argv[2] + "/fifo", sys.argv[2], "/dev/zero", "/dev/null", "/proc/self/mem",
+         "/proc/self/maps", "relative/lib.so", "", "/" + "x" * 5000]
+for i, f in enumerate(f for t in d["threads"] for f in t["frames"]):
+    f["module"] = paths[i % len(paths)]
+    f["build_id"] = "00" * 20 if i % 2 else "ab"
+json.dump(d, open(sys.argv[2] + "/dumps/ncclguard-r0-h-1.json", "w"))
+PY
+timeout 60 "$NG" analyze "$TMP/hostile/dumps" >"$TMP/hostile/out" 2>&1
+rc=$?
+if [ $rc -le 2 ]; then
+    pass "frames naming a FIFO, a directory, devices and /proc files: analyze ends (exit $rc)"
+else
+    fail "hostile module paths" "exit $rc $(tail -n 3 "$TMP/hostile/out")"
+fi
+
 # --- a fault at a function's first byte: the innermost frame is not a return address ------
 NCCLGUARD_DUMP_DIR=$TMP/entry/dumps under_shim "$E2E/static_frames" crash >"$TMP/entry.out" 2>&1
 out=$("$NG" analyze "$TMP/entry/dumps" 2>&1 | head -n 1)
