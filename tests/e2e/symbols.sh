@@ -92,9 +92,10 @@ if dump_stuck symtab "$E2E/static_frames" &&
     "$NG" analyze "$TMP/symtab/dumps" 2>&1 | grep -q 'main thread in setup ← main' &&
     report_has symtab "(static_frames) at tests/e2e/progs/static_frames.c:$LINE" &&
     no_neighbour symtab; then
-    pass "static function with .symtab: the dump and analyze name setup, report gives static_frames.c:$LINE"
+    pass "with .symtab: the dump and analyze name setup, report gives static_frames.c:$LINE"
 else
-    fail "static function with .symtab" "$(cat "$TMP/symtab/check" 2>/dev/null) $(tail -n 3 "$TMP/symtab/out")"
+    fail "static function with .symtab" \
+        "$(cat "$TMP/symtab/check" 2>/dev/null) $(tail -n 3 "$TMP/symtab/out")"
 fi
 
 # --- stripped: module + offset + build-id, never the exported neighbour ----------------------
@@ -118,7 +119,7 @@ if "$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep -q 'main thread in setup ← 
     report_has stripped "(static_frames_stripped) at tests/e2e/progs/static_frames.c:$LINE"; then
     pass "stripped, debug file in the second debug directory: setup at static_frames.c:$LINE"
 else
-    fail "debug file under .build-id" "$("$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep 'main thread')"
+    fail "debug file under .build-id" "$("$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep 'main')"
 fi
 other_build "$debug"
 if "$NG" analyze "$TMP/stripped/dumps" 2>&1 |
@@ -126,7 +127,7 @@ if "$NG" analyze "$TMP/stripped/dumps" 2>&1 |
     ! report_has stripped "setup+0x"; then
     pass "a debug file of another build-id names nothing"
 else
-    fail "debug file of another build" "$("$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep 'main thread')"
+    fail "debug file of another build" "$("$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep 'main')"
 fi
 unset NCCLGUARD_DEBUG_DIRS
 
