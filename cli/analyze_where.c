@@ -106,11 +106,15 @@ static uint32_t full_stack(const struct ng_dthread *t, const struct ng_dpythread
         const struct ng_dframe *f = &t->frames[i];
         frame_name(f, name, sizeof name);
         if (f->function && f->function_offset >= 0)
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s+0x%llx (%s)\n", name,
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s+0x%llx (%s)", name,
                                    (unsigned long long)f->function_offset,
                                    f->module ? base_name(f->module) : "?");
         else
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s\n", name);
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s", name);
+        if (f->file && f->line >= 0 && at < sizeof buf) /* named offline (symres.h) */
+            at += (size_t)snprintf(buf + at, sizeof buf - at, " at %s:%lld", f->file,
+                                   (long long)f->line);
+        if (at < sizeof buf) at += (size_t)snprintf(buf + at, sizeof buf - at, "\n");
     }
     for (size_t i = 0; p && i < p->nframes && at < sizeof buf; i++) {
         const struct ng_dpyframe *f = &p->frames[i];

@@ -10,6 +10,9 @@ CLI_SRCS += cli/dump.c
 CLI_SRCS += cli/diagnose.c
 CLI_SRCS += cli/trace.c
 JSON_CFLAGS := $(shell pkg-config --cflags jansson simdjson 2>/dev/null)
+# Offline symbolization of the dumps' frames (cli/symres.c): elfutils, the command only.
+CLI_SRCS += cli/symres.c
+DW_LIBS := $(shell pkg-config --libs libdw 2>/dev/null || echo -ldw -lelf)
 JSON_LIBS   := $(shell pkg-config --libs jansson simdjson 2>/dev/null || echo -ljansson -lsimdjson)
 
 # The dump reader, shared by the subcommands that read dumps (and the tests).
@@ -41,7 +44,7 @@ $(B)/cli/jsonread_simdjson.o: cli/jsonread_simdjson.cc
 	    -c $< -o $@
 
 $(B)/ncclguard: $(CLI_OBJS)
-	$(CXX) -o $@ $(CLI_OBJS) $(LDFLAGS) -ldl $(JSON_LIBS)
+	$(CXX) -o $@ $(CLI_OBJS) $(LDFLAGS) -ldl $(JSON_LIBS) $(DW_LIBS)
 
 ALL += $(B)/ncclguard
 

@@ -201,6 +201,7 @@ struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const 
     struct ng_dump *d = parse_once(p, buf, len, path, flags, 0, &again, err, errlen);
     if (again) /* an op in flight after one that is not: read everything of every op */
         d = parse_once(p, buf, len, path, flags, 1, &again, err, errlen);
+    if (d) ng_rd_resolve_frames(d);
     return d;
 }
 

@@ -72,6 +72,8 @@ struct ng_dframe {
     uint64_t pc, offset;
     int64_t function_offset;
     const char *module, *function, *build_id;
+    const char *file;      /* source file, named offline (the resolver); NULL when unknown */
+    int64_t line;          /* its line, NG_DUMP_NONE when unknown */
 };
 
 struct ng_dthread {
@@ -123,6 +125,16 @@ struct ng_dump {
     struct ng_dpython *python;  /* NULL: null, or 1.x */
     struct ng_dump_mem *mem;    /* owns everything above */
 };
+
+/* Offline symbolization: once a dump is read, the resolver is called on each
+ * of its C frames (the caller's threads: the parsing threads of a directory),
+ * exact 1 when the frame's pc is an interrupted instruction (the innermost
+ * frame of a thread taken by a signal, from its registers, or in a crash or
+ * SIGTERM dump), 0 for a return address. Its strings must outlive the dump.
+ * None by default (frames as written); the command installs cli/symres.h's.
+ * Set before reading. */
+typedef void (*ng_dframe_resolver)(struct ng_dframe *f, int exact);
+void ng_dump_set_resolver(ng_dframe_resolver fn);
 
 const char *ng_dop_name_str(int op);
 const char *ng_dop_state_str(int state);

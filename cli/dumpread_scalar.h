@@ -37,5 +37,8 @@ int ng_rd_ops(struct ng_rd *r, ng_jv *v);
 int ng_rd_comms(struct ng_rd *r, ng_jv *v);
 int ng_rd_threads(struct ng_rd *r, ng_jv *v);
 int ng_rd_python(struct ng_rd *r, ng_jv *v);
+/* dumpread_stack.c: every C frame of a dump just read, through the resolver
+ * (ng_dump_set_resolver), if one is set */
+void ng_rd_resolve_frames(struct ng_dump *d);
 
 #endif

@@ -62,7 +62,7 @@ static int frame_elem(void *c, size_t i, ng_jv *v)
     struct ng_dthread *t = x->t;
     x->f = ng_mem_push(x->r->m, (void **)&t->frames, &t->nframes, &x->frames_cap, sizeof *x->f);
     if (!x->f) return ng_rd_fail(x->r, NULL, "out of memory");
-    x->f->function_offset = NG_DUMP_NONE;
+    x->f->function_offset = x->f->line = NG_DUMP_NONE;
     rd_enter(x->r, "frames", (long)i);
     int rc = rd_object(x->r, v, &frame_table, frame_member, x);
     rd_leave(x->r);
@@ -109,6 +109,27 @@ int ng_rd_threads(struct ng_rd *r, ng_jv *v)
     if (kind == NG_J_NULL) return 0;
     if (kind != NG_J_ARRAY) return ng_rd_fail(r, "threads", "not an array or null");
     return ng_jv_array(v, thread_elem, r);
+}
+
+/* ---- offline names ---- */
+
+static ng_dframe_resolver resolver;
+
+void ng_dump_set_resolver(ng_dframe_resolver fn)
+{
+    resolver = fn;
+}
+
+void ng_rd_resolve_frames(struct ng_dump *d)
+{
+    if (!resolver || !d->has_threads) return;
+    /* written in a handler: each thread's pcs start at the interrupted instruction */
+    int handler = d->reason && (!strcmp(d->reason, "crash") || !strcmp(d->reason, "sigterm"));
+    for (size_t i = 0; i < d->nthreads; i++) {
+        const struct ng_dthread *t = &d->threads[i];
+        int exact = handler || (t->stack_from && strcmp(t->stack_from, "self"));
+        for (size_t k = 0; k < t->nframes; k++) resolver(&t->frames[k], k == 0 && exact);
+    }
 }
 
 /* ---- python ---- */

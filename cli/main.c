@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "symres.h"
 
 static const struct {
     const char *name;
@@ -43,6 +44,9 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    /* the commands that show the dumps' frames name them again offline */
+    if (!strcmp(argv[1], "analyze") || !strcmp(argv[1], "report") || !strcmp(argv[1], "trace"))
+        ng_symres_install();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "ncclguard: unknown command '%s'\n", argv[1]);

@@ -36,11 +36,10 @@ static int index_of(int sig)
 
 static void on_crash(int sig, siginfo_t *si, void *uc)
 {
-    (void)uc;
     int saved_errno = errno;
     int i = index_of(sig);
     if (!ng_atomic_load_relaxed(&in_child) && !ng_atomic_exchange_acq_rel(&crashed, 1)) {
-        ncclguard_threads_take_self();
+        ncclguard_threads_take_self(uc);
         ncclguard_python_forget();
         ncclguard_dump_write_signal("crash", NULL, 0);
     }

@@ -1,8 +1,10 @@
 /*
  * crash.h: the crash path. On SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT the
  * process writes a dump ("reason": "crash": the flight recorder, the ops in
- * flight, the crashing thread's stack as bare addresses) with async-signal-
- * safe code only, then hands the signal on to the disposition it had before,
+ * flight, the crashing thread's stack from the faulting instruction, each
+ * frame with its module, offset and build-id but no name: modmap.h) with
+ * async-signal-safe code only, then hands the signal on to the disposition it
+ * had before,
  * so that Python's faulthandler, a core dump or the default death still
  * follow.
  *

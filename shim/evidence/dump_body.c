@@ -19,6 +19,7 @@
 #include "base/ops.h"
 #include "base/version.h"
 #include "evidence/dump_format.h"
+#include "evidence/modmap.h"
 #include "evidence/python.h"
 #include "evidence/ras.h"
 #include "evidence/symbolize.h"
@@ -546,11 +547,14 @@ static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const stru
 }
 
 /* One element of a list of frames; symbolized between ncclguard_symbolize_begin
- * and _end, else a bare address. */
-static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
+ * and _end; else, in a crash sample's dump, module + offset + build-id from the
+ * maps read in the handler (modmap.h); else a bare address. exact: pc is the
+ * interrupted instruction, not a return address. */
+static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int exact)
 {
     struct ng_symbol sym = {.module = "", .offset = pc};
-    if (symbols) ncclguard_symbolize(pc, &sym);
+    if (symbols) ncclguard_symbolize_at(pc, exact, &sym);
+    else if (!ncclguard_threads_symbolizable()) ncclguard_modmap_find(pc, exact, &sym);
     struct frame_view view = {pc, sym.module, sym.offset, sym.function, sym.function_offset,
                               sym.build_id};
     const struct frame_view *f = &view;
@@ -565,7 +569,11 @@ static void put_FRAMES(struct ng_json *j, const struct ng_json_key *key,
     put_key(j, key);
     ncclguard_json_begin_array(j);
     int symbols = ncclguard_threads_symbolizable();
-    for (int i = 0; i < t->npcs; i++) put_frame(j, (uintptr_t)t->pcs[i], symbols);
+    /* The innermost frame is the interrupted instruction, except for the dumping
+     * thread's own unwind ("self" outside a handler: return addresses only). */
+    int exact = !symbols || strcmp(t->stack_from, "self");
+    for (int i = 0; i < t->npcs; i++)
+        put_frame(j, (uintptr_t)t->pcs[i], symbols, i == 0 && exact);
     ncclguard_json_end_array(j);
 }
 
@@ -587,7 +595,7 @@ static void put_STACK_FRAMES(struct ng_json *j, const struct ng_json_key *key,
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
-    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols);
+    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols, 0);
     ncclguard_json_end_array(j);
 }
 
@@ -623,7 +631,7 @@ static void put_STACKS(struct ng_json *j, const struct ng_json_key *key, struct 
 
 /* The threads of the last collection (threads.h), null without one: a dump
  * from a signal handler cannot collect, and cannot symbolize either (the crash
- * path's own thread is written with bare addresses). */
+ * path's own thread is written with modules and offsets, no names). */
 static void put_THREADS(struct ng_json *j, const struct ng_json_key *key, struct dump_ctx *d)
 {
     int n = ncclguard_threads_count();

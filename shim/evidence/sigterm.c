@@ -48,7 +48,7 @@ static void on_sigterm(int sig, siginfo_t *si, void *uc)
     /* A process that dumped already (an incident, a request) has left evidence
      * richer than a handler can write (every thread, Python): it is kept. */
     if (!ncclguard_dump_written() && op_in_flight() && !ng_atomic_exchange_acq_rel(&dumped, 1)) {
-        ncclguard_threads_take_self();
+        ncclguard_threads_take_self(uc);
         ncclguard_python_forget();
         ncclguard_dump_write_signal("sigterm", NULL, 0);
     }

@@ -2,9 +2,10 @@
  * sigterm.h: evidence before teardown. SIGTERM is how torchrun ends the other
  * ranks once one has failed; those are often the only dumps left of a job. A
  * SIGTERM that arrives while an op is in flight writes a dump ("reason":
- * "sigterm", from the handler: the receiving thread's stack as bare
- * addresses), unless the process dumped already (for an incident, on request:
- * that dump is richer, and it is kept). A dump that another thread is writing
+ * "sigterm", from the handler: the receiving thread's stack from the
+ * interrupted instruction, with modules but no names), unless the process
+ * dumped already (for an incident, on request: that dump is richer, and it
+ * is kept). A dump that another thread is writing
  * when SIGTERM comes is waited for, up to 10 s, so that the process does not
  * end in the middle of it. Then it goes on to the disposition the application chose:
  * its handler is called, a default SIGTERM still kills, an ignored one is

@@ -6,7 +6,10 @@
  * loader routine, trainloop_host_stall). So the module's file is mapped and
  * its .symtab searched; a stripped object falls back to .dynsym. Every offset
  * read from the file is checked against its size: a file replaced or damaged
- * since it was loaded must give no name, never a fault.
+ * since it was loaded must give no name, never a fault. dladdr, the last
+ * resort, names a frame only when the pc lies inside the symbol it returns
+ * (its st_size, from dladdr1): a pc past the end of the nearest exported
+ * symbol is module + offset, no name.
  */
 #include "evidence/symbolize.h"
 
@@ -39,6 +42,7 @@ struct module {
 
 struct cached {
     uintptr_t pc;
+    int exact;
     struct ng_symbol sym;
 };
 
@@ -213,12 +217,18 @@ static const Elf64_Sym *symbol_at(const struct module *m, uint64_t addr)
 
 void ncclguard_symbolize(uintptr_t pc, struct ng_symbol *out)
 {
+    ncclguard_symbolize_at(pc, 0, out);
+}
+
+void ncclguard_symbolize_at(uintptr_t pc, int exact, struct ng_symbol *out)
+{
+    exact = exact != 0;
     for (int i = 0; i < ncached; i++)
-        if (cache[i].pc == pc) {
+        if (cache[i].pc == pc && cache[i].exact == exact) {
             *out = cache[i].sym;
             return;
         }
-    uintptr_t at = pc ? pc - 1 : 0;
+    uintptr_t at = pc && !exact ? pc - 1 : pc;
     struct module *m = module_of(at);
     *out = (struct ng_symbol){.module = "", .offset = pc};
     if (m) {
@@ -231,10 +241,17 @@ void ncclguard_symbolize(uintptr_t pc, struct ng_symbol *out)
             out->function_offset = (pc - m->base) - s->st_value;
         }
     }
+    /* dladdr's symbol need not hold the pc: glibc's answers a symbol of size 0
+     * for its own address, other C libraries the nearest exported one below,
+     * wherever it ends. A name only when the pc lies inside it (a static
+     * function after an exported one is not that function). */
     Dl_info info;
-    if (!out->function && dladdr((void *)at, &info) && info.dli_sname && info.dli_saddr) {
+    const ElfW(Sym) *ds = NULL;
+    if (!out->function && dladdr1((void *)at, &info, (void **)&ds, RTLD_DL_SYMENT) &&
+        info.dli_sname && info.dli_saddr && ds &&
+        at - (uintptr_t)info.dli_saddr < ds->st_size) {
         out->function = info.dli_sname;
         out->function_offset = pc - (uintptr_t)info.dli_saddr;
     }
-    if (ncached < MAX_CACHED) cache[ncached++] = (struct cached){pc, *out};
+    if (ncached < MAX_CACHED) cache[ncached++] = (struct cached){pc, exact, *out};
 }

@@ -31,8 +31,15 @@ void ncclguard_symbolize_begin(void);
 int ncclguard_symbolize_try_begin(void);
 
 /* Resolves a return address (looked up at pc - 1, inside the call). The
- * strings stay valid until ncclguard_symbolize_end. */
+ * strings stay valid until ncclguard_symbolize_end. A function is named only
+ * when the address lies inside its symbol (st_size); otherwise the frame is
+ * module + offset + build-id. */
 void ncclguard_symbolize(uintptr_t pc, struct ng_symbol *out);
+
+/* The same, looked up at pc itself when exact: the innermost frame of a thread
+ * stopped by a signal or read from its registers is the interrupted
+ * instruction, not a return address. */
+void ncclguard_symbolize_at(uintptr_t pc, int exact, struct ng_symbol *out);
 
 /* Unmaps the files, forgets the cache and lets the next thread in. */
 void ncclguard_symbolize_end(void);

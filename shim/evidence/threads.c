@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "evidence/modmap.h"
 #include "evidence/stackscan.h"
 #include "track/unwind.h"
 
@@ -68,6 +69,24 @@ static uintptr_t interrupted_pc(void *uc)
     (void)uc;
     return 0;
 #endif
+}
+
+/* The crash path's stack: from the interrupted instruction on, without the
+ * handler's frames (this function, the crash handler, the signal trampoline);
+ * all of the unwind when the interrupted pc is not among its first frames. */
+static int take_interrupted(void **pcs, void *uc)
+{
+    static void *raw[MAX_FRAMES + 8];
+    int n = ncclguard_unwind_here(raw, MAX_FRAMES + 8), first = 0;
+    uintptr_t pc = uc ? interrupted_pc(uc) : 0;
+    for (int i = 0; i < n && i < 8 && pc; i++)
+        if ((uintptr_t)raw[i] == pc) {
+            first = i;
+            break;
+        }
+    int k = 0;
+    for (int i = first; i < n && k < MAX_FRAMES; i++) pcs[k++] = raw[i];
+    return k;
 }
 
 static void on_stack_signal(int signo, siginfo_t *si, void *uc)
@@ -374,7 +393,7 @@ void ncclguard_threads_forget(void)
     if (!ng_atomic_load_acquire(&raw_sample)) ng_atomic_store_release(&nslots, -1);
 }
 
-void ncclguard_threads_take_self(void)
+void ncclguard_threads_take_self(void *uc)
 {
     ng_atomic_store_release(&nslots, -1);
     struct slot *s = &slots[0];
@@ -389,7 +408,8 @@ void ncclguard_threads_take_self(void)
         s->name[i] = buf[i];
         s->name[i + 1] = '\0';
     }
-    s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
+    s->npcs = take_interrupted(s->pcs, uc);
+    ncclguard_modmap_load(); /* the frames' modules, for the dump writer */
     ng_atomic_store_relaxed(&raw_sample, 1);
     ng_atomic_store_release(&nslots, 1);
 }

@@ -45,10 +45,13 @@ void ncclguard_threads_collect(void);
  * Async-signal-safe. */
 void ncclguard_threads_forget(void);
 
-/* The crash path: the calling thread alone, unwound, in place of any
- * collection; its frames are written as bare addresses (symbolizing is not
- * async-signal-safe). Async-signal-safe: open/read of /proc and the unwinder. */
-void ncclguard_threads_take_self(void);
+/* The crash path: the calling thread alone, unwound from the interrupted
+ * instruction of uc (the handler's ucontext; NULL: from the caller), in place
+ * of any collection. Its frames get module, offset and build-id
+ * (modmap.h), no function name (symbolizing is not async-signal-safe: names
+ * come offline). Async-signal-safe: open/read of /proc, process_vm_readv and
+ * the unwinder. */
+void ncclguard_threads_take_self(void *uc);
 
 /* False while the slots hold a crash sample. */
 int ncclguard_threads_symbolizable(void);

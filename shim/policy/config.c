@@ -414,10 +414,12 @@ void ncclguard_config_begin(int talk_)
     loaded = 1;
 }
 
-/* NCCLGUARD_* variables that are not settings but are read elsewhere. */
+/* NCCLGUARD_* variables that are not settings but are read elsewhere
+ * (NCCLGUARD_DEBUG_DIRS: by the command, cli/symres.c). */
 static int other_variable(const char *name, size_t n)
 {
-    static const char *const others[] = {"NCCLGUARD_CONFIG", "NCCLGUARD_POLICY_APPLIED"};
+    static const char *const others[] = {"NCCLGUARD_CONFIG", "NCCLGUARD_POLICY_APPLIED",
+                                         "NCCLGUARD_DEBUG_DIRS"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (strlen(others[i]) == n && !strncmp(name, others[i], n)) return 1;
     return n > 15 && !strncmp(name, "NCCLGUARD_TEST_", 15);

@@ -21,6 +21,17 @@ $(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wr
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
 
+# frames in static functions (tests/e2e/symbols.sh): functions in the order of the
+# source, the exported ones in .dynsym; and a copy without .symtab
+$(E2E_BIN)/static_frames: tests/e2e/progs/static_frames.c tests/e2e/progs/one_rank.h \
+        $(B)/fakes/libnccl.so.2 \
+        $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -g -fno-toplevel-reorder -rdynamic -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
+
+$(E2E_BIN)/static_frames_stripped: $(E2E_BIN)/static_frames
+	strip --strip-all -o $@ $<
+
 # a slow file system for the dump (fsync of its temp file held or delayed)
 $(E2E_BIN)/libslowfs.so: tests/e2e/progs/slowfs.c
 	@mkdir -p $(dir $@)
@@ -47,4 +58,5 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 
 ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap paths missing_sym stuck_init \
     group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams crash_mid_job term_job \
-    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes)
+    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes \
+    static_frames static_frames_stripped)

@@ -14,6 +14,16 @@ $(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so
 $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
     -Wl,-rpath,$(abspath $(B)/tests/unit)
 
+# test_shim_symbolize names addresses of a library of its own (sym_sites.c: its
+# functions in the order of the source), and of a copy of it without .symtab.
+$(B)/tests/unit/libsymsites.so: tests/unit/sym_sites.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fno-toplevel-reorder -shared -o $@ $< $(LDFLAGS)
+$(B)/tests/unit/libsymsites-stripped.so: $(B)/tests/unit/libsymsites.so
+	strip --strip-all -o $@ $<
+$(B)/tests/unit/test_shim_symbolize: $(B)/tests/unit/libsymsites.so \
+    $(B)/tests/unit/libsymsites-stripped.so
+
 # test_shim_observer drives the observer with the fake driver's streams and
 # events (and its test entry points), test_shim_markers the marker pools:
 # linked to it, found at run time by rpath.
