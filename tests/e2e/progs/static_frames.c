@@ -22,6 +22,8 @@
 
 volatile int sink;
 
+void neighbour(int n); /* exported on purpose, see above */
+
 __attribute__((noinline)) void neighbour(int n)
 {
     for (int i = 0; i < n; i++) sink += i;
