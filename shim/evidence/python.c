@@ -157,19 +157,24 @@ static unsigned long read_version(void)
 /* The _Py_DebugOffsets words the walk uses, by index, for 3.13 and 3.14: the
  * struct is a cookie, the version, free_threaded, then groups of uint64 that
  * each start with their struct's size (Include/internal/pycore_runtime.h of
- * 3.13, pycore_debug_offsets.h of 3.14); 3.14 adds fields to the interpreter,
- * frame and code groups and a set group before bytes and str. */
+ * 3.13, pycore_debug_offsets.h of 3.14). 3.14's groups grew during its
+ * development (threads_main, code_object_generation and tlbc_generation in the
+ * interpreter, stackpointer and tlbc_index in the frame, co_tlbc in the code, a
+ * set group before dict); its two layouts are tried, newest first, and the one
+ * whose PyObject, bytes and str words are plausible is taken. */
 struct dbg_index {
-    int minor, words;
+    int minor;
     int rt_head, is_next, is_threads, ts_next, ts_interp, ts_frame, ts_thread_id, ts_native;
     int fr_prev, fr_code, fr_instr, fr_owner, co_filename, co_name, co_lines, co_first, co_code;
     int ob_size, ob_type, bytes_size, bytes_sval, str_state, str_length, str_data;
 };
 static const struct dbg_index dbg_indexes[] = {
-    {13, 71, 5, 8, 9, 21, 22, 23, 24, 25, 29, 30, 31, 33, 35, 36, 38, 39, 43,
+    {13, 5, 8, 9, 21, 22, 23, 24, 25, 29, 30, 31, 33, 35, 36, 38, 39, 43,
      44, 45, 65, 66, 68, 69, 70},
-    {14, 81, 5, 8, 9, 24, 25, 26, 27, 28, 32, 33, 34, 36, 40, 41, 43, 44, 48,
+    {14, 5, 8, 9, 24, 25, 26, 27, 28, 32, 33, 34, 36, 40, 41, 43, 44, 48,
      50, 51, 75, 76, 78, 79, 80},
+    {14, 5, 8, 9, 22, 23, 24, 25, 26, 30, 31, 32, 34, 37, 38, 40, 41, 45,
+     46, 47, 71, 72, 74, 75, 76},
 };
 
 /* The offsets in d are plausible: PyObject, bytes and str where every release
@@ -197,12 +202,9 @@ static int max_of(const int *v, int n)
 
 static int layout_from_debug_offsets(int minor)
 {
-    const struct dbg_index *x = NULL;
-    for (size_t i = 0; i < sizeof dbg_indexes / sizeof *dbg_indexes; i++)
-        if (dbg_indexes[i].minor == minor) x = &dbg_indexes[i];
-    uint64_t d[96];
-    if (!x || rd(runtime, d, (size_t)x->words * 8) != 0 || memcmp(d, "xdebugpy", 8) != 0) {
-        refuse("Python %s: _PyRuntime has no _Py_DebugOffsets of a known layout", version);
+    uint64_t d[96]; /* past the last index of any layout below */
+    if (rd(runtime, d, sizeof d) != 0 || memcmp(d, "xdebugpy", 8) != 0) {
+        refuse("Python %s: _PyRuntime has no _Py_DebugOffsets", version);
         return -1;
     }
     if ((d[1] >> 16) != (0x0300u | (unsigned)minor)) {
@@ -213,7 +215,11 @@ static int layout_from_debug_offsets(int minor)
         refuse("Python %s: free-threaded CPython is not supported", version);
         return -1;
     }
-    if (dbg_plausible(d, x) != 0) {
+    const struct dbg_index *x = NULL;
+    for (size_t i = 0; i < sizeof dbg_indexes / sizeof *dbg_indexes && !x; i++)
+        if (dbg_indexes[i].minor == minor && dbg_plausible(d, &dbg_indexes[i]) == 0)
+            x = &dbg_indexes[i];
+    if (!x) {
         refuse("Python %s: _Py_DebugOffsets not laid out as expected", version);
         return -1;
     }
@@ -241,7 +247,8 @@ static int layout_from_debug_offsets(int minor)
  * means the indexes above are wrong, and the walk would read garbage. */
 static int agrees_with_table(const struct ng_py_layout *t)
 {
-    return t->rt_interp_head == lay.rt_interp_head && t->is_threads == lay.is_threads &&
+    return t->rt_interp_head == lay.rt_interp_head && t->is_next == lay.is_next &&
+           t->is_threads == lay.is_threads &&
            t->ts_next == lay.ts_next && t->ts_interp == lay.ts_interp &&
            t->ts_frame == lay.ts_frame && t->ts_thread_id == lay.ts_thread_id &&
            t->ts_native_id == lay.ts_native_id && t->fr_prev == lay.fr_prev &&
