@@ -14,7 +14,9 @@ be replaced (a new inode), reads it and checks it, then waits out the rest of th
     then deep() at @deep-call, 100 frames in all, with a note that says it has more;
   - both tids are among the dump's threads[].tid;
   - every frame of the program's file names one of its functions.
-Prints one line: the dumps survived and checked, or the first failure.
+Prints one line: the dumps survived and checked, with the median and the longest
+time from the signal to the dump's rename (a figure, never checked), or the first
+failure.
 """
 import json
 import os
@@ -85,7 +87,7 @@ def main():
         p.kill()
         sys.exit(f"FAIL: the program did not start: {line!r}")
     ids = json.loads(line[6:])
-    inode, done = None, 0
+    inode, done, took = None, 0, []
     try:
         for i in range(dumps):
             t0 = time.monotonic()
@@ -97,10 +99,11 @@ def main():
                     sys.exit(f"FAIL: the program died ({how}) after {done} dumps")
                 try:
                     path = [os.path.join(ddir, n) for n in os.listdir(ddir)
-                            if n.endswith(".json")][0]
+                            if n.endswith(f"-{p.pid}.json")][0]
                     st = os.stat(path)
                     if st.st_ino != inode:
                         inode = st.st_ino
+                        took.append(time.monotonic() - t0)
                         break
                 except (OSError, IndexError):
                     pass
@@ -123,7 +126,9 @@ def main():
             p.kill()
         p.wait()
     what = "survived" if survive_only else "survived and checked"
-    print(f"{done} dumps {what}")
+    took.sort()
+    print(f"{done} dumps {what} (signal to dump: median {took[len(took) // 2] * 1e3:.1f} ms, "
+          f"longest {took[-1] * 1e3:.1f} ms)")
 
 
 main()
