@@ -26,16 +26,16 @@
 
 #define MAX_INTERPS 16
 #define MAX_THREADS 256
-#define MAX_FRAMES 8192
-#define MAX_DEPTH 100    /* frames kept per thread, as faulthandler */
-#define MAX_STEPS 400    /* frames visited per thread, the interpreter's shim frames included */
-#define MAX_TABLE 4096   /* bytes of a line table read */
-#define MAX_BLOCK 512    /* bytes of a thread state, frame or code object read */
-#define POOL_MAX (512 << 10)
-#define CODE_CACHE 1024  /* code objects named per collection, a power of 2 */
-#define PAGE 4096
-#define WALK_TRIES 5  /* walks of a thread list that changes underneath */
-#define TAG_BITS 7u      /* 3.14 tags the low bits of a frame's f_executable */
+#define MAX_FRAMES  8192
+#define MAX_DEPTH   100  /* frames kept per thread, as faulthandler */
+#define MAX_STEPS   400  /* frames visited per thread, the interpreter's shim frames included */
+#define MAX_TABLE   4096 /* bytes of a line table read */
+#define MAX_BLOCK   512  /* bytes of a thread state, frame or code object read */
+#define POOL_MAX    (512 << 10)
+#define CODE_CACHE  1024 /* code objects named per collection, a power of 2 */
+#define PAGE        4096
+#define WALK_TRIES  5  /* walks of a thread list that changes underneath */
+#define TAG_BITS    7u /* 3.14 tags the low bits of a frame's f_executable */
 
 enum method { NONE, LAYOUT, DEBUG_OFFSETS };
 static const char *const method_name[] = {"none", "layout", "debug_offsets"};
@@ -135,11 +135,10 @@ static unsigned long read_version(void)
     uint32_t h = 0;
     if (hexv && rd(hexv, &h, sizeof h) == 0 && (h >> 24) == 3) {
         static const char *const level[16] = {[0xA] = "a", [0xB] = "b", [0xC] = "rc"};
-        int n = snprintf(version, sizeof version, "%u.%u.%u", h >> 24, (h >> 16) & 255,
-                         (h >> 8) & 255);
+        int n =
+            snprintf(version, sizeof version, "%u.%u.%u", h >> 24, (h >> 16) & 255, (h >> 8) & 255);
         if (level[(h >> 4) & 15] && n > 0)
-            snprintf(version + n, sizeof version - (size_t)n, "%s%u", level[(h >> 4) & 15],
-                     h & 15);
+            snprintf(version + n, sizeof version - (size_t)n, "%s%u", level[(h >> 4) & 15], h & 15);
         return h;
     }
     const char *(*get)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
@@ -168,6 +167,8 @@ struct dbg_index {
     int fr_prev, fr_code, fr_instr, fr_owner, co_filename, co_name, co_lines, co_first, co_code;
     int ob_size, ob_type, bytes_size, bytes_sval, str_state, str_length, str_data;
 };
+/* one layout a row */
+/* clang-format off */
 static const struct dbg_index dbg_indexes[] = {
     {13, 5, 8, 9, 21, 22, 23, 24, 25, 29, 30, 31, 33, 35, 36, 38, 39, 43,
      44, 45, 65, 66, 68, 69, 70},
@@ -176,6 +177,7 @@ static const struct dbg_index dbg_indexes[] = {
     {14, 5, 8, 9, 22, 23, 24, 25, 26, 30, 31, 32, 34, 37, 38, 40, 41, 45,
      46, 47, 71, 72, 74, 75, 76},
 };
+/* clang-format on */
 
 /* The offsets in d are plausible: PyObject, bytes and str where every release
  * build has them, every field offset inside its struct's size. */
@@ -186,8 +188,8 @@ static int dbg_plausible(const uint64_t *d, const struct dbg_index *x)
         d[x->str_data] != 40)
         return -1;
     const int fields[] = {x->ts_next, x->ts_interp, x->ts_frame, x->ts_thread_id, x->ts_native,
-                          x->fr_prev, x->fr_code, x->fr_instr, x->fr_owner, x->co_filename,
-                          x->co_name, x->co_lines, x->co_first, x->co_code};
+                          x->fr_prev, x->fr_code,   x->fr_instr, x->fr_owner,     x->co_filename,
+                          x->co_name, x->co_lines,  x->co_first, x->co_code};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         if (d[fields[i]] >= MAX_BLOCK - 8) return -1;
     return 0;
@@ -223,19 +225,37 @@ static int layout_from_debug_offsets(int minor)
         refuse("Python %s: _Py_DebugOffsets not laid out as expected", version);
         return -1;
     }
-    lay = (struct ng_py_layout){
-        .minor = minor, .lines = NG_PY_LOCATIONS, .rt_interp_head = (int)d[x->rt_head],
-        .is_next = (int)d[x->is_next], .is_threads = (int)d[x->is_threads],
-        .ts_next = (int)d[x->ts_next], .ts_interp = (int)d[x->ts_interp],
-        .ts_frame = (int)d[x->ts_frame], .ts_cframe = -1, .cf_current = -1,
-        .ts_thread_id = (int)d[x->ts_thread_id], .ts_native_id = (int)d[x->ts_native],
-        .fr_prev = (int)d[x->fr_prev], .fr_code = (int)d[x->fr_code], .fr_lasti = -1,
-        .fr_instr = (int)d[x->fr_instr], .fr_owner = (int)d[x->fr_owner], .owner_shim = 3,
-        .co_filename = (int)d[x->co_filename], .co_name = (int)d[x->co_name],
-        .co_firstlineno = (int)d[x->co_first], .co_lines = (int)d[x->co_lines],
-        .co_code = (int)d[x->co_code], .ob_type = 8, .bytes_size = 16, .bytes_sval = 32,
-        .str_state = 32, .str_length = 16, .str_data = 40, .str_compact = 1u << 5,
-        .str_ascii = 1u << 6};
+    lay = (struct ng_py_layout){.minor = minor,
+                                .lines = NG_PY_LOCATIONS,
+                                .rt_interp_head = (int)d[x->rt_head],
+                                .is_next = (int)d[x->is_next],
+                                .is_threads = (int)d[x->is_threads],
+                                .ts_next = (int)d[x->ts_next],
+                                .ts_interp = (int)d[x->ts_interp],
+                                .ts_frame = (int)d[x->ts_frame],
+                                .ts_cframe = -1,
+                                .cf_current = -1,
+                                .ts_thread_id = (int)d[x->ts_thread_id],
+                                .ts_native_id = (int)d[x->ts_native],
+                                .fr_prev = (int)d[x->fr_prev],
+                                .fr_code = (int)d[x->fr_code],
+                                .fr_lasti = -1,
+                                .fr_instr = (int)d[x->fr_instr],
+                                .fr_owner = (int)d[x->fr_owner],
+                                .owner_shim = 3,
+                                .co_filename = (int)d[x->co_filename],
+                                .co_name = (int)d[x->co_name],
+                                .co_firstlineno = (int)d[x->co_first],
+                                .co_lines = (int)d[x->co_lines],
+                                .co_code = (int)d[x->co_code],
+                                .ob_type = 8,
+                                .bytes_size = 16,
+                                .bytes_sval = 32,
+                                .str_state = 32,
+                                .str_length = 16,
+                                .str_data = 40,
+                                .str_compact = 1u << 5,
+                                .str_ascii = 1u << 6};
     int fr[] = {lay.fr_prev + 8, lay.fr_code + 8, lay.fr_instr + 8, lay.fr_owner + 1};
     int co[] = {lay.co_filename + 8, lay.co_name + 8, lay.co_firstlineno + 4, lay.co_lines + 8};
     lay.fr_size = max_of(fr, 4);
@@ -248,22 +268,20 @@ static int layout_from_debug_offsets(int minor)
 static int agrees_with_table(const struct ng_py_layout *t)
 {
     return t->rt_interp_head == lay.rt_interp_head && t->is_next == lay.is_next &&
-           t->is_threads == lay.is_threads &&
-           t->ts_next == lay.ts_next && t->ts_interp == lay.ts_interp &&
-           t->ts_frame == lay.ts_frame && t->ts_thread_id == lay.ts_thread_id &&
-           t->ts_native_id == lay.ts_native_id && t->fr_prev == lay.fr_prev &&
-           t->fr_code == lay.fr_code && t->fr_instr == lay.fr_instr &&
+           t->is_threads == lay.is_threads && t->ts_next == lay.ts_next &&
+           t->ts_interp == lay.ts_interp && t->ts_frame == lay.ts_frame &&
+           t->ts_thread_id == lay.ts_thread_id && t->ts_native_id == lay.ts_native_id &&
+           t->fr_prev == lay.fr_prev && t->fr_code == lay.fr_code && t->fr_instr == lay.fr_instr &&
            t->fr_owner == lay.fr_owner && t->co_filename == lay.co_filename &&
            t->co_name == lay.co_name && t->co_firstlineno == lay.co_firstlineno &&
-           t->co_lines == lay.co_lines && t->co_code == lay.co_code &&
-           t->str_data == lay.str_data;
+           t->co_lines == lay.co_lines && t->co_code == lay.co_code && t->str_data == lay.str_data;
 }
 
 /* A debug build (Py_REF_DEBUG, Py_TRACE_REFS) exports one of these. */
 static int debug_build(void)
 {
-    static const char *const names[] = {"_Py_RefTotal", "_Py_GetRefTotal",
-                                        "_Py_GetGlobalRefTotal", "_Py_PrintReferences"};
+    static const char *const names[] = {"_Py_RefTotal", "_Py_GetRefTotal", "_Py_GetGlobalRefTotal",
+                                        "_Py_PrintReferences"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (dlsym(RTLD_DEFAULT, names[i])) return 1;
     return 0;
@@ -345,8 +363,8 @@ void ncclguard_python_init(void)
         method = LAYOUT;
     }
     if (method != NONE) {
-        int ts[] = {lay.ts_next, lay.ts_interp, lay.ts_frame, lay.ts_cframe,
-                    lay.ts_thread_id, lay.ts_native_id};
+        int ts[] = {lay.ts_next,   lay.ts_interp,    lay.ts_frame,
+                    lay.ts_cframe, lay.ts_thread_id, lay.ts_native_id};
         ts_size = max_of(ts, 6) + 8;
         if (ts_size > MAX_BLOCK || lay.fr_size > MAX_BLOCK || lay.co_size > MAX_BLOCK)
             refuse("Python %s: a struct larger than the walk reads", version);
@@ -403,8 +421,10 @@ static const struct code_info *code_info(uintptr_t code)
     if (rd(code, b, (size_t)lay.co_size) != 0 || word(b, lay.ob_type) != code_type) return NULL;
     static struct code_info tmp;
     if (!c) c = &tmp; /* the cache is crowded here: named, not kept */
-    *c = (struct code_info){.code = code, .table = word(b, lay.co_lines),
-                            .first = word32(b, lay.co_firstlineno), .generation = generation};
+    *c = (struct code_info){.code = code,
+                            .table = word(b, lay.co_lines),
+                            .first = word32(b, lay.co_firstlineno),
+                            .generation = generation};
     c->file = read_str(word(b, lay.co_filename), 255);
     c->name = read_str(word(b, lay.co_name), 127);
     return c;
@@ -511,8 +531,8 @@ static int load_table(const struct code_info *c)
 static int64_t line_of(const struct code_info *c, const uint8_t *fb)
 {
     if (load_table(c) != 0) return -1;
-    if (lay.lines == NG_PY_LNOTAB) return line_lnotab(table, table_len, c->first,
-                                                      word32(fb, lay.fr_lasti));
+    if (lay.lines == NG_PY_LNOTAB)
+        return line_lnotab(table, table_len, c->first, word32(fb, lay.fr_lasti));
     if (lay.lines == NG_PY_LINETABLE)
         return line_310(table, table_len, c->first, (int64_t)word32(fb, lay.fr_lasti) * 2);
     uintptr_t start = c->code + (uintptr_t)lay.co_code, instr = word(fb, lay.fr_instr);
@@ -634,8 +654,10 @@ static int walk_threads(void)
             uint8_t b[MAX_BLOCK];
             if (seen_before(seen_ts, nthreads, ts) || rd(ts, b, (size_t)ts_size) != 0 ||
                 word(b, lay.ts_interp) != interp) {
-                snprintf(why, sizeof why, "the thread list changed while it was read, %d times: "
-                         "some threads may be missing", WALK_TRIES);
+                snprintf(why, sizeof why,
+                         "the thread list changed while it was read, %d times: "
+                         "some threads may be missing",
+                         WALK_TRIES);
                 return -1;
             }
             seen_ts[nthreads] = ts;

@@ -4,15 +4,17 @@
     py_stress_check.py [--survive-only] PYTHON DUMPS METHOD DIR
 
 The program runs with LD_PRELOAD=$PRELOAD (this checker does not) and the rest of
-the environment given, with NCCLGUARD_DUMP_DIR=DIR/dumps. Each round sends SIGUSR2, waits for the dump file to
-be replaced (a new inode), reads it and checks it, then waits out the rest of the
-50 ms. The program must survive all DUMPS dumps. In each dump, unless --survive-only:
+the environment given, with NCCLGUARD_DUMP_DIR=DIR/dumps. Each round sends
+SIGUSR2, waits for the dump file to be replaced (a new inode), reads it and checks
+it, then waits out the rest of the 50 ms. The program must survive all DUMPS
+dumps. In each dump, unless --survive-only:
   - python.method is METHOD, and every Python thread has a tid or a note;
   - the main thread (tid = the pid) stops in stuck_in_python_function at the line
     tagged @main-sleep, called from <module> at @main-call;
   - the deep thread (its tid as the program printed it) shows deep() at @deep-sleep,
     then deep() at @deep-call, 100 frames in all, with a note that says it has more;
-  - both tids are among the dump's threads[].tid;
+  - a thread whose stack holds churner() has a churner's tid;
+  - the tids of main, deep and the churners are among the dump's threads[].tid;
   - every frame of the program's file names one of its functions.
 Prints one line: the dumps survived and checked, with the median and the longest
 time from the signal to the dump's rename (a figure, never checked), or the first
@@ -66,7 +68,12 @@ def check(d, pid, ids, method, prog, tag, funcs):
     want = [("deep", tag["deep-sleep"])] + [("deep", tag["deep-call"])] * 99
     assert fr == want, f"deep: {fr[:3]}... ({len(fr)} frames)"
     assert deep.get("note"), "deep: no note that frames were left out"
-    for who, tid in (("main", pid), ("deep", ids["deep"])):
+    churners = {ids["churn1"], ids["churn2"]}
+    for t in py["threads"]:
+        if any(f["function"] == "churner" for f in t["frames"]):
+            assert t["tid"] in churners, f"a churner's stack on tid {t['tid']}, not {churners}"
+    for who, tid in (("main", pid), ("deep", ids["deep"]), ("churn1", ids["churn1"]),
+                     ("churn2", ids["churn2"])):
         assert tid in tids, f"{who} tid {tid} not in threads[].tid"
 
 

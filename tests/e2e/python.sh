@@ -105,7 +105,10 @@ dumps=300
 names=() pids=()
 for v in 3.8.18 3.9.18 3.10.13 3.11.7 3.12.1 3.13.0 debian; do
     py=/usr/bin/python3
-    [ $v = debian ] || py=$(pyenv_python $v) || { skip "python stress $v" "not installed"; continue; }
+    if [ $v != debian ] && ! py=$(pyenv_python $v); then
+        skip "python stress $v" "not installed"
+        continue
+    fi
     method=layout
     [ $v = 3.13.0 ] && method=debug_offsets
     mkdir -p "$TMP/stress-$v"

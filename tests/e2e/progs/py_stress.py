@@ -6,7 +6,8 @@ After one AllReduce through the shim (py_hang.py), it starts:
   - two "churn" threads that recurse up and down to random depths without end;
   - a spawner of short-lived threads that recurse a little and exit, four at
     a time, so thread states come and go during every dump;
-and prints "ready" with the native thread ids of main and deep (JSON), then
+and prints "ready" with the native thread ids of main, deep and the churners
+(JSON), then
 sleeps in stuck_in_python_function. Lines tagged "# @name" are where the
 stacks stop; tests/e2e/py_stress_check.py reads the tags from this file.
 """
@@ -39,6 +40,7 @@ def churn(n):
 
 
 def churner(seed):
+    ids[f"churn{seed}"] = threading.get_native_id()
     rng = random.Random(seed)
     while True:
         churn(rng.randrange(1, 120))  # @churner-call
@@ -69,7 +71,7 @@ threading.Thread(target=deep, args=(DEEP,), name="deep", daemon=True).start()
 for seed in (1, 2):
     threading.Thread(target=churner, args=(seed,), name="churn", daemon=True).start()
 threading.Thread(target=spawner, name="spawner", daemon=True).start()
-while "deep" not in ids:
+while not {"deep", "churn1", "churn2"} <= set(ids):
     time.sleep(0.01)
 ids["main"] = threading.get_native_id()
 print("ready " + json.dumps(ids), flush=True)
