@@ -20,3 +20,7 @@ $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: $(B)/fakes/libcuda.so.1
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS += \
     -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
+
+# test_shim_python fakes an interpreter: its _PyRuntime and type objects must be
+# in the dynamic symbol table, where the shim looks for them with dlsym.
+$(B)/tests/unit/test_shim_python: LDFLAGS += -rdynamic
