@@ -18,10 +18,12 @@
  * that the tid in glibc's struct pthread (the pthread_t is its address), at an
  * offset learnt at init from two threads of our own.
  *
- * Threads: ncclguard_python_init under the start lock (it may start and join
- * one thread); collect on the thread that writes the dumps (not
- * async-signal-safe only in that it uses static buffers; it calls nothing of
- * the interpreter); the getters from the dump writer, after collect.
+ * Threads: ncclguard_python_init under the start lock (before 3.11 it starts
+ * and joins one thread, and calls Py_GetVersion, a formatting routine that
+ * needs no GIL); collect on the thread that writes the dumps, never in a
+ * signal handler (static buffers, snprintf, nanosleep between walks of a torn
+ * thread list); it calls nothing of the interpreter. The getters from the dump
+ * writer, after collect.
  */
 #ifndef NCCLGUARD_PYTHON_H
 #define NCCLGUARD_PYTHON_H
