@@ -1,7 +1,8 @@
 /*
  * test_shim_python.c: the walk of shim/evidence/python.c over an interpreter
  * that this program fakes in its own memory, laid out as python_layouts.h says
- * for 3.12 (Py_Version) or 3.8 (Py_GetVersion, PyFrameObject and co_lnotab).
+ * for 3.12 (Py_Version) or 3.8 (Py_GetVersion, PyFrameObject and co_lnotab),
+ * or as 3.13's row with a _Py_DebugOffsets of 3.13 or 3.14 in front.
  * The program exports _PyRuntime and the type objects (-rdynamic), so the shim
  * finds them as it finds a real interpreter's. Then the states a running
  * interpreter can show a reader without the GIL: a frame list that loops, a
@@ -169,6 +170,70 @@ static void ck_frame(int i, const char *function, int64_t line)
     ck_assert_int_eq(f.line, line);
 }
 
+/* _Py_DebugOffsets at the start of _PyRuntime, for 3.13 or 3.14, with the
+ * offsets of L at the word indexes given, in this order: interpreters.head,
+ * interp next, interp threads.head, thread next, interp, current_frame,
+ * thread_id, native_thread_id, frame previous, executable, instr_ptr, owner,
+ * code filename, name, linetable, firstlineno, co_code_adaptive, then the
+ * words of PyObject's size and ob_type, bytes' ob_size and ob_sval, str's
+ * state, length and ASCII object size. On 3.14 the interpreter list's head
+ * moves to byte 800, past these words. */
+static void debug_offsets(int minor, const int *at)
+{
+    static struct ng_py_layout moved;
+    moved = *L;
+    if (minor > 13) moved.rt_interp_head = 800; /* 3.13's own place is past its words */
+    L = &moved;
+    uint64_t d[96] = {0};
+    memcpy(d, "xdebugpy", 8);
+    d[1] = 0x030000f0u | (uint64_t)minor << 16;
+    /* clang-format off */
+    const int v[] = {L->rt_interp_head, L->is_next, L->is_threads, L->ts_next, L->ts_interp,
+                     L->ts_frame, L->ts_thread_id, L->ts_native_id, L->fr_prev, L->fr_code,
+                     L->fr_instr, L->fr_owner, L->co_filename, L->co_name, L->co_lines,
+                     L->co_firstlineno, L->co_code, 16, 8, 16, 32, 32, 16, 40};
+    /* clang-format on */
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) d[at[i]] = (uint64_t)v[i];
+    memcpy(_PyRuntime, d, sizeof d);
+    put(_PyRuntime, L->rt_interp_head, (uintptr_t)interp);
+    Py_Version = (uint32_t)d[1];
+}
+
+/* The indexes of Include/internal/pycore_runtime.h of 3.13, and of the two
+ * layouts of pycore_debug_offsets.h that 3.14 had (with and without the
+ * tlbc and code_object_generation words). */
+static const int at_313[] = {5,  8,  9,  21, 22, 23, 24, 25, 29, 30, 31, 33,
+                             35, 36, 38, 39, 43, 44, 45, 65, 66, 68, 69, 70};
+static const int at_314[] = {5,  8,  9,  24, 25, 26, 27, 28, 32, 33, 34, 36,
+                             40, 41, 43, 44, 48, 50, 51, 75, 76, 78, 79, 80};
+static const int at_314_early[] = {5,  8,  9,  22, 23, 24, 25, 26, 30, 31, 32, 34,
+                                   37, 38, 40, 41, 45, 46, 47, 71, 72, 74, 75, 76};
+
+/* A stack of two frames, the entry frame between them, on tid 4242; 3.14 tags
+ * the low bit of f_executable. */
+static void two_frames(int tagged)
+{
+    uint8_t *outer = frame(code("main"), 3, NULL);
+    uint8_t *shim = frame(code("trampoline"), 0, outer);
+    shim[L->fr_owner] = (uint8_t)L->owner_shim;
+    uint8_t *step = code("step"), *inner = frame(step, 1, shim);
+    if (tagged) put(inner, L->fr_code, (uintptr_t)step | 1);
+    thread(inner, 0x7f00deadbeef, 4242);
+}
+
+static void ck_two_frames(const char *method)
+{
+    struct ng_py_view v;
+    collect(&v);
+    ck_assert_msg(!strcmp(v.method, method), "method %s: %s", v.method, v.why);
+    ck_assert_ptr_null(v.why);
+    struct ng_py_thread t = thread_at(0);
+    ck_assert_int_eq(t.tid, 4242);
+    ck_assert_int_eq(t.nframes, 2);
+    ck_frame(t.first, "step", FIRST + 1);
+    ck_frame(t.first + 1, "main", FIRST + 3);
+}
+
 START_TEST(a_stack_with_lines_and_tid)
 {
     fake(12);
@@ -326,6 +391,51 @@ START_TEST(a_version_without_layout_is_refused)
 }
 END_TEST
 
+START_TEST(debug_offsets_of_3_13)
+{
+    fake(13);
+    debug_offsets(13, at_313);
+    two_frames(0);
+    ck_two_frames("debug_offsets");
+}
+END_TEST
+
+START_TEST(debug_offsets_of_3_13_must_agree_with_its_headers)
+{
+    fake(13);
+    struct ng_py_layout wrong = *L;
+    wrong.fr_instr += 8; /* as if an index were off by one */
+    L = &wrong;
+    debug_offsets(13, at_313);
+    struct ng_py_view v;
+    collect(&v);
+    ck_assert_str_eq(v.method, "none");
+    ck_assert_ptr_nonnull(strstr(v.why, "disagree"));
+}
+END_TEST
+
+START_TEST(debug_offsets_of_3_14_either_layout)
+{
+    fake(13); /* objects laid out as 3.13's; the offsets say where */
+    debug_offsets(14, _i ? at_314_early : at_314);
+    two_frames(1);
+    ck_two_frames("debug_offsets");
+}
+END_TEST
+
+START_TEST(debug_offsets_not_as_expected_are_refused)
+{
+    fake(13);
+    debug_offsets(14, at_314);
+    uint64_t garbage = 24; /* PyObject's size at neither layout's place */
+    memcpy(_PyRuntime + 8 * 50, &garbage, sizeof garbage);
+    struct ng_py_view v;
+    collect(&v);
+    ck_assert_str_eq(v.method, "none");
+    ck_assert_ptr_nonnull(strstr(v.why, "not laid out as expected"));
+}
+END_TEST
+
 static Suite *python_suite(void)
 {
     Suite *s = suite_create("python");
@@ -339,6 +449,10 @@ static Suite *python_suite(void)
     tcase_add_test(tc, a_name_that_is_not_ascii);
     tcase_add_test(tc, before_3_11_the_tid_comes_from_struct_pthread);
     tcase_add_test(tc, a_version_without_layout_is_refused);
+    tcase_add_test(tc, debug_offsets_of_3_13);
+    tcase_add_test(tc, debug_offsets_of_3_13_must_agree_with_its_headers);
+    tcase_add_loop_test(tc, debug_offsets_of_3_14_either_layout, 0, 2);
+    tcase_add_test(tc, debug_offsets_not_as_expected_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }
