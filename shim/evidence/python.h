@@ -2,8 +2,8 @@
  * python.h: the CPython interpreter the shim may be loaded into, and the
  * Python stack of each of its threads at dump time.
  *
- * Owns: whether the process is CPython, its version, the method that reads
- * its stacks, and the last collection. The stacks are taken from the dumping
+ * Owns: the last collection (which interpreter this is, its version, method
+ * and layout are python_layout.h's, found at init). The stacks are taken from the dumping
  * thread without the GIL, because the GIL may be what is stuck, and without
  * calling the interpreter: its thread and frame lists are walked in its memory,
  * every read through process_vm_readv on our own pid, so that a list that

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "evidence/python.h"
+#include "evidence/python_layout.h"
 #include "evidence/python_layouts.h"
 
 /* What the shim looks for with dlsym(RTLD_DEFAULT, ...). */
