@@ -14,7 +14,7 @@
  *      STR          string
  *      OPT_STR      string, null when absent (a NULL pointer)
  *      STACK_FROM   "self", "signal", "scan" or "no_answer" (threads.h)
- *      PY_METHOD    "faulthandler", "debug_offsets" or "none" (python.h)
+ *      PY_METHOD    "layout", "debug_offsets" or "none" (python.h; 2.1's "faulthandler")
  *      BUILD_ID     lowercase hex string, null when absent
  *      NAME         string from a fixed char array, null when empty
  *      I64, U64     integer
@@ -109,13 +109,14 @@
     X("method", PY_METHOD, y->method)                       \
     X("why", OPT_STR, y->why)                               \
     X("threads", PY_THREADS, y)                             \
-    X("raw", OPT_STR, y->raw)
+    X("raw", OPT_STR, NULL)
 
 /* One element of "python"."threads". */
 #define NG_DUMP_PY_THREAD_FIELDS(X)                         \
     X("thread_id", HEX, p->thread_id)                       \
     X("tid", I64_NONNEG, p->tid)                            \
-    X("frames", PY_FRAMES, p)
+    X("frames", PY_FRAMES, p)                               \
+    X("note", OPT_STR, p->note)
 
 /* One element of a Python thread's "frames", innermost first. */
 #define NG_DUMP_PY_FRAME_FIELDS(X)                          \

@@ -1,72 +1,72 @@
 /*
  * python.c: see python.h.
  *
- * Both methods produce the same text, faulthandler's ("Thread 0x... (most
- * recent call first):" then "  File "f", line N in g" per frame, innermost
- * first), and one parser turns it into threads and frames. The walk of 3.13
- * adds the native thread id to the thread line.
+ * One walk for every version, driven by the struct ng_py_layout that
+ * python_layout.c found: the generated table's row on 3.8-3.12, the
+ * interpreter's _Py_DebugOffsets on 3.13 and 3.14. Every read of the
+ * interpreter's memory goes through ncclguard_python_read (process_vm_readv on
+ * our own pid), so that an address freed or torn by a running thread gives a
+ * short read, never a fault; every object is checked for its type before its
+ * fields are used, and every loop is bounded and checked for cycles. A thread
+ * list that changes under the walk is walked again.
  */
 #include "evidence/python.h"
 
-#include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "evidence/python_layout.h"
 
-#define RAW_MAX (256 << 10)
+#define MAX_INTERPS 16
 #define MAX_THREADS 256
-#define MAX_FRAMES 8192
-#define MAX_DEPTH 100      /* frames per thread, as faulthandler */
-#define FRAME_OWNED_BY_CSTACK 3
+#define MAX_FRAMES  8192
+#define MAX_DEPTH   100  /* frames kept per thread, as faulthandler */
+#define MAX_STEPS   400  /* frames visited per thread, the interpreter's shim frames included */
+#define MAX_TABLE   4096 /* bytes of a line table read */
+#define POOL_MAX    (512 << 10)
+#define CODE_CACHE  1024 /* code objects named per collection, a power of 2 */
+#define WALK_TRIES  5    /* walks of a thread list that changes underneath */
+#define TAG_BITS    7u   /* 3.14 tags the low bits of a frame's f_executable */
 
-enum method { NONE, FAULTHANDLER, DEBUG_OFFSETS };
-static const char *const method_name[] = {"none", "faulthandler", "debug_offsets"};
+static const char *const method_name[] = {
+    [NG_PY_NONE] = "none", [NG_PY_LAYOUT] = "layout", [NG_PY_DEBUG_OFFSETS] = "debug_offsets"};
 
-typedef const char *(*dump_fn)(int fd, void *interp, void *tstate);
-typedef void *(*main_interp_fn)(void);
-
-static char version[32];
+static const struct ng_py_interp *py; /* the interpreter, after init */
 static ng_atomic(int) is_python;
-static enum method method;
-static char why[160];
-static dump_fn dump_threads;
-static main_interp_fn main_interp;
-static uintptr_t runtime, code_type;
+static char why[200]; /* which threads may be missing from the last walk */
 
-/* The part of _Py_DebugOffsets (3.13) that the walk uses, read at init. */
-static struct {
-    uint64_t interpreters_head, threads_head;
-    uint64_t ts_next, ts_current_frame, ts_thread_id, ts_native_thread_id;
-    uint64_t fr_previous, fr_executable, fr_instr_ptr, fr_owner;
-    uint64_t co_filename, co_name, co_linetable, co_firstlineno, co_code_adaptive;
-    uint64_t ob_type, bytes_ob_size, bytes_ob_sval, str_state, str_length, str_ascii_size;
-} off;
-
-static char raw[RAW_MAX], parsed[RAW_MAX];
-static size_t raw_len;
 static struct ng_py_thread threads[MAX_THREADS];
 static struct ng_py_frame frames[MAX_FRAMES];
 static int nthreads, nframes;
+static char pool[POOL_MAX];
+static size_t pool_len;
 static ng_atomic(int) collected;
+
+struct code_info {
+    uintptr_t code, table;
+    const char *file, *name;
+    int first, generation;
+};
+static struct code_info code_cache[CODE_CACHE];
+static int generation;
+static uintptr_t table_code; /* the code whose line table is in `table` */
+static uint8_t table[MAX_TABLE];
+static int table_len;
 
 const char *ncclguard_python_version(void)
 {
-    return ng_atomic_load_acquire(&is_python) ? version : NULL;
+    return ng_atomic_load_acquire(&is_python) ? py->version : NULL;
 }
 
-/* ---- reading our own memory without faulting ---- */
+/* ---- reading ---- */
 
 static int rd(uintptr_t addr, void *dst, size_t len)
 {
-    if (!addr) return -1;
-    struct iovec local = {dst, len}, remote = {(void *)addr, len};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+    return ncclguard_python_read(addr, dst, len) == len ? 0 : -1;
 }
 
 static uintptr_t rd_ptr(uintptr_t addr)
@@ -75,97 +75,90 @@ static uintptr_t rd_ptr(uintptr_t addr)
     return rd(addr, &v, sizeof v) == 0 ? v : 0;
 }
 
-/* ---- init ---- */
-
-/* The 3.13 layout: cookie, version, free_threaded, then size-prefixed groups
- * of uint64 offsets (Include/internal/pycore_runtime.h of 3.13). */
-static int read_debug_offsets(void)
+/* The pointer-sized word at byte `off` of a block read (0 for a field the
+ * version does not have). */
+static uintptr_t word(const uint8_t *b, int off)
 {
-    uint64_t d[80];
-    if (rd(runtime, d, sizeof d) != 0 || memcmp(d, "xdebugpy", 8) != 0) {
-        snprintf(why, sizeof why, "_PyRuntime has no _Py_DebugOffsets cookie");
-        return -1;
-    }
-    if ((d[1] >> 16) != 0x030d) {
-        snprintf(why, sizeof why, "_Py_DebugOffsets version %#llx: only the layout of 3.13 "
-                 "is known", (unsigned long long)d[1]);
-        return -1;
-    }
-    if (d[2]) {
-        snprintf(why, sizeof why, "free-threaded CPython is not supported");
-        return -1;
-    }
-    /* Indexes into d: runtime_state at 3, interpreter_state at 6, thread_state
-     * at 19, interpreter_frame at 28, code_object at 34, pyobject at 44,
-     * type_object at 46, tuple 50, list 53, dict 56, float 59, long 61,
-     * bytes 64, unicode 67. Each group starts with its struct's size. */
-    off.interpreters_head = d[5];
-    off.threads_head = d[9];
-    off.ts_next = d[21];
-    off.ts_current_frame = d[23];
-    off.ts_thread_id = d[24];
-    off.ts_native_thread_id = d[25];
-    off.fr_previous = d[29];
-    off.fr_executable = d[30];
-    off.fr_instr_ptr = d[31];
-    off.fr_owner = d[33];
-    off.co_filename = d[35];
-    off.co_name = d[36];
-    off.co_linetable = d[38];
-    off.co_firstlineno = d[39];
-    off.co_code_adaptive = d[43];
-    off.ob_type = d[45];
-    off.bytes_ob_size = d[65];
-    off.bytes_ob_sval = d[66];
-    off.str_state = d[68];
-    off.str_length = d[69];
-    off.str_ascii_size = d[70];
-    return 0;
+    uintptr_t v = 0;
+    if (off >= 0) memcpy(&v, b + off, sizeof v);
+    return v;
 }
+
+static int32_t word32(const uint8_t *b, int off)
+{
+    int32_t v = 0;
+    if (off >= 0) memcpy(&v, b + off, sizeof v);
+    return v;
+}
+
+/* ---- init ---- */
 
 void ncclguard_python_init(void)
 {
-    const char *(*get)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
-    const char *v = get ? get() : NULL;
-    if (!v) return;
-    size_t n = strcspn(v, " ");
-    if (n >= sizeof version) n = sizeof version - 1;
-    memcpy(version, v, n);
-    version[n] = '\0';
-    int major = atoi(version), minor = atoi(strchr(version, '.') ? strchr(version, '.') + 1 : "");
-    dump_threads = (dump_fn)dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads");
-    main_interp = (main_interp_fn)dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
-    runtime = (uintptr_t)dlsym(RTLD_DEFAULT, "_PyRuntime");
-    code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
-    method = NONE;
-    if (major == 3 && (minor == 11 || minor == 12) && dump_threads && main_interp)
-        method = FAULTHANDLER;
-    else if (major == 3 && minor >= 13 && runtime && code_type && read_debug_offsets() == 0)
-        method = DEBUG_OFFSETS;
-    else if (!why[0])
-        snprintf(why, sizeof why, "Python %s: _Py_DumpTracebackThreads is not exported and "
-                 "_Py_DebugOffsets came with 3.13", version);
-    ng_atomic_store_release(&is_python, 1);
+    py = ncclguard_python_find();
+    if (py) ng_atomic_store_release(&is_python, 1);
 }
 
-/* ---- the walk of 3.13 ---- */
+/* ---- names ---- */
+
+static const char *pool_add(const char *s, size_t n)
+{
+    if (pool_len + n + 1 > POOL_MAX) return "?";
+    char *p = pool + pool_len;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    pool_len += n + 1;
+    return p;
+}
 
 /* A str object's text when it is compact ASCII (every name and path in
  * practice), else "?". */
-static void read_str(uintptr_t obj, char *out, size_t cap)
+static const char *read_str(uintptr_t obj, size_t cap)
 {
-    uint32_t state = 0;
-    int64_t len = 0;
-    strcpy(out, "?");
-    if (rd(obj + off.str_state, &state, sizeof state) != 0 || !(state & (1u << 5)) ||
-        !(state & (1u << 6)) || rd(obj + off.str_length, &len, sizeof len) != 0 || len < 0)
-        return;
-    size_t n = (size_t)len < cap - 1 ? (size_t)len : cap - 1;
-    if (rd(obj + off.str_ascii_size, out, n) != 0) n = 0;
-    out[n] = '\0';
+    uint8_t b[48 + 256];
+    if (cap > 256) cap = 256;
+    size_t got = ncclguard_python_read(obj, b, (size_t)py->lay.str_data + cap);
+    if (got < (size_t)py->lay.str_data || word(b, py->lay.ob_type) != py->str_type) return "?";
+    uint32_t state = (uint32_t)word32(b, py->lay.str_state);
+    int64_t len = (int64_t)word(b, py->lay.str_length);
+    if ((state & py->lay.str_compact) == 0 || (state & py->lay.str_ascii) == 0 || len < 0)
+        return "?";
+    size_t n = (size_t)len < cap ? (size_t)len : cap;
+    if (got < (size_t)py->lay.str_data + n) return "?"; /* torn: the text is not all there */
+    char *t = (char *)b + py->lay.str_data;
     for (size_t i = 0; i < n; i++)
-        if (out[i] == '\n' || out[i] == '"') out[i] = '?'; /* keep the text parseable */
+        if (t[i] == '\n' || t[i] == '"' || (unsigned char)t[i] < 32) t[i] = '?';
+    return pool_add(t, n);
 }
+
+/* The file, name and line table of a code object, named once per collection. */
+static const struct code_info *code_info(uintptr_t code)
+{
+    unsigned h = (unsigned)((code >> 4) * 2654435761u) & (CODE_CACHE - 1);
+    struct code_info *c = NULL;
+    for (int i = 0; i < 8; i++) {
+        struct code_info *e = &code_cache[(h + (unsigned)i) & (CODE_CACHE - 1)];
+        if (e->generation == generation && e->code == code) return e;
+        if (e->generation != generation) {
+            c = e;
+            break;
+        }
+    }
+    uint8_t b[NG_PY_MAX_BLOCK];
+    if (rd(code, b, (size_t)py->lay.co_size) != 0 || word(b, py->lay.ob_type) != py->code_type)
+        return NULL;
+    static struct code_info tmp;
+    if (!c) c = &tmp; /* the cache is crowded here: named, not kept */
+    *c = (struct code_info){.code = code,
+                            .table = word(b, py->lay.co_lines),
+                            .first = word32(b, py->lay.co_firstlineno),
+                            .generation = generation};
+    c->file = read_str(word(b, py->lay.co_filename), 255);
+    c->name = read_str(word(b, py->lay.co_name), 127);
+    return c;
+}
+
+/* ---- lines ---- */
 
 static unsigned varint(const uint8_t *d, int n, int *i)
 {
@@ -185,22 +178,11 @@ static int svarint(const uint8_t *d, int n, int *i)
     return v & 1 ? -(int)(v >> 1) : (int)(v >> 1);
 }
 
-/* The line of code unit `addr` from the location table (PEP 626/657's format
- * of 3.11+): entries of 1..8 code units, each with a line delta. */
-static int64_t line_of(uintptr_t code, uintptr_t instr_ptr)
+/* The line of code unit `addr` from a PEP 657 location table (3.11+): entries
+ * of 1..8 code units, each with a line delta. */
+static int64_t line_locations(const uint8_t *d, int n, int64_t first, int64_t addr)
 {
-    int first = 0;
-    uint8_t d[4096];
-    uintptr_t table = rd_ptr(code + off.co_linetable);
-    int64_t size = 0;
-    if (rd(code + off.co_firstlineno, &first, sizeof first) != 0 ||
-        rd(table + off.bytes_ob_size, &size, sizeof size) != 0 || size <= 0)
-        return -1;
-    int n = size < (int64_t)sizeof d ? (int)size : (int)sizeof d;
-    if (rd(table + off.bytes_ob_sval, d, (size_t)n) != 0) return -1;
-    uintptr_t start = code + off.co_code_adaptive;
-    if (instr_ptr < start) return -1;
-    int64_t addr = (int64_t)(instr_ptr - start) / 2, pos = 0, line = first;
+    int64_t pos = 0, line = first;
     for (int i = 0; i < n;) {
         uint8_t b = d[i++];
         if (!(b & 0x80)) return -1;
@@ -228,101 +210,212 @@ static int64_t line_of(uintptr_t code, uintptr_t instr_ptr)
     return -1;
 }
 
-static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void emit(const char *fmt, ...)
+/* 3.8 and 3.9's co_lnotab: (bytecode delta, signed line delta) pairs; the line
+ * of the last pair that starts at or before byte `addr`. */
+static int64_t line_lnotab(const uint8_t *d, int n, int64_t first, int64_t addr)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(raw + raw_len, RAW_MAX - raw_len, fmt, ap);
-    va_end(ap);
-    if (n > 0) raw_len += (size_t)n < RAW_MAX - raw_len ? (size_t)n : RAW_MAX - 1 - raw_len;
-}
-
-static void walk_threads(void)
-{
-    uintptr_t interp = rd_ptr(runtime + off.interpreters_head);
-    uintptr_t ts = interp ? rd_ptr(interp + off.threads_head) : 0;
-    for (int t = 0; ts && t < MAX_THREADS; t++, ts = rd_ptr(ts + off.ts_next)) {
-        emit("Thread 0x%016lx (tid %lu):\n", (unsigned long)rd_ptr(ts + off.ts_thread_id),
-             (unsigned long)rd_ptr(ts + off.ts_native_thread_id));
-        uintptr_t f = rd_ptr(ts + off.ts_current_frame);
-        for (int depth = 0; f && depth < MAX_DEPTH; f = rd_ptr(f + off.fr_previous)) {
-            char owner = 0;
-            uintptr_t code = rd_ptr(f + off.fr_executable);
-            if (rd(f + off.fr_owner, &owner, 1) != 0 || owner == FRAME_OWNED_BY_CSTACK || !code ||
-                rd_ptr(code + off.ob_type) != code_type)
-                continue;
-            char file[256], name[128];
-            read_str(rd_ptr(code + off.co_filename), file, sizeof file);
-            read_str(rd_ptr(code + off.co_name), name, sizeof name);
-            emit("  File \"%s\", line %lld in %s\n", file,
-                 (long long)line_of(code, rd_ptr(f + off.fr_instr_ptr)), name);
-            depth++;
-        }
+    int64_t pos = 0, line = first;
+    for (int i = 0; i + 1 < n; i += 2) {
+        pos += d[i];
+        if (pos > addr) break;
+        line += (int8_t)d[i + 1];
     }
+    return line;
 }
 
-/* ---- faulthandler's routine ---- */
-
-static void run_faulthandler(void)
+/* 3.10's co_linetable: (byte length, signed line delta) pairs, each a range of
+ * bytecode; -128 is a range without a line. */
+static int64_t line_310(const uint8_t *d, int n, int64_t first, int64_t addr)
 {
-    int fd = memfd_create("ncclguard-python", MFD_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, sizeof why, "memfd_create failed");
+    int64_t end = 0, line = first;
+    if (addr < 0) return first;
+    for (int i = 0; i + 1 < n; i += 2) {
+        end += d[i];
+        int8_t delta = (int8_t)d[i + 1];
+        int64_t here = delta == -128 ? -1 : (line += delta);
+        if (addr < end) return here;
+    }
+    return -1;
+}
+
+/* The line table of `c` into `table`; -1 when it cannot be read whole. */
+static int load_table(const struct code_info *c)
+{
+    if (table_code == c->code) return 0;
+    static uint8_t b[MAX_TABLE + 64];
+    size_t got = ncclguard_python_read(c->table, b, (size_t)py->lay.bytes_sval + MAX_TABLE);
+    table_code = 0;
+    if (got < (size_t)py->lay.bytes_sval || word(b, py->lay.ob_type) != py->bytes_type) return -1;
+    int64_t size = (int64_t)word(b, py->lay.bytes_size);
+    if (size < 0 ||
+        got < (size_t)py->lay.bytes_sval + (size_t)(size < MAX_TABLE ? size : MAX_TABLE))
+        return -1;
+    table_len = size < MAX_TABLE ? (int)size : MAX_TABLE;
+    memcpy(table, b + py->lay.bytes_sval, (size_t)table_len);
+    table_code = c->code;
+    return 0;
+}
+
+/* The line a frame is at: from f_lasti (3.8-3.10) or its instruction pointer. */
+static int64_t line_of(const struct code_info *c, const uint8_t *fb)
+{
+    if (load_table(c) != 0) return -1;
+    if (py->lay.lines == NG_PY_LNOTAB)
+        return line_lnotab(table, table_len, c->first, word32(fb, py->lay.fr_lasti));
+    if (py->lay.lines == NG_PY_LINETABLE)
+        return line_310(table, table_len, c->first, (int64_t)word32(fb, py->lay.fr_lasti) * 2);
+    uintptr_t start = c->code + (uintptr_t)py->lay.co_code, instr = word(fb, py->lay.fr_instr);
+    if (instr < start) return -1;
+    return line_locations(table, table_len, c->first, (int64_t)(instr - start) / 2);
+}
+
+/* ---- the walk ---- */
+
+/* Adds a note to a thread's (the tid's and the frames' may both be there). */
+static void add_note(struct ng_py_thread *t, const char *note)
+{
+    if (!t->note) {
+        t->note = note;
         return;
     }
-    const char *err = dump_threads(fd, main_interp(), NULL);
-    ssize_t n = pread(fd, raw, RAW_MAX - 1, 0);
-    close(fd);
-    raw_len = n > 0 ? (size_t)n : 0;
-    if (err && !raw_len) snprintf(why, sizeof why, "_Py_DumpTracebackThreads: %s", err);
+    char both[256];
+    int n = snprintf(both, sizeof both, "%s; %s", t->note, note);
+    if (n > 0 && (size_t)n < sizeof both) t->note = pool_add(both, (size_t)n);
 }
 
-/* ---- the text, parsed ---- */
-
-static void parse(void)
+static int seen_before(const uintptr_t *seen, int n, uintptr_t p)
 {
-    memcpy(parsed, raw, raw_len);
-    parsed[raw_len] = '\0';
-    nthreads = nframes = 0;
-    struct ng_py_thread *cur = NULL;
-    for (char *line = parsed, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        char *t = !strncmp(line, "Thread 0x", 9) ? line + 7
-                  : !strncmp(line, "Current thread 0x", 17) ? line + 15 : NULL;
-        if (t && nthreads < MAX_THREADS) {
-            cur = &threads[nthreads++];
-            char *rest;
-            cur->thread_id = strtoull(t, &rest, 16);
-            char *tid = strstr(rest, "(tid ");
-            cur->tid = tid ? strtoll(tid + 5, NULL, 10) : -1;
-            cur->first = nframes;
-            cur->nframes = 0;
+    for (int i = 0; i < n; i++)
+        if (seen[i] == p) return 1;
+    return 0;
+}
+
+/* The innermost frame of a thread state read into ts. */
+static uintptr_t first_frame(const uint8_t *ts)
+{
+    if (py->lay.ts_frame >= 0) return word(ts, py->lay.ts_frame);
+    return rd_ptr(word(ts, py->lay.ts_cframe) + (uintptr_t)py->lay.cf_current);
+}
+
+static void walk_frames(struct ng_py_thread *t, uintptr_t f)
+{
+    static uintptr_t seen[MAX_STEPS];
+    int steps = 0;
+    for (; f; steps++) {
+        if (steps == MAX_STEPS) {
+            add_note(t, "frames stop here: too many frames of the interpreter's own");
+            return;
+        }
+        if (seen_before(seen, steps, f)) {
+            add_note(t, "frames stop here: the frame list loops (it changed while read)");
+            return;
+        }
+        seen[steps] = f;
+        uint8_t fb[NG_PY_MAX_BLOCK];
+        if (rd(f, fb, (size_t)py->lay.fr_size) != 0 ||
+            (py->lay.fr_lasti >= 0 && word(fb, py->lay.ob_type) != py->frame_type)) {
+            add_note(t, "frames stop here: a frame could not be read "
+                        "(it changed while read)");
+            return;
+        }
+        uintptr_t prev = word(fb, py->lay.fr_prev);
+        uintptr_t code = word(fb, py->lay.fr_code) & ~(uintptr_t)TAG_BITS;
+        if (py->lay.fr_owner >= 0 && py->lay.owner_shim >= 0 &&
+            fb[py->lay.fr_owner] >= py->lay.owner_shim) {
+            f = prev; /* the interpreter's own entry frame: no code of the job */
             continue;
         }
-        char *file = !strncmp(line, "  File \"", 8) ? line + 8 : NULL;
-        char *q = file ? strstr(file, "\", line ") : NULL;
-        char *in = q ? strstr(q, " in ") : NULL;
-        if (!cur || !in || nframes == MAX_FRAMES) continue;
-        *q = '\0';
-        frames[nframes++] = (struct ng_py_frame){file, in + 4, strtoll(q + 8, NULL, 10)};
-        cur->nframes++;
+        if (t->nframes == MAX_DEPTH) {
+            add_note(t, "frames stop here: the innermost 100 are kept");
+            return;
+        }
+        if (nframes == MAX_FRAMES) {
+            add_note(t, "frames stop here: the dump's frames are spent");
+            return;
+        }
+        const struct code_info *c = code_info(code);
+        if (!c) {
+            add_note(t, "frames stop here: a frame without a code object "
+                        "(it changed while read)");
+            return;
+        }
+        frames[nframes++] = (struct ng_py_frame){c->file, c->name, line_of(c, fb)};
+        t->nframes++;
+        f = prev;
     }
+}
+
+/* The kernel's tid of a thread state: native_thread_id (3.11+), or the tid in
+ * the thread's struct pthread (before). -1 and a note when not known. */
+static int64_t tid_of(const uint8_t *ts, uint64_t thread_id, const char **note)
+{
+    if (py->lay.ts_native_id >= 0) {
+        uintptr_t v = word(ts, py->lay.ts_native_id);
+        if (v && v < (1u << 30)) return (int64_t)v;
+        *note = "tid not known: the thread has not started";
+        return -1;
+    }
+    if (py->pthread_tid_off < 0) {
+        *note = py->tid_note;
+        return -1;
+    }
+    int32_t tid = 0;
+    if (!thread_id || rd(thread_id + (uintptr_t)py->pthread_tid_off, &tid, sizeof tid) != 0 ||
+        tid <= 0) {
+        *note = "tid not known: the thread has not started or has ended";
+        return -1;
+    }
+    return tid;
+}
+
+/* Walks every thread of every interpreter; -1 when a list changed underneath
+ * (then some threads are missing, and `why` says so). */
+static int walk_threads(void)
+{
+    static uintptr_t seen_ts[MAX_THREADS];
+    uintptr_t seen_is[MAX_INTERPS];
+    int n_is = 0;
+    uintptr_t interp = rd_ptr(py->runtime + (uintptr_t)py->lay.rt_interp_head);
+    for (; interp && n_is < MAX_INTERPS; interp = rd_ptr(interp + (uintptr_t)py->lay.is_next)) {
+        if (seen_before(seen_is, n_is, interp)) break;
+        seen_is[n_is++] = interp;
+        uintptr_t ts = rd_ptr(interp + (uintptr_t)py->lay.is_threads);
+        while (ts && nthreads < MAX_THREADS) {
+            uint8_t b[NG_PY_MAX_BLOCK];
+            if (seen_before(seen_ts, nthreads, ts) || rd(ts, b, (size_t)py->ts_size) != 0 ||
+                word(b, py->lay.ts_interp) != interp) {
+                snprintf(why, sizeof why,
+                         "the thread list changed while it was read, %d times: "
+                         "some threads may be missing",
+                         WALK_TRIES);
+                return -1;
+            }
+            seen_ts[nthreads] = ts;
+            struct ng_py_thread *t = &threads[nthreads++];
+            *t =
+                (struct ng_py_thread){.thread_id = word(b, py->lay.ts_thread_id), .first = nframes};
+            t->tid = tid_of(b, t->thread_id, &t->note);
+            walk_frames(t, first_frame(b));
+            ts = word(b, py->lay.ts_next);
+        }
+    }
+    return 0;
 }
 
 void ncclguard_python_collect(void)
 {
     ng_atomic_store_relaxed(&collected, 0);
     if (!ng_atomic_load_acquire(&is_python)) return;
-    raw_len = 0;
-    if (method == FAULTHANDLER) {
+    for (int i = 0; i < WALK_TRIES && py->method != NG_PY_NONE; i++) {
+        nthreads = nframes = 0;
+        pool_len = 0;
+        table_code = 0;
+        generation++;
         why[0] = '\0';
-        run_faulthandler();
-    } else if (method == DEBUG_OFFSETS) {
-        walk_threads();
+        if (walk_threads() == 0) break;
+        /* a thread came or went under the walk: it is over in microseconds */
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    parse();
     ng_atomic_store_release(&collected, 1);
 }
 
@@ -334,8 +427,12 @@ void ncclguard_python_forget(void)
 int ncclguard_python_view(struct ng_py_view *out)
 {
     if (!ng_atomic_load_acquire(&collected)) return -1;
-    *out = (struct ng_py_view){method_name[method], method == NONE || why[0] ? why : NULL,
-                               method == FAULTHANDLER ? raw : NULL, nthreads};
+    const char *no_stacks = py->method == NG_PY_NONE ? py->why : NULL;
+    *out = (struct ng_py_view){method_name[py->method],
+                               no_stacks ? no_stacks
+                               : why[0]  ? why
+                                         : NULL,
+                               nthreads};
     return 0;
 }
 

@@ -41,9 +41,10 @@ FRAME = [("pc", "HEX"), ("module", "OPT_STR"), ("offset", "U64"),
          ("build_id", "BUILD_ID")]
 PYTHON = [("method", "PY_METHOD"), ("why", "OPT_STR"), ("threads", "PY_THREADS"),
           ("raw", "OPT_STR")]
-PY_THREAD = [("thread_id", "HEX"), ("tid", "I64_NONNEG"), ("frames", "PY_FRAMES")]
+PY_THREAD = [("thread_id", "HEX"), ("tid", "I64_NONNEG"), ("frames", "PY_FRAMES"),
+             ("note", "OPT_STR")]
 PY_FRAME = [("file", "STR"), ("line", "I64_NONNEG"), ("function", "STR")]
-PY_METHODS = {"faulthandler", "debug_offsets", "none"}
+PY_METHODS = {"layout", "debug_offsets", "none", "faulthandler"}  # faulthandler: up to 2.1
 # The env allowlist, written out independently of the writer's.
 ENV_PREFIXES = ("NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
 ENV_NAMES = {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
@@ -315,7 +316,8 @@ def check_stacks(table, stacks, ops):
 
 def check_python(where, py):
     """null (not Python, or not collected), or the stacks: a method, and a
-    reason exactly when there are none."""
+    reason when there are none; since 2.2 (a thread's note), a thread whose
+    tid is not known says why."""
     if py is None:
         return
     top = check_object(where, pairs_of(where, py), PYTHON)
@@ -326,7 +328,10 @@ def check_python(where, py):
     if top.get("method") == "none" and (threads or not top.get("why")):
         fail(where, "method none needs a reason and no threads")
     for i, t in enumerate(threads):
-        th = check_object(f"{where}.threads[{i}]", pairs_of("thread", t), PY_THREAD)
+        th = check_object(f"{where}.threads[{i}]", pairs_of("thread", t), PY_THREAD,
+                          optional=("note",))
+        if "note" in th and th.get("tid") is None and not th.get("note"):
+            fail(f"{where}.threads[{i}]", "a thread without a tid needs a note")
         for k, f in enumerate(th.get("frames") or []):
             check_object(f"{where}.threads[{i}].frames[{k}]", pairs_of("frame", f), PY_FRAME)
 

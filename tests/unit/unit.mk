@@ -43,3 +43,7 @@ $(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_mai
 	    -ldl $(JSON_LIBS) $(DW_LIBS)
 
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c))
+
+# test_shim_python fakes an interpreter: its _PyRuntime and type objects must be
+# in the dynamic symbol table, where the shim looks for them with dlsym.
+$(B)/tests/unit/test_shim_python: LDFLAGS += -rdynamic

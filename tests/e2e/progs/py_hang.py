@@ -5,6 +5,7 @@ so they resolve in the global scope, where the preloaded shim comes first: the
 way a framework's linked calls reach it. After one AllReduce it prints "ready"
 and blocks in stuck_in_python_function, whose name the dump must show. With
 the argument "crash" it dereferences NULL instead (the crash path's test).
+py_stress.py imports it for one_rank_allreduce.
 """
 import ctypes
 import sys
@@ -53,9 +54,10 @@ def stuck_in_python_function():
         time.sleep(0.2)
 
 
-one_rank_allreduce()
-if sys.argv[1:] == ["crash"]:
-    ctypes.string_at(0)
-threading.Thread(target=data_loader_worker, name="loader", daemon=True).start()
-print("ready", flush=True)
-stuck_in_python_function()
+if __name__ == "__main__":
+    one_rank_allreduce()
+    if sys.argv[1:] == ["crash"]:
+        ctypes.string_at(0)
+    threading.Thread(target=data_loader_worker, name="loader", daemon=True).start()
+    print("ready", flush=True)
+    stuck_in_python_function()
