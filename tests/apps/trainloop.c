@@ -20,6 +20,8 @@ static const char usage_text[] =
     "                 [--mismatch-rank R [--mismatch-step S]]\n"
     "                 [--stall-gpu-rank R [--stall-step S]] [--corrupt-rank R [--corrupt-step S]]\n"
     "                 [--hang-split-rank R [--hang-split-step S]] [--crash-rank R [--crash-step S]]\n"
+    "                 [--jitter-ms J] [--pause-ms P] [--seed N]\n"
+    "                 [--late-gpu-rank R [--late-gpu-ms M]]\n"
     "One rank of a data-parallel job; run it under launch (RANK, WORLD_SIZE, LOCAL_RANK,\n"
     "LAUNCH_RDZV_DIR). Steps count from 0; a fault step defaults to 1.\n"
     "  --steps K          training steps (default 10)\n"
@@ -30,6 +32,10 @@ static const char usage_text[] =
     "  --quiet            no informational lines\n"
     "  --jitter-ms J      each rank waits 0..J ms on the host before each step (seeded)\n"
     "  --pause-ms P       every tenth step, one rank (seeded) waits P ms more\n"
+    "  --seed N           another draw of the jitter and pauses (then a step has a pause with\n"
+    "                     chance 1/10, not every tenth); 0, the default, is the fixed pattern\n"
+    "  --late-gpu-rank R  rank R's GPU is M ms (--late-gpu-ms, default 12) late at the first\n"
+    "                     collective of every step: a kernel of M ms before it, a straggler\n"
     "  --hang-rank R      rank R blocks forever in trainloop_host_stall() before step S\n"
     "  --skip-rank R      rank R skips AllReduce #0 in step S\n"
     "  --mismatch-rank R  rank R passes count-1 to AllReduce #0 in step S\n"
@@ -63,7 +69,7 @@ static int parse_int(const char *opt, const char *s, int min, int max)
 }
 
 enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_HELP,
-       O_JITTER, O_PAUSE,
+       O_JITTER, O_PAUSE, O_SEED, O_LATE_RANK, O_LATE_MS,
        O_FAULT_BASE };
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
@@ -80,6 +86,9 @@ static const struct option long_opts[] = {
     { "quiet", no_argument, NULL, O_QUIET },
     { "jitter-ms", required_argument, NULL, O_JITTER },
     { "pause-ms", required_argument, NULL, O_PAUSE },
+    { "seed", required_argument, NULL, O_SEED },
+    { "late-gpu-rank", required_argument, NULL, O_LATE_RANK },
+    { "late-gpu-ms", required_argument, NULL, O_LATE_MS },
     { "help", no_argument, NULL, O_HELP },
     { "hang-rank", required_argument, NULL, O_FAULT_BASE + 0 },
     { "hang-step", required_argument, NULL, O_FAULT_BASE + 1 },
@@ -108,7 +117,8 @@ static struct tl_fault *fault_slot(struct tl_opts *o, int f)
 
 static void parse_opts(struct tl_opts *o, int argc, char **argv)
 {
-    *o = (struct tl_opts){ .steps = 10, .compute_ms = 2, .threads = 1 };
+    *o = (struct tl_opts){ .steps = 10, .compute_ms = 2, .threads = 1, .late_gpu_rank = -1,
+                          .late_gpu_ms = 12 };
     for (int f = 0; f < N_FAULTS; f++)
         *fault_slot(o, f) = (struct tl_fault){ .rank = -1, .step = -1 };
     opterr = 0;
@@ -139,6 +149,15 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
         case O_PAUSE:
             o->pause_ms = parse_int("pause-ms", optarg, 0, 600000);
             break;
+        case O_SEED:
+            o->seed = parse_int("seed", optarg, 0, INT_MAX);
+            break;
+        case O_LATE_RANK:
+            o->late_gpu_rank = parse_int("late-gpu-rank", optarg, 0, INT_MAX / 8);
+            break;
+        case O_LATE_MS:
+            o->late_gpu_ms = parse_int("late-gpu-ms", optarg, 0, 600000);
+            break;
         case O_HELP:
             fputs(usage_text, stdout);
             exit(0);
@@ -165,6 +184,8 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
 /* Fault sanity against the job: a fault that can never fire must not pass silently. */
 static void check_faults(struct tl_opts *o, int nranks)
 {
+    if (o->late_gpu_rank >= nranks)
+        usage_error("--late-gpu-rank %d is not below WORLD_SIZE %d", o->late_gpu_rank, nranks);
     for (int f = 0; f < N_FAULTS; f++) {
         struct tl_fault *slot = fault_slot(o, f);
         if (slot->rank < 0 && slot->step >= 0)

@@ -44,6 +44,8 @@ struct tl_opts {
     int graph;
     int quiet;
     int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
+    int seed;                /* of the jitter and pauses; 0: the fixed pattern */
+    int late_gpu_rank, late_gpu_ms; /* rank R's GPU is M ms late every step, -1: none */
     struct tl_fault hang, skip, mismatch, stall_gpu, corrupt, hang_split, crash;
 };
 
@@ -154,5 +156,7 @@ void tl_host_jitter(const struct tl_proc *p, int step);
 void CUDA_CB trainloop_gpu_stall(void *arg);
 void tl_enqueue_gpu_stall(struct tl_worker *w, int step);
 void tl_release_gpu_stalls(void);
+void CUDA_CB trainloop_gpu_late(void *arg);
+void tl_enqueue_gpu_late(struct tl_worker *w);
 
 #endif
