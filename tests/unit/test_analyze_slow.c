@@ -182,6 +182,14 @@ START_TEST(thresholds)
     ck_assert_int_eq(named(30, 40, 0.45, 4, &st), 0);
     ck_assert_int_eq(named(30, 40, 0.5, 4, &st), 1);
     ck_assert(st.p < 1e-9 && st.samples == 40);
+    /* odds of 1/2 on a communicator of 2 of the job's 8 ranks: 28 of 40 is chance */
+    uint32_t last[8] = {0, 0, 0, 0, 0, 28, 12, 0};
+    double wait[8] = {0, 0, 0, 0, 0, 0.7, 0.3, 0};
+    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 0);
+    ck_assert(st.rank == 5 && st.p > 0.01 && st.p < 0.02);
+    last[5] = 34;
+    last[6] = 6;
+    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 1);
 }
 END_TEST
 
