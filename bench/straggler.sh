@@ -24,10 +24,9 @@ run() {
         NCCLGUARD_DUMP_DIR=$d/dumps LD_LIBRARY_PATH=$B/fakes LD_PRELOAD=$B/libncclguard.so \
         "$B/apps/launch" -n 4 --timeout 300 -- "$B/apps/trainloop" --quiet --steps 200 \
         --jitter-ms 15 --pause-ms 40 "$@" >"$d/out" 2>&1)
-    "$B/ncclguard" analyze --json "$d/dumps" 2>/dev/null | python3 -c '
-import json, sys
+    "$B/ncclguard" analyze --json "$d/dumps" 2>/dev/null | python3 -c "import json, sys
 v = json.load(sys.stdin)
-print(" ".join(f"{c[\"rank\"]}:{c[\"cause\"]}" for c in v["verdict"]["culprits"]))'
+print(' '.join(f'{c[\"rank\"]}:{c[\"cause\"]}' for c in v['verdict']['culprits']))"
     rm -rf "$d"
 }
 

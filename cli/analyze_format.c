@@ -158,7 +158,8 @@ static void culprit_line(struct an *a, struct an_culprit *c)
         c->nalso = an_also_threads(a, &a->ranks[f->rank], c->thread, c->also, AN_ALSO);
         for (uint32_t i = 0; i < c->nalso && at < sizeof buf; i++) {
             at += (size_t)snprintf(buf + at, sizeof buf - at, "; ");
-            if (at < sizeof buf) at += where_text(a, f->rank, c->also[i], buf + at, sizeof buf - at);
+            if (at < sizeof buf)
+                at += where_text(a, f->rank, c->also[i], buf + at, sizeof buf - at);
         }
     }
     if (f->launcher && at < sizeof buf)

@@ -49,7 +49,8 @@ static json_t *where_json(const struct an *a, const struct an_culprit *c)
     if (c->f.rank < 0 || c->thread == AN_NONE) return json_null();
     const struct an_rank *r = &a->ranks[c->f.rank];
     json_t *w = thread_json(a, r, c->thread), *also = json_array();
-    for (uint32_t i = 0; i < c->nalso; i++) json_array_append_new(also, thread_json(a, r, c->also[i]));
+    for (uint32_t i = 0; i < c->nalso; i++)
+        json_array_append_new(also, thread_json(a, r, c->also[i]));
     json_object_set_new(w, "also", also);
     return w;
 }

@@ -27,7 +27,8 @@ hang() {
         LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         "$APPS/launch" -n "$n" --timeout 300 -- "$@" >"$d/out" 2>&1) &
     local pid=$!
-    wait_for 120 bash -c "[ \$(grep -l '\"incident\":\"' $d/dumps/*.json 2>/dev/null | wc -l) -ge $n ]"
+    wait_for 120 bash -c \
+        "[ \$(grep -l '\"incident\":\"' $d/dumps/*.json 2>/dev/null | wc -l) -ge $n ]"
     kill -KILL -- -$pid 2>/dev/null
     wait $pid 2>/dev/null
     "$NG" analyze "$d/dumps" >"$TMP/$name.txt" 2>&1
