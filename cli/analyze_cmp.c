@@ -183,8 +183,8 @@ static void straggler(struct an *a, uint32_t ci, const uint32_t *last, const dou
     snprintf(buf, sizeof buf, "arrived last at %u of %u collectives on comm %s (%lld ranks) "
              "where the others waited, %.1f ms after the first on average: %.0f%% of the "
              "waiting, %s by chance (an even spread makes a rank last at %.1f; %.0f rank(s) "
-             "tested)", st.last, samples, id, (long long)c->nranks, raw[st.rank] / st.last / 1e6, st.share * 100, p,
-             samples / (double)c->nranks, ntests);
+             "tested)", st.last, samples, id, (long long)c->nranks, raw[st.rank] / st.last / 1e6,
+             st.share * 100, p, samples / (double)c->nranks, ntests);
     struct an_finding f;
     memset(&f, 0, sizeof f);
     f.cause = AN_SLOW;
