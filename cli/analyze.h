@@ -73,7 +73,7 @@ struct an_sig {
 struct an_thread {
     int64_t tid;
     uint32_t name, syscall, where, py, stack;
-    uint8_t idle, ours, has_py;          /* has_py: its Python thread is known */
+    uint8_t idle, ours;
 };
 
 /* The oldest op in flight of one kind (per communicator, peer or stream). */

@@ -214,7 +214,6 @@ void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_d
     out->where = c_where(t, strs);
     out->py = p ? py_where(p, strs) : 0;
     out->stack = full_stack(t, p, strs);
-    out->has_py = p != NULL;
     /* a Python thread's C frames are the interpreter's (its waits for the GIL among
      * them): its Python frames say whether it waits for work */
     out->idle = (uint8_t)(p && p->nframes ? py_idle(p) : c_idle(t));
