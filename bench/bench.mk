@@ -27,6 +27,7 @@ bench: deps
 	@LD_LIBRARY_PATH=$(B)/fakes $(B)/bench/overhead $(abspath $(B)/libncclguard.so)
 	@bench/analyze.sh $(B) $(ANALYZE_RANKS)
 	@bench/torch_startup.sh $(B)
+	@bench/straggler.sh $(B) $(STRAGGLER_RUNS)
 	@grep '^added_instr_per_call=' $(B)/bench-instructions.txt || true
 
 $(B)/bench/overhead: bench/overhead.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
@@ -53,3 +54,5 @@ $(B)/bench/gendumps: bench/gendumps.c bench/gen_dump.c bench/gendumps.h
 # bench/analyze.sh's job size: 512 ranks of 4096 records (1 GB); the target is stated
 # for ANALYZE_RANKS=4096 (8 GB).
 ANALYZE_RANKS ?= 512
+# bench/straggler.sh's seeded repeats of each job
+STRAGGLER_RUNS ?= 20

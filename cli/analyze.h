@@ -29,12 +29,22 @@
 #define AN_EXIT_NO_CULPRIT 2
 #define AN_EXIT_UNUSABLE 3
 
-/* A rank counts as the last to arrive at a collective only when it came this much
- * after the first; one is a straggler when it is the last at STRAGGLER_MIN of them
- * at least and causes STRAGGLER_SHARE of all the waiting, twice any other rank. */
+/* Stragglers (analyze_cmp.c, docs/analysis.md). A rank counts as the last to
+ * arrive at a collective only when it came LATE_NS or more after the first; the
+ * collectives a communicator's ranks enqueued within BURST_NS of the one before are
+ * one arrival (the ranks meet at one of them, the rest follow in step), counted
+ * once, at the one with the widest spread. A rank is a straggler when it was last
+ * at STRAGGLER_MIN arrivals at least, caused STRAGGLER_SHARE of the waiting (each
+ * arrival's wait counted up to STRAGGLER_CAP times their median), and an even
+ * spread (each rank last with odds 1/n) would make it last that often with a
+ * probability below STRAGGLER_ALPHA, once multiplied by the number of ranks tested
+ * on all communicators. */
 #define AN_LATE_NS 2000000LL
+#define AN_BURST_NS 1000000LL
 #define AN_STRAGGLER_MIN 8
 #define AN_STRAGGLER_SHARE 0.5
+#define AN_STRAGGLER_CAP 4.0
+#define AN_STRAGGLER_ALPHA 1e-3
 /* More members of a communicator without a dump than this are missing dumps, not
  * culprits. */
 #define AN_MAX_ABSENT 4
@@ -58,10 +68,12 @@ struct an_sig {
 
 /* A thread of a rank: names interned; `where` is its innermost frames that belong
  * to the job, "f ← g ← h", `py` the same for its Python thread, `stack` every frame
- * (the report's text). */
+ * (the report's text). idle: it waits for work (a condition variable, a queue, a
+ * futex outside the job's frames); ours: a thread of ncclguard. */
 struct an_thread {
     int64_t tid;
     uint32_t name, syscall, where, py, stack;
+    uint8_t idle, ours;
 };
 
 /* The oldest op in flight of one kind (per communicator, peer or stream). */
@@ -106,6 +118,7 @@ struct an_rank {
     int64_t oldest_ns;                   /* enqueue_ns of its oldest op in flight, 0 none */
     int32_t failed_result;               /* result of a failed op, 0 none */
     uint8_t crashed, has_threads;
+    uint8_t has_python;                  /* its dump has Python stacks */
 };
 
 /* Per communicator and seq, over the ranks that recorded it. */
@@ -158,6 +171,7 @@ struct an_finding {
     uint32_t launcher;                   /* the launcher's line about the rank, interned */
 };
 
+#define AN_ALSO 2
 struct an_culprit {
     struct an_finding f;                 /* the finding at the end of the chain */
     int32_t chain[16];                   /* ranks followed (an->ranks, -1 no dump), in order,
@@ -167,6 +181,8 @@ struct an_culprit {
     int nchain;
     uint32_t text;                       /* the verdict line, interned */
     uint32_t thread;                     /* the thread shown (index into its threads) */
+    uint32_t also[AN_ALSO];              /* other threads shown, when it is idle */
+    uint32_t nalso;
 };
 
 struct an_opts {
@@ -233,6 +249,11 @@ int an_read_dir(struct an *a, const char *dir);
 void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_dthread *t,
                   struct an_thread *out, struct ng_intern *strs);
 uint32_t an_pick_thread(const struct an *a, const struct an_rank *r, uint64_t tid);
+/* The threads to show beside thread t of rank r, at most max, into out: when t is
+ * idle or has no Python frames in a Python process, the main thread, then other
+ * threads of the job that are in its frames and not idle. */
+uint32_t an_also_threads(const struct an *a, const struct an_rank *r, uint32_t t, uint32_t *out,
+                         uint32_t max);
 
 /* detectors: each appends findings or notes */
 void an_detect_crashed(struct an *a);
@@ -241,6 +262,16 @@ void an_detect_mismatch(struct an *a);
 void an_detect_collectives(struct an *a);   /* missing, gpu_not_started, no_dump */
 void an_detect_p2p(struct an *a);
 void an_detect_slow(struct an *a);
+/* The straggler test of one communicator of nranks ranks (analyze_cmp.c): last[r]
+ * and wait[r] (capped, ns) for r < n over `samples` arrivals; ntests ranks tested
+ * in all. Fills out with the rank least likely by chance; 1 when it is a straggler. */
+struct an_straggler {
+    uint32_t rank, last, samples;        /* rank AN_NONE: none with the share */
+    double share, p;                     /* p: multiplied by ntests, at most 1 */
+};
+int an_straggler_test(const uint32_t *last, const double *wait, size_t n, int64_t nranks,
+                      uint32_t samples, double ntests, struct an_straggler *out);
+double an_binom_tail(uint32_t m, uint32_t k, double p); /* P(X >= k), X ~ B(m, p) */
 void an_add_finding(struct an *a, const struct an_finding *f);
 /* analyze_hang.c: sets f->held for rank ri from f->blocker (gpu_not_started) */
 void an_stream_holder(const struct an *a, int32_t ri, struct an_finding *f);

@@ -133,6 +133,7 @@ static void add_threads(struct an *a, struct an_rank *r, const struct ng_dump *d
         r->nth++;
     }
     if (d->python && d->python->why) r->python_why = ng_intern_str(&a->strs, d->python->why);
+    r->has_python = d->python && d->python->nthreads;
 }
 
 int an_add_dump(struct an *a, const struct ng_dump *d)

@@ -73,7 +73,8 @@ const char *an_ranges(const int64_t *ranks, size_t n, char *buf, size_t size)
     return buf;
 }
 
-/* "main thread in f ← g ← h; Python: ..." for thread t of rank ri. */
+/* "main thread in f ← g ← h; Python: ..." for thread t of rank ri; "idle in a
+ * wait" when it waits for work. */
 static size_t where_text(const struct an *a, int32_t ri, uint32_t t, char *buf, size_t n)
 {
     const struct an_rank *r = &a->ranks[ri];
@@ -81,19 +82,24 @@ static size_t where_text(const struct an *a, int32_t ri, uint32_t t, char *buf, 
         return (size_t)snprintf(buf, n, r->has_threads ? "no thread of it is known"
                                                        : "the dump holds no stacks");
     const struct an_thread *th = &a->threads[r->th0 + t];
-    char who[96];
+    const char *sys = ng_intern_get(&a->strs, th->syscall);
+    char who[96], state[64] = "";
     if (th->tid == r->pid) snprintf(who, sizeof who, "main thread");
     else snprintf(who, sizeof who, "thread %s (%lld)", ng_intern_get(&a->strs, th->name) ?
                   ng_intern_get(&a->strs, th->name) : "?", (long long)th->tid);
+    if (th->idle) snprintf(state, sizeof state, " idle in a wait%s%s%s", sys ? " (" : "",
+                           sys ? sys : "", sys ? ")" : "");
+    else if (sys && !th->where && !th->py) snprintf(state, sizeof state, " blocked in %s", sys);
     size_t at;
     if (th->where)
-        at = (size_t)snprintf(buf, n, "%s in %s", who, ng_intern_get(&a->strs, th->where));
-    else if (th->syscall)
-        at = (size_t)snprintf(buf, n, "%s blocked in %s, in no frame of the job", who,
-                              ng_intern_get(&a->strs, th->syscall));
+        at = (size_t)snprintf(buf, n, "%s%s%s in %s", who, state, state[0] ? "," : "",
+                              ng_intern_get(&a->strs, th->where));
+    else if (th->py)
+        at = (size_t)snprintf(buf, n, "%s%s%s in Python %s", who, state, state[0] ? "," : "",
+                              ng_intern_get(&a->strs, th->py));
     else
-        at = (size_t)snprintf(buf, n, "%s in no frame of the job", who);
-    if (th->py && at < n)
+        at = (size_t)snprintf(buf, n, "%s%s, in no frame of the job", who, state);
+    if (th->where && th->py && at < n)
         at += (size_t)snprintf(buf + at, n - at, "; Python: %s", ng_intern_get(&a->strs, th->py));
     return at;
 }
@@ -168,6 +174,13 @@ static void culprit_line(struct an *a, struct an_culprit *c)
         c->thread = thread_of(a, c);
         at += (size_t)snprintf(buf + at, sizeof buf - at, "; ");
         if (at < sizeof buf) at += where_text(a, f->rank, c->thread, buf + at, sizeof buf - at);
+        /* the thread of the ops waits for work: where the others are */
+        c->nalso = an_also_threads(a, &a->ranks[f->rank], c->thread, c->also, AN_ALSO);
+        for (uint32_t i = 0; i < c->nalso && at < sizeof buf; i++) {
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "; ");
+            if (at < sizeof buf)
+                at += where_text(a, f->rank, c->also[i], buf + at, sizeof buf - at);
+        }
     }
     if (f->launcher && at < sizeof buf)
         at += (size_t)snprintf(buf + at, sizeof buf - at, "; launcher: %s",

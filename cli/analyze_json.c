@@ -32,16 +32,27 @@ static json_t *split(const char *s)
     return arr;
 }
 
+static json_t *thread_json(const struct an *a, const struct an_rank *r, uint32_t ti)
+{
+    const struct an_thread *t = &a->threads[r->th0 + ti];
+    return json_pack("{sIsososososo}", "tid", (json_int_t)t->tid,
+                     "thread", str_or_null(ng_intern_get(&a->strs, t->name)),
+                     "main", json_boolean(t->tid == r->pid),
+                     "idle", json_boolean(t->idle),
+                     "frames", split(ng_intern_get(&a->strs, t->where)),
+                     "python", split(ng_intern_get(&a->strs, t->py)));
+}
+
+/* The thread of the culprit's ops; "also": the others shown, when it is idle. */
 static json_t *where_json(const struct an *a, const struct an_culprit *c)
 {
     if (c->f.rank < 0 || c->thread == AN_NONE) return json_null();
     const struct an_rank *r = &a->ranks[c->f.rank];
-    const struct an_thread *t = &a->threads[r->th0 + c->thread];
-    return json_pack("{sIsosososo}", "tid", (json_int_t)t->tid,
-                     "thread", str_or_null(ng_intern_get(&a->strs, t->name)),
-                     "main", json_boolean(t->tid == r->pid),
-                     "frames", split(ng_intern_get(&a->strs, t->where)),
-                     "python", split(ng_intern_get(&a->strs, t->py)));
+    json_t *w = thread_json(a, r, c->thread), *also = json_array();
+    for (uint32_t i = 0; i < c->nalso; i++)
+        json_array_append_new(also, thread_json(a, r, c->also[i]));
+    json_object_set_new(w, "also", also);
+    return w;
 }
 
 static json_t *grank_json(const struct an *a, int32_t r, int64_t g)

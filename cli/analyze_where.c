@@ -1,7 +1,9 @@
 /*
  * analyze_where.c: where a thread is, in the job's own code. A rank that hangs
  * is usually not in NCCL: what matters is its innermost frames outside the
- * runtime (libc, CUDA, NCCL, the interpreter, ncclguard itself), C and Python.
+ * runtime (libc, CUDA, NCCL, the interpreter, ncclguard itself, the CPU harness's
+ * fakes), C and Python; whether it waits idle for work; and, when the thread that
+ * calls the communicator's ops does, which other threads are in the job's code.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +34,19 @@ static int is_runtime(const char *module)
     return 0;
 }
 
+/* Functions of the C runtime in the program itself (crt1's entry) or in libc that
+ * a frame may name without its module. */
+static int is_runtime_fn(const char *fn)
+{
+    return fn && (!strcmp(fn, "_start") || !strncmp(fn, "__libc_", 7) ||
+                  !strcmp(fn, "start_thread") || !strcmp(fn, "clone") || !strcmp(fn, "clone3"));
+}
+
+static int runtime_frame(const struct ng_dframe *f)
+{
+    return is_runtime(f->module) || is_runtime_fn(f->function);
+}
+
 static int is_runtime_py(const char *file)
 {
     return !file || strstr(file, "/lib/python3") || strstr(file, "site-packages/") ||
@@ -60,7 +75,7 @@ static uint32_t c_where(const struct ng_dthread *t, struct ng_intern *strs)
     size_t at = 0;
     int got = 0;
     for (size_t i = 0; i < t->nframes && got < WHERE_FRAMES; i++) {
-        if (is_runtime(t->frames[i].module)) continue;
+        if (runtime_frame(&t->frames[i])) continue;
         frame_name(&t->frames[i], name, sizeof name);
         at = add(buf, at, sizeof buf, name);
         got++;
@@ -141,6 +156,57 @@ static const struct ng_dpythread *python_of(const struct ng_dump *d, const struc
     return NULL;
 }
 
+static const char *base_or_null(const char *path) { return path ? base_name(path) : NULL; }
+
+/* A Python thread waits for work: its innermost frame is a wait of queue or threading
+ * (Queue.get, Condition.wait, Event.wait, Lock.acquire, Thread.join). */
+static int py_idle(const struct ng_dpythread *p)
+{
+    static const char *const waits[] = {"get", "put", "wait", "acquire", "join",
+                                        "_wait_for_tstate_lock"};
+    if (!p->nframes) return 0;
+    const char *file = base_or_null(p->frames[0].file), *fn = p->frames[0].function;
+    if (!file || !fn || (strcmp(file, "queue.py") && strcmp(file, "threading.py"))) return 0;
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
+        if (!strcmp(fn, waits[i])) return 1;
+    return 0;
+}
+
+/* A C thread waits for work: inside a condition variable or semaphore wait before
+ * any frame of the job, or blocked in a futex with no frame of the job at all. */
+static int c_idle(const struct ng_dthread *t)
+{
+    static const char *const waits[] = {"pthread_cond_wait", "pthread_cond_timedwait",
+                                        "pthread_cond_clockwait", "sem_wait", "sem_timedwait",
+                                        "sem_clockwait"};
+    int job = 0;
+    for (size_t i = 0; i < t->nframes; i++) {
+        const struct ng_dframe *f = &t->frames[i];
+        if (!runtime_frame(f)) {
+            job = 1;
+            break;
+        }
+        for (size_t k = 0; f->function && k < sizeof waits / sizeof waits[0]; k++)
+            if (!strcmp(f->function, waits[k])) return 1;
+    }
+    return !job && t->syscall && !strcmp(t->syscall, "futex");
+}
+
+/* A thread of ncclguard: by its name ("ncclguard-wd", ...), or started in the library
+ * (its outermost frame outside libc is the library's). */
+static int c_ours(const struct ng_dthread *t)
+{
+    if (t->name && !strncmp(t->name, "ncclguard-", 10)) return 1;
+    for (size_t i = t->nframes; i-- > 0;) {
+        const char *m = t->frames[i].module ? base_name(t->frames[i].module) : NULL;
+        if (!m || !strncmp(m, "libc.so", 7) || !strncmp(m, "libc-", 5) ||
+            !strncmp(m, "libpthread", 10))
+            continue;
+        return !strncmp(m, "libncclguard", 12);
+    }
+    return 0;
+}
+
 void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_dthread *t,
                   struct an_thread *out, struct ng_intern *strs)
 {
@@ -152,6 +218,10 @@ void an_thread_of(const struct an *a, const struct ng_dump *d, const struct ng_d
     out->where = c_where(t, strs);
     out->py = p ? py_where(p, strs) : 0;
     out->stack = full_stack(t, p, strs);
+    /* a Python thread's C frames are the interpreter's (its waits for the GIL among
+     * them): its Python frames say whether it waits for work */
+    out->idle = (uint8_t)(p && p->nframes ? py_idle(p) : c_idle(t));
+    out->ours = (uint8_t)c_ours(t);
 }
 
 uint32_t an_pick_thread(const struct an *a, const struct an_rank *r, uint64_t tid)
@@ -159,4 +229,23 @@ uint32_t an_pick_thread(const struct an *a, const struct an_rank *r, uint64_t ti
     for (uint32_t i = 0; tid && i < r->nth; i++)
         if ((uint64_t)a->threads[r->th0 + i].tid == tid) return i;
     return r->main;
+}
+
+uint32_t an_also_threads(const struct an *a, const struct an_rank *r, uint32_t t, uint32_t *out,
+                         uint32_t max)
+{
+    if (t == AN_NONE || t >= r->nth) return 0;
+    const struct an_thread *th = &a->threads[r->th0 + t];
+    if (!th->idle && !(r->has_python && !th->py)) return 0;
+    uint32_t n = 0;
+    if (r->main != AN_NONE && r->main != t && n < max) {
+        const struct an_thread *m = &a->threads[r->th0 + r->main];
+        if (m->where || m->py) out[n++] = r->main;
+    }
+    for (uint32_t i = 0; i < r->nth && n < max; i++) {
+        const struct an_thread *o = &a->threads[r->th0 + i];
+        if (i == t || i == r->main || o->ours || o->idle || !(o->where || o->py)) continue;
+        out[n++] = i;
+    }
+    return n;
 }

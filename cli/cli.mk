@@ -58,6 +58,19 @@ $(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
 
 ALL += $(B)/tests/unit/dumpread_echo
 
+# Check suites of the analyzer (tests/unit/test_analyze_where.c, test_analyze_slow.c):
+# dumps through the real reader and fold, then the verdict; the analyzer's objects
+# without the command line.
+ANALYZE_TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(filter-out cli/analyze.c cli/report%,\
+    $(ANALYZE_SRCS))) $(DUMPREAD_OBJS)
+ANALYZE_UNIT := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard \
+    tests/unit/test_analyze_where.c tests/unit/test_analyze_slow.c))
+$(ANALYZE_UNIT): $(B)/tests/unit/%: tests/unit/%.c tests/unit/check_main.h $(ANALYZE_TEST_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icli -c $< -o $@.o
+	$(CXX) -o $@ $@.o $(ANALYZE_TEST_OBJS) $(LDFLAGS) $(JSON_LIBS) $(CHECK_LIBS) -lm
+UNIT_TESTS += $(ANALYZE_UNIT)
+
 # --- libFuzzer smoke run of the dump reader (clang), part of `make fuzz-smoke` ---
 DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) \
     $(filter-out cli/analyze.c cli/report%,$(ANALYZE_SRCS))
@@ -70,7 +83,7 @@ $(B)/fuzz/jsonread_simdjson.o: cli/jsonread_simdjson.cc cli/jsonread.h cli/jsonr
 $(B)/fuzz/dumpread_fuzz: $(DUMPREAD_FUZZ_SRCS) $(B)/fuzz/jsonread_simdjson.o $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(filter-out -std=c11,$(FUZZ_FLAGS)) -std=c11 -Icli -o $@ $(DUMPREAD_FUZZ_SRCS) \
-	    $(B)/fuzz/jsonread_simdjson.o -lstdc++ $(JSON_LIBS) -lpthread
+	    $(B)/fuzz/jsonread_simdjson.o -lstdc++ $(JSON_LIBS) -lpthread -lm
 
 .PHONY: fuzz-smoke-dumpread
 fuzz-smoke: fuzz-smoke-dumpread

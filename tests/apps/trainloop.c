@@ -22,6 +22,8 @@ static const char usage_text[] =
     "                 [--hang-split-rank R [--hang-split-step S]] [--crash-rank R [--crash-step S]]\n"
     "                 [--stall-split-rank R [--stall-split-step S]]\n"
     "                 [--pipeline [--drop-send-rank R [--drop-send-step S]]]\n"
+    "                 [--jitter-ms J] [--pause-ms P] [--seed N]\n"
+    "                 [--late-gpu-rank R [--late-gpu-ms M]]\n"
     "One rank of a data-parallel job; run it under launch (RANK, WORLD_SIZE, LOCAL_RANK,\n"
     "LAUNCH_RDZV_DIR). Steps count from 0; a fault step defaults to 1.\n"
     "  --steps K          training steps (default 10)\n"
@@ -32,6 +34,10 @@ static const char usage_text[] =
     "  --quiet            no informational lines\n"
     "  --jitter-ms J      each rank waits 0..J ms on the host before each step (seeded)\n"
     "  --pause-ms P       every tenth step, one rank (seeded) waits P ms more\n"
+    "  --seed N           another draw of the jitter and pauses (then a step has a pause with\n"
+    "                     chance 1/10, not every tenth); 0, the default, is the fixed pattern\n"
+    "  --late-gpu-rank R  rank R's GPU is M ms (--late-gpu-ms, default 12) late at the first\n"
+    "                     collective of every step: a kernel of M ms before it, a straggler\n"
     "  --hang-rank R      rank R blocks forever in trainloop_host_stall() before step S\n"
     "  --skip-rank R      rank R skips AllReduce #0 in step S\n"
     "  --mismatch-rank R  rank R passes count-1 to AllReduce #0 in step S\n"
@@ -72,7 +78,7 @@ static int parse_int(const char *opt, const char *s, int min, int max)
 }
 
 enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_HELP,
-       O_JITTER, O_PAUSE, O_PIPELINE,
+       O_JITTER, O_PAUSE, O_PIPELINE, O_SEED, O_LATE_RANK, O_LATE_MS,
        O_FAULT_BASE };
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
@@ -90,6 +96,9 @@ static const struct option long_opts[] = {
     { "quiet", no_argument, NULL, O_QUIET },
     { "jitter-ms", required_argument, NULL, O_JITTER },
     { "pause-ms", required_argument, NULL, O_PAUSE },
+    { "seed", required_argument, NULL, O_SEED },
+    { "late-gpu-rank", required_argument, NULL, O_LATE_RANK },
+    { "late-gpu-ms", required_argument, NULL, O_LATE_MS },
     { "help", no_argument, NULL, O_HELP },
     { "pipeline", no_argument, NULL, O_PIPELINE },
     { "hang-rank", required_argument, NULL, O_FAULT_BASE + 0 },
@@ -124,7 +133,8 @@ static struct tl_fault *fault_slot(struct tl_opts *o, int f)
 
 static void parse_opts(struct tl_opts *o, int argc, char **argv)
 {
-    *o = (struct tl_opts){ .steps = 10, .compute_ms = 2, .threads = 1 };
+    *o = (struct tl_opts){ .steps = 10, .compute_ms = 2, .threads = 1, .late_gpu_rank = -1,
+                          .late_gpu_ms = 12 };
     for (int f = 0; f < N_FAULTS; f++)
         *fault_slot(o, f) = (struct tl_fault){ .rank = -1, .step = -1 };
     opterr = 0;
@@ -158,6 +168,15 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
         case O_PAUSE:
             o->pause_ms = parse_int("pause-ms", optarg, 0, 600000);
             break;
+        case O_SEED:
+            o->seed = parse_int("seed", optarg, 0, INT_MAX);
+            break;
+        case O_LATE_RANK:
+            o->late_gpu_rank = parse_int("late-gpu-rank", optarg, 0, INT_MAX / 8);
+            break;
+        case O_LATE_MS:
+            o->late_gpu_ms = parse_int("late-gpu-ms", optarg, 0, 600000);
+            break;
         case O_HELP:
             fputs(usage_text, stdout);
             exit(0);
@@ -188,6 +207,8 @@ static void check_faults(struct tl_opts *o, int nranks)
         usage_error("--drop-send-rank needs --pipeline");
     if (o->pipeline && (nranks % 2 || o->graph || o->threads > 1))
         usage_error("--pipeline needs an even WORLD_SIZE, one thread and no --graph");
+    if (o->late_gpu_rank >= nranks)
+        usage_error("--late-gpu-rank %d is not below WORLD_SIZE %d", o->late_gpu_rank, nranks);
     for (int f = 0; f < N_FAULTS; f++) {
         struct tl_fault *slot = fault_slot(o, f);
         if (slot->rank < 0 && slot->step >= 0)

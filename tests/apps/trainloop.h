@@ -45,6 +45,8 @@ struct tl_opts {
     int graph;
     int quiet;
     int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
+    int seed;                /* of the jitter and pauses; 0: the fixed pattern */
+    int late_gpu_rank, late_gpu_ms; /* rank R's GPU is M ms late every step, -1: none */
     struct tl_fault hang, skip, mismatch, stall_gpu, corrupt, hang_split, crash;
     int pipeline;            /* --pipeline: the step of trainloop_pipe.c, not the table */
     struct tl_fault stall_split, drop_send;
@@ -168,5 +170,8 @@ void tl_pipeline_setup(struct tl_worker *w);
 void tl_pipeline_free(struct tl_worker *w);
 void tl_pipeline_step(struct tl_worker *w, int step);
 void tl_pipeline_check(struct tl_worker *w, int step);
+
+void CUDA_CB trainloop_gpu_late(void *arg);
+void tl_enqueue_gpu_late(struct tl_worker *w);
 
 #endif

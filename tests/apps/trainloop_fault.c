@@ -24,17 +24,31 @@ int tl_fault_now(const struct tl_proc *p, const struct tl_fault *f, int step)
  * Python, the garbage collector): before each step a rank waits a pseudo-random
  * 0..J ms, and every tenth step one pseudo-random rank waits P ms more. Seeded by
  * rank and step, so every run is the same; the peers then wait for it in NCCL.
+ * --seed N draws another pattern (N = 0 is the fixed one), in which each step has
+ * a pause with chance 1/10: seeded repeats of a job, for the straggler rule.
  */
-void tl_host_jitter(const struct tl_proc *p, int step)
+static uint32_t mix(uint32_t h)
 {
-    uint32_t h = (uint32_t)step * 2654435761u ^ (uint32_t)(p->rank + 1) * 40503u;
     h ^= h >> 13;
     h *= 0x5bd1e995u;
     h ^= h >> 15;
+    return h;
+}
+
+void tl_host_jitter(const struct tl_proc *p, int step)
+{
+    uint32_t seed = (uint32_t)p->opt.seed * 0x9e3779b9u;
+    uint32_t h = mix(((uint32_t)step * 2654435761u ^ (uint32_t)(p->rank + 1) * 40503u) + seed);
     int ms = p->opt.jitter_ms ? (int)(h % (uint32_t)(p->opt.jitter_ms + 1)) : 0;
     uint32_t pick = (uint32_t)step * 2246822519u;
     pick ^= pick >> 16;
-    if (p->opt.pause_ms && step % 10 == 0 && (int)(pick % (uint32_t)p->nranks) == p->rank)
+    int paused = step % 10 == 0;
+    if (seed) { /* another draw: a pause with chance 1/10, on a rank drawn for the step */
+        pick = mix(mix((uint32_t)step * 2246822519u + seed) ^ 0x27d4eb2du);
+        paused = pick % 10 == 0;
+        pick /= 10;
+    }
+    if (p->opt.pause_ms && paused && (int)(pick % (uint32_t)p->nranks) == p->rank)
         ms += p->opt.pause_ms;
     if (ms) usleep((useconds_t)ms * 1000);
 }
@@ -89,6 +103,26 @@ void tl_enqueue_split_stall(struct tl_worker *w, int step)
 {
     tl_note(" step %d: split stream stalled before its first op (--stall-split-rank)", step);
     TL_CU(cuLaunchHostFunc, (w->tp_stream, trainloop_gpu_stall, NULL));
+}
+
+/*
+ * --late-gpu-rank: a straggler. A kernel of --late-gpu-ms on the communication
+ * stream, after the step's compute and before its first collective, on every
+ * step: this rank's GPU reaches each step's first collective that much later
+ * than its peers', and they wait for it there.
+ */
+__attribute__((noinline)) void CUDA_CB trainloop_gpu_late(void *arg)
+{
+    long ms = (long)arg;
+    struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L };
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+void tl_enqueue_gpu_late(struct tl_worker *w)
+{
+    TL_CU(cuLaunchHostFunc, (w->comm_stream, trainloop_gpu_late,
+                             (void *)(long)w->p->opt.late_gpu_ms));
 }
 
 /* atexit handler: lets any stalled stream go. */

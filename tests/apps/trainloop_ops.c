@@ -149,6 +149,8 @@ void tl_step_issue(struct tl_worker *w, int step)
     tl_enqueue_compute(w, w->p->opt.compute_ms);
     if (tl_fault_now(w->p, &w->p->opt.stall_gpu, step))
         tl_enqueue_gpu_stall(w, step);
+    if (w->p->opt.late_gpu_rank == w->p->rank)
+        tl_enqueue_gpu_late(w);
 
     /* Consecutive grouped ops form one group; it ends on the communicators they used. */
     int in_group = 0, stalled = 0, split_stalled = 0;

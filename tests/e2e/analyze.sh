@@ -121,11 +121,21 @@ FAKENCCL_ASYNC_ERROR_AFTER=20 FAKENCCL_ASYNC_ERROR_RANK=0 NCCLGUARD_DUMP_AT_EXIT
 verdict async "0:async_error"
 
 # A slow rank: rank 1's GPU starts every kernel, copy and op 4 ms late; no hang.
-# It is named slow, and nobody else is. The straggler rule reads the timing samples
-# (one collective in 16 of a class, by default): 160 steps give each class 20.
+# It is named slow, and nobody else is. The straggler rule reads the timing samples;
+# every op timed: at the default sampling (one in 16 of a class) 160 steps are 10
+# arrivals, enough only when the loaded machine's noise never puts another rank last.
 RANKENV='[ "$RANK" = 1 ] && export FAKECUDA_OP_DELAY_US=4000' NCCLGUARD_DUMP_AT_EXIT=1 \
-    NCCLGUARD_SLOW_FACTOR=1000 job slow -n 4 --timeout 300 -- --steps 160 --quiet
+    NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_SLOW_FACTOR=1000 job slow -n 4 --timeout 300 -- \
+    --steps 160 --quiet
 verdict slow "1:slow"
+# The straggler of bench/straggler.sh (one run of its 20): host jitter and pauses on
+# every rank, and rank 2's GPU 12 ms late on every step. Named, with the evidence.
+NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_SLOW_FACTOR=1000 job late -n 4 \
+    --timeout 300 -- --steps 200 --jitter-ms 15 --pause-ms 40 --seed 5 --late-gpu-rank 2 --quiet
+verdict late "2:slow"
+grep -Eq 'arrived last at [0-9]+ of [0-9]+ collectives .*% of the waiting, p [<=] [-0-9.e]+ by' \
+    "$TMP/late.txt" && pass "late GPU: the verdict says how strong the evidence is" ||
+    fail "late GPU: the evidence" "$(head -n 1 "$TMP/late.txt")"
 
 # Healthy: exit dumps of a plain job, and of one with host jitter and pauses (the ranks
 # wait for each other, in turn: no straggler). Every op timed: at the default sampling
@@ -138,6 +148,10 @@ verdict healthy healthy
 NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter -n 4 --timeout 300 -- \
     --steps 100 --jitter-ms 15 --pause-ms 40 --quiet
 verdict jitter healthy
+# The healthy job of bench/straggler.sh, one seed: another draw of jitter and pauses.
+NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter5 -n 4 --timeout 300 -- \
+    --steps 200 --jitter-ms 15 --pause-ms 40 --seed 5 --quiet
+verdict jitter5 healthy
 
 dumps_sane # the shim's dumps and gendumps', before the bad files below
 
