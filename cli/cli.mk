@@ -58,19 +58,6 @@ $(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
 
 ALL += $(B)/tests/unit/dumpread_echo
 
-# Check suites of the analyzer (tests/unit/test_analyze_where.c, test_analyze_slow.c):
-# dumps through the real reader and fold, then the verdict; the analyzer's objects
-# without the command line.
-ANALYZE_TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(filter-out cli/analyze.c cli/report%,\
-    $(ANALYZE_SRCS))) $(DUMPREAD_OBJS)
-ANALYZE_UNIT := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard \
-    tests/unit/test_analyze_where.c tests/unit/test_analyze_slow.c))
-$(ANALYZE_UNIT): $(B)/tests/unit/%: tests/unit/%.c tests/unit/check_main.h $(ANALYZE_TEST_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icli -c $< -o $@.o
-	$(CXX) -o $@ $@.o $(ANALYZE_TEST_OBJS) $(LDFLAGS) $(JSON_LIBS) $(CHECK_LIBS) -lm
-UNIT_TESTS += $(ANALYZE_UNIT)
-
 # --- libFuzzer smoke run of the dump reader (clang), part of `make fuzz-smoke` ---
 DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) \
     $(filter-out cli/analyze.c cli/report%,$(ANALYZE_SRCS))

@@ -40,7 +40,7 @@ $(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_mai
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(JSON_CFLAGS) -Icli -c $< -o $@.o
 	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
-	    -ldl $(JSON_LIBS) $(DW_LIBS)
+	    -ldl $(JSON_LIBS) $(DW_LIBS) -lm
 
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c))
 
