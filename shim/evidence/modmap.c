@@ -183,8 +183,7 @@ static void hex_id(const unsigned char *id, size_t n, char out[41])
     out[2 * i] = '\0';
 }
 
-/* The NT_GNU_BUILD_ID note among the notes of buf[0..len). */
-static void find_note(const unsigned char *buf, size_t len, char out[41])
+void ncclguard_build_id_note(const unsigned char *buf, size_t len, char out[41])
 {
     size_t at = 0;
     while (len - at >= sizeof(ElfW(Nhdr))) {
@@ -224,7 +223,7 @@ static void read_headers(struct module *m)
     for (int i = 0; i < eh.e_phnum && !m->build_id[0]; i++) {
         if (ph[i].p_type != PT_NOTE) continue;
         size_t len = ph[i].p_memsz < NOTE_BYTES ? ph[i].p_memsz : NOTE_BYTES;
-        if (!peek(m->base + ph[i].p_vaddr, note, len)) find_note(note, len, m->build_id);
+        if (!peek(m->base + ph[i].p_vaddr, note, len)) ncclguard_build_id_note(note, len, m->build_id);
     }
 }
 

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "evidence/modmap.h"
+
 #define MAX_MODULES 32
 #define MAX_CACHED 1024
 
@@ -85,38 +87,15 @@ void ncclguard_symbolize_atfork_child(void)
     ncached = 0;
 }
 
-static void hex_build_id(const unsigned char *id, size_t n, char out[41])
-{
-    static const char digits[] = "0123456789abcdef";
-    size_t i = 0;
-    for (; i < n && i < 20; i++) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 15];
-    }
-    out[2 * i] = '\0';
-}
-
 /* The NT_GNU_BUILD_ID note of a loaded object, from its PT_NOTE segments. */
 static void find_build_id(const struct dl_phdr_info *info, char out[41])
 {
     out[0] = '\0';
-    for (int i = 0; i < info->dlpi_phnum; i++) {
+    for (int i = 0; i < info->dlpi_phnum && !out[0]; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            size_t name = (nh->n_namesz + 3) & ~3u, desc = (nh->n_descsz + 3) & ~3u;
-            const unsigned char *d = p + sizeof *nh + name;
-            if (d + nh->n_descsz > end) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                !memcmp(p + sizeof *nh, "GNU", 4)) {
-                hex_build_id(d, nh->n_descsz, out);
-                return;
-            }
-            p = d + desc;
-        }
+        if (ph->p_type == PT_NOTE)
+            ncclguard_build_id_note((const unsigned char *)(info->dlpi_addr + ph->p_vaddr),
+                                    ph->p_memsz, out);
     }
 }
 
