@@ -172,37 +172,6 @@ static int peek(uintptr_t addr, void *buf, size_t len)
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
 }
 
-static void hex_id(const unsigned char *id, size_t n, char out[41])
-{
-    static const char digits[] = "0123456789abcdef";
-    size_t i = 0;
-    for (; i < n && i < 20; i++) {
-        out[2 * i] = digits[id[i] >> 4];
-        out[2 * i + 1] = digits[id[i] & 15];
-    }
-    out[2 * i] = '\0';
-}
-
-void ncclguard_build_id_note(const unsigned char *buf, size_t len, char out[41])
-{
-    size_t at = 0;
-    while (len - at >= sizeof(ElfW(Nhdr))) {
-        ElfW(Nhdr) nh;
-        memcpy(&nh, buf + at, sizeof nh);
-        size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3;
-        size_t desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
-        size_t d = at + sizeof nh + name;
-        if (name > len || d > len || nh.n_descsz > len - d) return;
-        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-            !memcmp(buf + at + sizeof nh, "GNU", 4)) {
-            hex_id(buf + d, nh.n_descsz, out);
-            return;
-        }
-        if (desc > len - d) return;
-        at = d + desc;
-    }
-}
-
 /* The module's load address and build-id, from its headers in memory. */
 static void read_headers(struct module *m)
 {
@@ -223,7 +192,8 @@ static void read_headers(struct module *m)
     for (int i = 0; i < eh.e_phnum && !m->build_id[0]; i++) {
         if (ph[i].p_type != PT_NOTE) continue;
         size_t len = ph[i].p_memsz < NOTE_BYTES ? ph[i].p_memsz : NOTE_BYTES;
-        if (!peek(m->base + ph[i].p_vaddr, note, len)) ncclguard_build_id_note(note, len, m->build_id);
+        if (!peek(m->base + ph[i].p_vaddr, note, len))
+            ncclguard_build_id_note(note, len, m->build_id);
     }
 }
 

@@ -21,7 +21,6 @@
 #ifndef NCCLGUARD_MODMAP_H
 #define NCCLGUARD_MODMAP_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "evidence/symbolize.h"
@@ -38,10 +37,5 @@ int ncclguard_modmap_load(void);
  * table is not loaded or no mapping of it holds the address. The strings stay
  * valid until the next load. */
 int ncclguard_modmap_find(uintptr_t pc, int exact, struct ng_symbol *out);
-
-/* The GNU build-id among the ELF notes of buf[0..len), as lowercase hex into
- * out; out is left alone when there is none. Every length is checked against
- * len. Async-signal-safe (symbolize.c uses it too). */
-void ncclguard_build_id_note(const unsigned char *buf, size_t len, char out[41]);
 
 #endif

@@ -24,8 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evidence/modmap.h"
-
 #define MAX_MODULES 32
 #define MAX_CACHED 1024
 
@@ -85,6 +83,37 @@ void ncclguard_symbolize_atfork_child(void)
     pthread_mutex_init(&lock, NULL);
     nmodules = 0; /* the parent's maps are the child's too: left to the parent */
     ncached = 0;
+}
+
+static void hex_id(const unsigned char *id, size_t n, char out[41])
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i = 0;
+    for (; i < n && i < 20; i++) {
+        out[2 * i] = digits[id[i] >> 4];
+        out[2 * i + 1] = digits[id[i] & 15];
+    }
+    out[2 * i] = '\0';
+}
+
+void ncclguard_build_id_note(const unsigned char *buf, size_t len, char out[41])
+{
+    size_t at = 0;
+    while (len - at >= sizeof(ElfW(Nhdr))) {
+        ElfW(Nhdr) nh;
+        memcpy(&nh, buf + at, sizeof nh);
+        size_t name = ((size_t)nh.n_namesz + 3) & ~(size_t)3;
+        size_t desc = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
+        size_t d = at + sizeof nh + name;
+        if (name > len || d > len || nh.n_descsz > len - d) return;
+        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+            !memcmp(buf + at + sizeof nh, "GNU", 4)) {
+            hex_id(buf + d, nh.n_descsz, out);
+            return;
+        }
+        if (desc > len - d) return;
+        at = d + desc;
+    }
 }
 
 /* The NT_GNU_BUILD_ID note of a loaded object, from its PT_NOTE segments. */

@@ -15,6 +15,7 @@
 #ifndef NCCLGUARD_SYMBOLIZE_H
 #define NCCLGUARD_SYMBOLIZE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct ng_symbol {
@@ -46,5 +47,10 @@ void ncclguard_symbolize_end(void);
 
 /* fork(): the child may symbolize even if another thread of the parent was. */
 void ncclguard_symbolize_atfork_child(void);
+
+/* The GNU build-id among the ELF notes of buf[0..len), as lowercase hex into
+ * out; out is left alone when there is none. Every length is checked against
+ * len. Async-signal-safe (the crash path's modmap.c uses it too). */
+void ncclguard_build_id_note(const unsigned char *buf, size_t len, char out[41]);
 
 #endif

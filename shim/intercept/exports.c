@@ -108,12 +108,33 @@ int ncclguard_exports_unwrapped(char *buf, size_t len)
     return found;
 }
 
+/* Names per line: a log line holds 1,023 bytes. */
+#define LINE_NAMES 700
+
 void ncclguard_exports_report(void)
 {
-    char names[2048];
+    static char names[16384];
     int n = ncclguard_exports_unwrapped(names, sizeof names);
-    if (n > 0)
-        NG_INFO("the loaded NCCL exports %d entry point%s that ncclguard does not follow "
-                "(newer than its headers); their calls reach NCCL untracked: %s",
-                n, n == 1 ? "" : "s", names);
+    if (n <= 0) return;
+    int lines = 0;
+    for (const char *p = names; *p; lines++) { /* count the lines first, to number them */
+        size_t l = strlen(p);
+        const char *cut = l > LINE_NAMES ? strstr(p + LINE_NAMES - 40, ", ") : NULL;
+        p = cut ? cut + 2 : p + l;
+    }
+    const char *p = names;
+    for (int i = 1; *p; i++) {
+        size_t l = strlen(p);
+        const char *cut = l > LINE_NAMES ? strstr(p + LINE_NAMES - 40, ", ") : NULL;
+        int len = (int)(cut ? (size_t)(cut - p) : l);
+        if (lines == 1)
+            NG_INFO("the loaded NCCL exports %d entry point%s that ncclguard does not follow "
+                    "(newer than its headers); their calls reach NCCL untracked: %.*s",
+                    n, n == 1 ? "" : "s", len, p);
+        else
+            NG_INFO("the loaded NCCL exports %d entry points that ncclguard does not follow "
+                    "(newer than its headers); their calls reach NCCL untracked (%d/%d): %.*s",
+                    n, i, lines, len, p);
+        p = cut ? cut + 2 : p + l;
+    }
 }

@@ -19,7 +19,8 @@
  * holds the real ncclGetVersion cannot be read. */
 int ncclguard_exports_unwrapped(char *buf, size_t len);
 
-/* Logs one line naming them, when there are any. */
+/* Logs them, when there are any: one line, or numbered lines that each fit the
+ * log's line. */
 void ncclguard_exports_report(void);
 
 #endif
