@@ -186,8 +186,13 @@ static int c_idle(const struct ng_dthread *t)
             job = 1;
             break;
         }
-        for (size_t k = 0; f->function && k < sizeof waits / sizeof waits[0]; k++)
-            if (!strcmp(f->function, waits[k])) return 1;
+        /* glibc's own names of them, as its .symtab and DWARF give them offline:
+         * ___pthread_cond_wait, __new_sem_wait, ... */
+        const char *fn = f->function;
+        while (fn && *fn == '_') fn++;
+        if (fn && !strncmp(fn, "new_", 4)) fn += 4;
+        for (size_t k = 0; fn && k < sizeof waits / sizeof waits[0]; k++)
+            if (!strcmp(fn, waits[k])) return 1;
     }
     return !job && t->syscall && !strcmp(t->syscall, "futex");
 }

@@ -36,7 +36,8 @@ struct answer {
     const struct module *m;
     uint64_t offset;
     int exact;
-    const char *function, *file; /* owned by the module's Dwfl */
+    const char *function, *file; /* owned by the module's Dwfl, or by the answer */
+    char unversioned[128];       /* the function without its symbol version */
     int64_t function_offset, line;
 };
 
@@ -256,6 +257,13 @@ static void look_up(const struct module *m, struct answer *a)
     /* libdwfl may answer with the nearest sizeless symbol below: not a name */
     if (name && (type == STT_FUNC || type == STT_GNU_IFUNC) && sym.st_size > 0 &&
         off < sym.st_size) {
+        /* a debug file's .symtab spells versioned names "pthread_cond_wait@@GLIBC_2.3.2" */
+        const char *at_sign = strchr(name, '@');
+        if (at_sign && (size_t)(at_sign - name) < sizeof a->unversioned) {
+            memcpy(a->unversioned, name, (size_t)(at_sign - name));
+            a->unversioned[at_sign - name] = '\0';
+            name = a->unversioned;
+        }
         a->function = name;
         a->function_offset = (int64_t)off + (a->exact ? 0 : 1);
         Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
