@@ -60,7 +60,7 @@ static uint32_t c_where(const struct ng_dthread *t, struct ng_intern *strs)
     size_t at = 0;
     int got = 0;
     for (size_t i = 0; i < t->nframes && got < WHERE_FRAMES; i++) {
-        if (is_runtime(t->frames[i].module)) continue;
+        if (is_runtime(t->frames[i].module) || t->frames[i].guess) continue; /* never a guess */
         frame_name(&t->frames[i], name, sizeof name);
         at = add(buf, at, sizeof buf, name);
         got++;
@@ -105,13 +105,16 @@ static uint32_t full_stack(const struct ng_dthread *t, const struct ng_dpythread
     for (size_t i = 0; i < t->nframes && at < sizeof buf; i++) {
         const struct ng_dframe *f = &t->frames[i];
         frame_name(f, name, sizeof name);
+        const char *guess = f->guess ? "? " : ""; /* a frame the unwind could not confirm */
         if (f->function && f->function_offset >= 0)
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s+0x%llx (%s)\n", name,
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s+0x%llx (%s)\n", guess, name,
                                    (unsigned long long)f->function_offset,
                                    f->module ? base_name(f->module) : "?");
         else
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s\n", name);
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s\n", guess, name);
     }
+    if (t->stack_note && at < sizeof buf)
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "(%s)\n", t->stack_note);
     for (size_t i = 0; p && i < p->nframes && at < sizeof buf; i++) {
         const struct ng_dpyframe *f = &p->frames[i];
         at += (size_t)snprintf(buf + at, sizeof buf - at, "py: %s (%s:%lld)\n",

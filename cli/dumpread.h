@@ -72,11 +72,13 @@ struct ng_dframe {
     uint64_t pc, offset;
     int64_t function_offset;
     const char *module, *function, *build_id;
+    int guess; /* the unwind could not confirm this frame (2.2; 0 in older dumps) */
 };
 
 struct ng_dthread {
     int64_t tid;
     const char *name, *state, *syscall, *stack_from;
+    const char *stack_note; /* why the stack is short or guessed; NULL when neither (2.2) */
     struct ng_dframe *frames;
     size_t nframes;
 };

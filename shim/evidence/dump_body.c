@@ -62,6 +62,7 @@ struct frame_view {
     const char *function;
     uint64_t function_offset;
     const char *build_id;
+    int guess; /* a thread's frame the unwind could not confirm (threads.h) */
 };
 
 /* A communicator record read field by field with atomic loads. */
@@ -547,12 +548,12 @@ static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const stru
 
 /* One element of a list of frames; symbolized between ncclguard_symbolize_begin
  * and _end, else a bare address. */
-static void put_frame(struct ng_json *j, uintptr_t pc, int symbols)
+static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int guess)
 {
     struct ng_symbol sym = {.module = "", .offset = pc};
     if (symbols) ncclguard_symbolize(pc, &sym);
     struct frame_view view = {pc, sym.module, sym.offset, sym.function, sym.function_offset,
-                              sym.build_id};
+                              sym.build_id, guess};
     const struct frame_view *f = &view;
     ncclguard_json_begin_object(j);
     NG_DUMP_FRAME_FIELDS(PUT_FIELD)
@@ -565,7 +566,8 @@ static void put_FRAMES(struct ng_json *j, const struct ng_json_key *key,
     put_key(j, key);
     ncclguard_json_begin_array(j);
     int symbols = ncclguard_threads_symbolizable();
-    for (int i = 0; i < t->npcs; i++) put_frame(j, (uintptr_t)t->pcs[i], symbols);
+    for (int i = 0; i < t->npcs; i++)
+        put_frame(j, (uintptr_t)t->pcs[i], symbols, i >= t->first_guess);
     ncclguard_json_end_array(j);
 }
 
@@ -587,7 +589,7 @@ static void put_STACK_FRAMES(struct ng_json *j, const struct ng_json_key *key,
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
-    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols);
+    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols, 0);
     ncclguard_json_end_array(j);
 }
 
