@@ -348,16 +348,25 @@ static uintptr_t confirmed_slot(uint64_t pc, uint64_t sp, int ret, uint64_t star
     return 0;
 }
 
+/* Appends text to the note, cut at its end. */
+static void note_add(struct ng_scan_result *out, const char *text)
+{
+    size_t at = strlen(out->note), n = strlen(text);
+    if (n > sizeof out->note - 1 - at) n = sizeof out->note - 1 - at;
+    memcpy(out->note + at, text, n);
+    out->note[at + n] = '\0';
+}
+
 static void note_guess(struct ng_scan_result *out, int frame, const char *why)
 {
     if (out->note[0]) return;
     char digits[24];
     ncclguard_fmt_int64(digits, frame);
-    strcpy(out->note, "CFI stopped at frame ");
-    strcat(out->note, digits);
-    strcat(out->note, " (");
-    strcat(out->note, why);
-    strcat(out->note, "): frames above are a scan, each confirmed by the call before it");
+    note_add(out, "CFI stopped at frame ");
+    note_add(out, digits);
+    note_add(out, " (");
+    note_add(out, why);
+    note_add(out, "): the frames above are guesses, each confirmed by the frame below");
 }
 
 static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max,
@@ -369,7 +378,7 @@ static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max,
     out->n = 0;
     if (cursor_at(&c, &r, pc, sp, 0) != 0) {
         pcs[out->n++] = (void *)pc;
-        strcpy(out->note, "CFI could not start from the syscall's registers");
+        note_add(out, "CFI could not start from the syscall's registers");
         return;
     }
     uint64_t ip = pc, cfa = sp;
@@ -394,14 +403,13 @@ static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max,
         uintptr_t s = confirmed_slot(ip, cfa, ret, has_cfi ? pi.start_ip : 0);
         if (!s) {
             if (!out->note[0]) {
-                strcpy(out->note, has_cfi ? "CFI needs a register the syscall file lacks"
-                                          : "no CFI for a pc");
-                strcat(out->note, ", and no return address above is confirmed: stack cut");
+                note_add(out, has_cfi ? "CFI needs a register not in the syscall file"
+                                      : "no CFI for a pc");
+                note_add(out, ", and no return address above is confirmed: stack cut short");
             }
             return;
         }
-        note_guess(out, frame, has_cfi ? "it needs a register the syscall file lacks"
-                                       : "no CFI for its pc");
+        note_guess(out, frame, has_cfi ? "needs a register not in the syscall file" : "no CFI");
         if (out->first_guess > out->n) out->first_guess = out->n;
         uint64_t w;
         read_word(s, &w);
@@ -443,6 +451,6 @@ void ncclguard_stackscan(uintptr_t pc, uintptr_t sp, void **pcs, int max,
     out->n = bare_scan(pc, sp, pcs, max);
     out->first_guess = out->n > 1 ? 1 : out->n;
     if (out->n > 1)
-        strcpy(out->note, "no CFI unwinder (libunwind-x86_64.so.8): frames above the pc are "
-                          "return addresses found on the stack, unconfirmed");
+        note_add(out, "no CFI unwinder (libunwind-x86_64.so.8): the frames above the pc are "
+                      "return addresses found on the stack, unconfirmed");
 }

@@ -57,7 +57,7 @@ struct ng_scan_result {
     int n;          /* frames written */
     int first_guess; /* frames at this index and above are guesses; n when none */
     int cfi;        /* 1: unwound with CFI, 0: the bare scan */
-    char note[128]; /* why the stack is short or guessed, "" when it is neither */
+    char note[160]; /* why the stack is short or guessed, "" when it is neither */
 };
 
 /* Writes pc and the frames above it, innermost first, up to max. */

@@ -47,7 +47,7 @@ struct slot {
     char name[16];
     char state[2];
     char syscall[24];
-    char note[128]; /* the stack's note, "" when none */
+    char note[160]; /* the stack's note, "" when none */
     void *pcs[MAX_FRAMES];
 };
 
@@ -288,6 +288,7 @@ static void unwind_from_outside(struct slot *s, long nr, uintptr_t pc, uintptr_t
     s->from = r.cfi ? FROM_CFI : FROM_SCAN;
     s->npcs = r.n;
     s->first_guess = r.first_guess;
+    _Static_assert(sizeof s->note == sizeof r.note, "the note is copied whole");
     memcpy(s->note, r.note, sizeof s->note);
     unsigned long v[8] = {0};
     if (read_syscall(s->tid, v) != nr || v[6] != sp || v[7] != pc) {
