@@ -97,5 +97,66 @@ then
 else
     fail "blocked calls" "$(tail -n 5 "$d/check" 2>/dev/null) $(tail -n 5 "$d/out")"
 fi
+# --- guessed frames in the command: the verdict's where never takes one, report marks them
+# Rank 0 waits on an AllReduce rank 1 never called; rank 1's stack is one exact frame,
+# then two guesses (a stale caller and main, as an unconfirmed scan could give).
+NG=$ROOT/$B/ncclguard
+g=$TMP/guessed
+mkdir -p "$g"
+python3 - "$g" <<'PY'
+import json, sys
+A = "00000000000000aa"
+def frame(i, name, guess):
+    return {"pc": "%016x" % (0x1000 + i), "module": "/job/app", "offset": i, "function": name,
+            "function_offset": 4, "build_id": None, "guess": guess}
+for r in (0, 1):
+    ops = [{"index": 0, "comm": A, "comm_rank": r, "comm_nranks": 2, "seq": 4, "p2p_seq": None,
+            "op": "AllReduce", "count": 8, "datatype": "float32", "bytes": 32, "redop": "sum",
+            "root": None, "peer": None, "stream": "0000000000000010", "group": None,
+            "thread": 1000 + r, "enqueue_ns": 40, "enqueue_mono_ns": 40, "state": "completed",
+            "gpu_start_ns": 41, "gpu_end_ns": 42, "seen_start_ns": None, "seen_end_ns": None,
+            "times": "sampled", "result": 0, "flags": [], "marker": None, "stack": None}]
+    if r == 0:
+        ops.insert(0, dict(ops[0], index=1, seq=5, state="started", gpu_end_ns=None,
+                           enqueue_ns=50, enqueue_mono_ns=50, gpu_start_ns=51,
+                           flags=["timeout"]))
+    fr = ([frame(0, "wait_here", False), frame(1, "stale_caller", True), frame(2, "main", True)]
+          if r == 1 else [frame(0, "allreduce_wait", False), frame(1, "main", False)])
+    d = {"schema": "ncclguard.dump/2.2", "reason": "timeout" if r == 0 else "trigger",
+         "incident": "1-r0@h", "time_ns": 10**12, "host": "h", "pid": 1000 + r, "rank": r,
+         "local_rank": r, "job": "guess", "versions": {"ncclguard": "0.1.0", "nccl": None,
+         "cuda_driver": None, "python": None}, "env": {},
+         "flight": {"capacity": 16, "recorded": len(ops), "overwritten": 0, "dropped_inflight": 0},
+         "ops": ops,
+         "comms": [{"id": A, "rank": r, "nranks": 2, "device": 0, "name": None, "state": "ready",
+                    "blocking": True, "parent": None, "created_ns": 1, "last_seq": 5 - r,
+                    "last_completed_seq": 4, "last_async_error": 0, "peers": []}],
+         "stack_table": {"depth": 0, "capacity": 0, "used": 0, "lost": 0}, "stacks": [],
+         "threads": [{"tid": 1000 + r, "name": "app", "state": "S", "syscall": "poll",
+                      "stack_from": "cfi", "frames": fr,
+                      "stack_note": "CFI stopped at frame 0 (test)" if r == 1 else None}],
+         "python": None, "ras": None}
+    json.dump(d, open(f"{sys.argv[1]}/ncclguard-r{r}-h-{1000 + r}.json", "w"))
+PY
+"$NG" analyze --json "$g" >"$g.json" 2>"$g.err"
+"$NG" report "$g" -o "$g.html" >"$g.out" 2>&1
+if python3 "$ROOT/tests/unit/check_dump.py" "$g"/*.json >"$g.check" 2>&1 &&
+    python3 - "$g.json" "$g.html" >>"$g.check" 2>&1 <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["verdict"]["culprits"]
+assert c and c[0]["rank"] == 1, c
+where = c[0]["where"]["frames"]
+assert where == ["wait_here"], where
+html = open(sys.argv[2]).read()
+assert "? stale_caller" in html and "? main" in html and "wait_here" in html, html[-800:]
+assert "CFI stopped at frame 0 (test)" in html
+print("where is wait_here alone; the report marks stale_caller and main with '?'")
+PY
+then
+    pass "guessed frames: $(tail -n 1 "$g.check")"
+else
+    fail "guessed frames" "$(tail -n 5 "$g.check") $(head -c 300 "$g.err")"
+fi
+
 dumps_sane
 finish
