@@ -314,15 +314,24 @@ static int cursor_at(unw_cursor *c, struct regs *r, uint64_t pc, uint64_t sp, in
     return unw_init_remote(c, space, r);
 }
 
-/* Steps a cursor started with rbp = h at the frame (pc, sp); 0 with the
- * caller's (ip, cfa) set, -1 when CFI cannot step. */
+/* Steps a cursor started with rbp = h at the frame (pc, sp): 0 with the
+ * caller's (ip, cfa) set, -1 when CFI cannot step. With next, the caller must
+ * step too (to a return address or to the outermost frame's end). */
 static int step_with_rbp(uint64_t pc, uint64_t sp, int ret, uint64_t h, uint64_t *ip,
-                         uint64_t *cfa)
+                         uint64_t *cfa, int next)
 {
     unw_cursor c;
     struct regs r = {.rbp = h, .have_rbp = 1};
     if (cursor_at(&c, &r, pc, sp, ret) != 0 || unw_step(&c) <= 0) return -1;
-    return unw_get_reg(&c, REG_RIP, ip) == 0 && unw_get_reg(&c, REG_RSP, cfa) == 0 ? 0 : -1;
+    if (unw_get_reg(&c, REG_RIP, ip) != 0 || unw_get_reg(&c, REG_RSP, cfa) != 0) return -1;
+    if (!next) return 0;
+    uint64_t nip = 0, target;
+    int step = unw_step(&c);
+    if (step == 0) return 0;
+    return step > 0 && unw_get_reg(&c, REG_RIP, &nip) == 0 && executable((uintptr_t)nip) &&
+                   call_before((uintptr_t)nip, (uintptr_t *)&target)
+               ? 0
+               : -1;
 }
 
 /* The slot above the frame (pc, sp) whose word is confirmed as that frame's
@@ -331,18 +340,17 @@ static int step_with_rbp(uint64_t pc, uint64_t sp, int ret, uint64_t h, uint64_t
 static uintptr_t confirmed_slot(uint64_t pc, uint64_t sp, int ret, uint64_t start)
 {
     for (uintptr_t s = (uintptr_t)sp; s < (uintptr_t)sp + SCAN_BYTES; s += 8) {
-        uint64_t w, saved, ip, cfa;
+        uint64_t w, ip, cfa;
         if (read_word(s, &w) != 0) return 0;
         uintptr_t target = 0;
         int kind = executable(w) ? call_before(w, &target) : 0;
         if (kind == 1 && start && (target == start || through_plt(target) == start)) return s;
         /* Indirect: the frame's CFI finds its return address through rbp (two
-         * values of rbp give two places), here at s, and the rbp it saved
-         * there points up the stack (or is 0, the end of the chain). */
-        if (kind == 2 && start && s >= sp + 8 && read_word(s - 8, &saved) == 0 &&
-            (saved == 0 || (saved > s && saved < s + SCAN_BYTES)) &&
-            step_with_rbp(pc, sp, ret, s - 8, &ip, &cfa) == 0 && ip == w && cfa == s + 8 &&
-            step_with_rbp(pc, sp, ret, s, &ip, &cfa) == 0 && cfa == s + 16)
+         * values of rbp give two places), here at s, and the caller's CFI, with
+         * the registers the frame's CFI restores, steps on to a return address. */
+        if (kind == 2 && start && s >= sp + 8 &&
+            step_with_rbp(pc, sp, ret, s, &ip, &cfa, 0) == 0 && cfa == s + 16 &&
+            step_with_rbp(pc, sp, ret, s - 8, &ip, &cfa, 1) == 0 && ip == w && cfa == s + 8)
             return s;
     }
     return 0;
@@ -416,7 +424,7 @@ static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max,
         /* On with CFI from the kept frame: rbp as its own CFI restores it when
          * its return address is at s (the caller's rbp saved at s - 8). */
         uint64_t hip, hcfa;
-        if (has_cfi && step_with_rbp(ip, cfa, ret, s - 8, &hip, &hcfa) == 0 && hip == w &&
+        if (has_cfi && step_with_rbp(ip, cfa, ret, s - 8, &hip, &hcfa, 0) == 0 && hip == w &&
             hcfa == s + 8) {
             r = (struct regs){.rbp = s - 8, .have_rbp = 1};
             if (cursor_at(&c, &r, ip, cfa, ret) != 0 || unw_step(&c) <= 0) return;

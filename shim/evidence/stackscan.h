@@ -24,8 +24,9 @@
  * instruction), and either that call is direct and targets the start of the
  * frame below's function (per its CFI, through a PLT entry's GOT slot too), or
  * the call is indirect, the frame below finds its return address through rbp
- * by its CFI, and the word sits where that rule puts it with a saved rbp that
- * points up the stack. The unwind then goes on with CFI from the kept frame,
+ * by its CFI, the word sits where that rule puts it, and the caller's CFI, with
+ * the registers so restored, steps on to another return address (or ends the
+ * stack). The unwind then goes on with CFI from the kept frame,
  * rbp taken from that frame's CFI (rbp = slot - 8). Every frame from the first
  * kept one on is a guess (a stale return address left by an earlier call of
  * the same function can pass the test) and is marked so; the note says why.

@@ -6,7 +6,9 @@
  *
  * The threads, each in a static function of its own: nanosleep, a timed futex
  * wait, an untimed futex wait, epoll_wait, recv on a socket with SO_RCVTIMEO,
- * read on a pipe, poll, and a busy loop. Each round, every thread enters its
+ * read on a pipe, poll, and a busy loop; and one more in nanosleep from two
+ * static functions built with frame pointers (their CFI needs rbp, which the
+ * syscall file does not give: the unwind's confirmed guesses, in every build). Each round, every thread enters its
  * call (timed ones for TIMEOUT_MS), main waits until each is in it, asks for a
  * dump (SIGUSR2 to itself), waits for the renamed file and copies it to
  * OUT/round-R.json, then wakes the untimed ones. Every thread then checks that
@@ -44,7 +46,9 @@
 #define TIMEOUT_MS 4000
 #define FINAL_MS (600 * 1000)
 
-enum { T_NANOSLEEP, T_TIMED_FUTEX, T_FUTEX, T_EPOLL, T_RECV, T_READ, T_POLL, T_BUSY, NT };
+enum {
+    T_NANOSLEEP, T_TIMED_FUTEX, T_FUTEX, T_EPOLL, T_RECV, T_READ, T_POLL, T_BUSY, T_FRAMED, NT
+};
 
 struct worker {
     const char *name;
@@ -178,6 +182,26 @@ __attribute__((noinline)) static void busy_loop(struct worker *w, int ms)
     verdict(w, 0, 0, 1, "busy loop");
 }
 
+#define FRAMED __attribute__((noinline, optimize("no-omit-frame-pointer")))
+
+/* Called directly by framed_outer: the confirmed scan's direct-call case. */
+FRAMED static void framed_inner(struct worker *w, int ms)
+{
+    struct timespec req = {ms / 1000, (long)(ms % 1000) * 1000000};
+    w->t_in = mono_ns();
+    long rc = nanosleep(&req, NULL); /* straight from here: rbp is still this frame's */
+    int err = errno;
+    w->t_out = mono_ns();
+    verdict(w, rc, err, rc == 0 && lasted(w, ms), "nanosleep");
+    __asm__ volatile("" ::: "memory"); /* no tail call */
+}
+
+FRAMED static void framed_outer(struct worker *w, int ms)
+{
+    framed_inner(w, ms);
+    __asm__ volatile("" ::: "memory");
+}
+
 static struct worker workers[NT] = {
     [T_NANOSLEEP] = {"nanosleep", SYS_clock_nanosleep, in_nanosleep},
     [T_TIMED_FUTEX] = {"timed_futex", SYS_futex, in_timed_futex},
@@ -187,6 +211,7 @@ static struct worker workers[NT] = {
     [T_READ] = {"read", SYS_read, in_read},
     [T_POLL] = {"poll", SYS_poll, in_poll},
     [T_BUSY] = {"busy", -1, busy_loop},
+    [T_FRAMED] = {"framed", SYS_clock_nanosleep, framed_outer},
 };
 
 __attribute__((noinline)) static void *worker_main(void *arg)
