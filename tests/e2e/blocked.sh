@@ -167,5 +167,41 @@ else
     fail "guessed frames" "$(tail -n 5 "$g.check") $(head -c 300 "$g.err")"
 fi
 
+# --- the other way to the registers, measured: a ptrace stop (PTRACE_SEIZE, INTERRUPT,
+# DETACH) on each thread of a fresh run. signal(7): a stop makes epoll_wait and sockets
+# with timeouts fail with EINTR; nanosleep, poll and futex waits are restarted. This is
+# why the shim reads registers from /proc instead of stopping such threads.
+p=$TMP/ptrace
+mkdir -p "$p/dumps" "$p/copies" && : >"$p/out"
+(cd "$p" && NCCLGUARD_DUMP_DIR=$p/dumps exec setsid env LD_PRELOAD="$(preload)" \
+    LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$PROG" "$p/dumps" "$p/copies" 0 >"$p/out" 2>&1) &
+job=$!
+stop_rc=9
+if wait_for 300 grep -q '^ready' "$p/out"; then
+    ppid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \
+        "$p/copies/final.json")
+    python3 "$ROOT/tests/e2e/ptrace_stop.py" "$ppid" \
+        $(awk '/^thread /{print $2 "=" $3}' "$p/out") >"$p/stop" 2>&1
+    stop_rc=$?
+fi
+kill -KILL -- -$job 2>/dev/null
+wait $job 2>/dev/null
+if [ $stop_rc = 2 ]; then
+    skip "a ptrace stop" "$(cat "$p/stop")"
+elif [ $stop_rc = 0 ] && python3 - "$p/stop" >"$p/check" 2>&1 <<'PY'
+import sys
+calls = {l.split()[0]: l.split()[1:] for l in open(sys.argv[1])}
+left = sorted(n for n, (a, b) in calls.items() if a != b and b != "219")  # 219: restart_syscall
+assert left == ["epoll_wait", "recv"], calls
+print("a stop cuts short %s; nanosleep, timed and untimed futex, poll, read go on" %
+      " and ".join(left))
+PY
+then
+    pass "ptrace stop: $(tail -n 1 "$p/check")"
+else
+    fail "ptrace stop" "rc=$stop_rc $(cat "$p/stop" "$p/check" 2>/dev/null | tail -n 12)"
+fi
+
 dumps_sane
 finish
