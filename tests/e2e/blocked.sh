@@ -48,7 +48,7 @@ covered = {}
 for r in rounds:
     if r[-1] == "covered":
         covered.setdefault(r[2], []).append(int(r[1]))
-assert set(covered) == set(tids), "never in its call through a dump: %s" % (set(tids) - set(covered))
+assert set(covered) == set(tids), "never in a call through a dump: %s" % (set(tids) - set(covered))
 # 2. gdb's frames, the reference
 ref = {}
 gdb_out = os.path.join(d, "gdb")

@@ -8,10 +8,11 @@
  * wait, an untimed futex wait, epoll_wait, recv on a socket with SO_RCVTIMEO,
  * read on a pipe, poll, and a busy loop; and one more in nanosleep from two
  * static functions built with frame pointers (their CFI needs rbp, which the
- * syscall file does not give: the unwind's confirmed guesses, in every build). Each round, every thread enters its
- * call (timed ones for TIMEOUT_MS), main waits until each is in it, asks for a
- * dump (SIGUSR2 to itself), waits for the renamed file and copies it to
- * OUT/round-R.json, then wakes the untimed ones. Every thread then checks that
+ * syscall file does not give: the unwind's confirmed guesses, in every build).
+ * Each round, every thread enters its call (timed ones for TIMEOUT_MS), main
+ * waits until each is in it, asks for a dump (SIGUSR2 to itself), waits for
+ * the renamed file and copies it to OUT/round-R.json, then wakes the untimed
+ * ones. Every thread then checks that
  * its call was not cut short (return value, errno, the time against its own
  * timeout) and prints one line:
  *   round R NAME ok|CUT <why> covered|uncovered
@@ -333,7 +334,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < NT; i++) {
             struct worker *w = &workers[i];
             int covered = w->t_in < t_req && w->t_out > t_done;
-            printf("round %d %s %s %s\n", r, w->name, w->verdict, covered ? "covered" : "uncovered");
+            printf("round %d %s %s %s\n", r, w->name, w->verdict,
+                   covered ? "covered" : "uncovered");
         }
         fflush(stdout);
     }
