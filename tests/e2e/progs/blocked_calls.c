@@ -18,7 +18,8 @@
  *   round R NAME ok|CUT <why> covered|uncovered
  * ("covered": the thread was in its call from before the request until after
  * the file was there, so that dump holds it in the call). Before the rounds it
- * prints "thread NAME TID" for each. After the last round the threads enter
+ * prints "thread NAME TID" for each, and after each dump "dump FILE MS ms"
+ * (the time from the request to the file, for a reader). After the last round the threads enter
  * their calls once more with long timeouts, one more dump is copied to
  * OUT/final.json, "ready" is printed and main waits to be killed: a debugger
  * may then attach (its stop would cut some calls short; no check follows).
@@ -325,6 +326,7 @@ int main(int argc, char **argv)
         char name[32];
         snprintf(name, sizeof name, last ? "final.json" : "round-%d.json", r);
         dump_to(dump, out, name);
+        printf("dump %s %.1f ms\n", name, (double)(t_done - t_req) / 1e6); /* for reading */
         if (last) break;
         atomic_store(&futex_word, r);
         syscall(SYS_futex, &futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
