@@ -60,8 +60,9 @@ static ssize_t read_own(void *dst, uintptr_t src, size_t len)
     return process_vm_readv(self, &local, 1, &remote, 1, 0);
 }
 
-/* ---- memory, through a small cache ---- */
+/* ---- memory, through a small cache (for the CFI unwind) ---- */
 
+#if defined(__x86_64__)
 /* Lines of 256 bytes never cross a page: a line reads whole or not at all. */
 #define LINE 256
 #define NLINES 64
@@ -92,6 +93,7 @@ static int read_word(uintptr_t a, uint64_t *v)
     memcpy(v, b, 8);
     return 0;
 }
+#endif
 
 /* ---- calls ---- */
 
@@ -125,6 +127,7 @@ static int call_before(uintptr_t ret, uintptr_t *target)
 #endif
 }
 
+#if defined(__x86_64__)
 /* Where a PLT entry at a jumps to (the value of its GOT slot), else a itself:
  * jmp *rel32(%rip), with an endbr64 and a bnd prefix where the PLT has them. */
 static uintptr_t through_plt(uintptr_t a)
@@ -141,6 +144,7 @@ static uintptr_t through_plt(uintptr_t a)
     if (read_word(a + (uintptr_t)at + 6 + (uintptr_t)(intptr_t)rel, &got) != 0) return a;
     return (uintptr_t)got;
 }
+#endif
 
 /* ---- libunwind's remote API, declared here (no libunwind header is a build
  * dependency): the generic x86-64 build, libunwind 1.6 ---- */
@@ -281,6 +285,15 @@ void ncclguard_stackscan_begin(void)
 
 /* ---- the bare scan ---- */
 
+/* Appends text to the note, cut at its end. */
+static void note_add(struct ng_scan_result *out, const char *text)
+{
+    size_t at = strlen(out->note), n = strlen(text);
+    if (n > sizeof out->note - 1 - at) n = sizeof out->note - 1 - at;
+    memcpy(out->note + at, text, n);
+    out->note[at + n] = '\0';
+}
+
 static int bare_scan(uintptr_t pc, uintptr_t sp, void **pcs, int max)
 {
     int n = 0;
@@ -354,15 +367,6 @@ static uintptr_t confirmed_slot(uint64_t pc, uint64_t sp, int ret, uint64_t star
             return s;
     }
     return 0;
-}
-
-/* Appends text to the note, cut at its end. */
-static void note_add(struct ng_scan_result *out, const char *text)
-{
-    size_t at = strlen(out->note), n = strlen(text);
-    if (n > sizeof out->note - 1 - at) n = sizeof out->note - 1 - at;
-    memcpy(out->note + at, text, n);
-    out->note[at + n] = '\0';
 }
 
 static void note_guess(struct ng_scan_result *out, int frame, const char *why)
@@ -447,8 +451,8 @@ void ncclguard_stackscan(uintptr_t pc, uintptr_t sp, void **pcs, int max,
     out->cfi = 0;
     out->note[0] = '\0';
     if (max <= 0) return;
-    cache_clear();
 #if defined(__x86_64__)
+    cache_clear();
     if (space && sp) {
         out->cfi = 1;
         cfi_unwind(pc, sp, pcs, max, out);
