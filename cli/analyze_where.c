@@ -75,7 +75,7 @@ static uint32_t c_where(const struct ng_dthread *t, struct ng_intern *strs)
     size_t at = 0;
     int got = 0;
     for (size_t i = 0; i < t->nframes && got < WHERE_FRAMES; i++) {
-        if (runtime_frame(&t->frames[i])) continue;
+        if (runtime_frame(&t->frames[i]) || t->frames[i].guess) continue; /* never a guess */
         frame_name(&t->frames[i], name, sizeof name);
         at = add(buf, at, sizeof buf, name);
         got++;
@@ -120,17 +120,20 @@ static uint32_t full_stack(const struct ng_dthread *t, const struct ng_dpythread
     for (size_t i = 0; i < t->nframes && at < sizeof buf; i++) {
         const struct ng_dframe *f = &t->frames[i];
         frame_name(f, name, sizeof name);
+        const char *guess = f->guess ? "? " : ""; /* a frame the unwind could not confirm */
         if (f->function && f->function_offset >= 0)
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s+0x%llx (%s)", name,
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s+0x%llx (%s)", guess, name,
                                    (unsigned long long)f->function_offset,
                                    f->module ? base_name(f->module) : "?");
         else
-            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s", name);
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", guess, name);
         if (f->file && f->line >= 0 && at < sizeof buf) /* named offline (symres.h) */
             at += (size_t)snprintf(buf + at, sizeof buf - at, " at %s:%lld", f->file,
                                    (long long)f->line);
         if (at < sizeof buf) at += (size_t)snprintf(buf + at, sizeof buf - at, "\n");
     }
+    if (t->stack_note && at < sizeof buf)
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "(%s)\n", t->stack_note);
     for (size_t i = 0; p && i < p->nframes && at < sizeof buf; i++) {
         const struct ng_dpyframe *f = &p->frames[i];
         at += (size_t)snprintf(buf + at, sizeof buf - at, "py: %s (%s:%lld)\n",
@@ -182,6 +185,7 @@ static int c_idle(const struct ng_dthread *t)
     int job = 0;
     for (size_t i = 0; i < t->nframes; i++) {
         const struct ng_dframe *f = &t->frames[i];
+        if (f->guess) break; /* past what the unwind confirmed: nothing to say */
         if (!runtime_frame(f)) {
             job = 1;
             break;
@@ -204,7 +208,7 @@ static int c_ours(const struct ng_dthread *t)
     if (t->name && !strncmp(t->name, "ncclguard-", 10)) return 1;
     for (size_t i = t->nframes; i-- > 0;) {
         const char *m = t->frames[i].module ? base_name(t->frames[i].module) : NULL;
-        if (!m || !strncmp(m, "libc.so", 7) || !strncmp(m, "libc-", 5) ||
+        if (t->frames[i].guess || !m || !strncmp(m, "libc.so", 7) || !strncmp(m, "libc-", 5) ||
             !strncmp(m, "libpthread", 10))
             continue;
         return !strncmp(m, "libncclguard", 12);

@@ -74,11 +74,13 @@ struct ng_dframe {
     const char *module, *function, *build_id;
     const char *file;      /* source file, named offline (the resolver); NULL when unknown */
     int64_t line;          /* its line, NG_DUMP_NONE when unknown */
+    int guess; /* the unwind could not confirm this frame (2.2; 0 in older dumps) */
 };
 
 struct ng_dthread {
     int64_t tid;
     const char *name, *state, *syscall, *stack_from;
+    const char *stack_note; /* why the stack is short or guessed; NULL when neither (2.2) */
     struct ng_dframe *frames;
     size_t nframes;
 };

@@ -9,9 +9,10 @@
 #include "dumpread_mem.h"
 #include "dumpread_scalar.h"
 
-static const char *const thread_keys[] = {"tid", "name", "state", "syscall", "stack_from", "frames"};
+static const char *const thread_keys[] = {"tid",        "name",   "state",     "syscall",
+                                          "stack_from", "frames", "stack_note"};
 static const char *const frame_keys[] = {"pc", "module", "offset", "function", "function_offset",
-                                         "build_id"};
+                                         "build_id", "guess"};
 static const char *const python_keys[] = {"method", "why", "threads", "raw"};
 static const char *const pythread_keys[] = {"thread_id", "tid", "frames"};
 static const char *const pyframe_keys[] = {"file", "line", "function"};
@@ -19,8 +20,8 @@ static struct ng_jkeys thread_table, frame_table, python_table, pythread_table, 
 
 static void init_once(void)
 {
-    ng_jkeys_init(&thread_table, thread_keys, 6);
-    ng_jkeys_init(&frame_table, frame_keys, 6);
+    ng_jkeys_init(&thread_table, thread_keys, 7);
+    ng_jkeys_init(&frame_table, frame_keys, 7);
     ng_jkeys_init(&python_table, python_keys, 4);
     ng_jkeys_init(&pythread_table, pythread_keys, 3);
     ng_jkeys_init(&pyframe_table, pyframe_keys, 3);
@@ -52,7 +53,8 @@ static int frame_member(void *c, int k, ng_jv *v)
     case 2: return rd_u64(x->r, key, v, &f->offset);
     case 3: return rd_str(x->r, key, v, &f->function);
     case 4: return rd_i64(x->r, key, v, &f->function_offset, NG_DUMP_NONE);
-    default: return rd_str(x->r, key, v, &f->build_id);
+    case 5: return rd_str(x->r, key, v, &f->build_id);
+    default: return rd_bool(x->r, key, v, &f->guess); /* 2.2; absent before: 0 */
     }
 }
 
@@ -80,9 +82,10 @@ static int thread_member(void *c, int k, ng_jv *v)
     case 2: return rd_str(x->r, key, v, &t->state);
     case 3: return rd_str(x->r, key, v, &t->syscall);
     case 4: return rd_str(x->r, key, v, &t->stack_from);
-    default:
+    case 5:
         if (ng_jv_kind(v) != NG_J_ARRAY) return ng_rd_fail(x->r, key, "not an array");
         return ng_jv_array(v, frame_elem, x);
+    default: return rd_str(x->r, key, v, &t->stack_note); /* 2.2 */
     }
 }
 

@@ -63,6 +63,7 @@ struct frame_view {
     const char *function;
     uint64_t function_offset;
     const char *build_id;
+    int guess; /* a thread's frame the unwind could not confirm (threads.h) */
 };
 
 /* A communicator record read field by field with atomic loads. */
@@ -549,14 +550,16 @@ static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const stru
 /* One element of a list of frames; symbolized between ncclguard_symbolize_begin
  * and _end; else, in a crash sample's dump, module + offset + build-id from the
  * maps read in the handler (modmap.h); else a bare address. exact: pc is the
- * interrupted instruction, not a return address. */
-static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int exact)
+ * interrupted instruction, not a return address; guess: an unconfirmed frame
+ * of a scan. */
+static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int exact,
+                      int guess)
 {
     struct ng_symbol sym = {.module = "", .offset = pc};
     if (symbols) ncclguard_symbolize_at(pc, exact, &sym);
     else if (!ncclguard_threads_symbolizable()) ncclguard_modmap_find(pc, exact, &sym);
     struct frame_view view = {pc, sym.module, sym.offset, sym.function, sym.function_offset,
-                              sym.build_id};
+                              sym.build_id, guess};
     const struct frame_view *f = &view;
     ncclguard_json_begin_object(j);
     NG_DUMP_FRAME_FIELDS(PUT_FIELD)
@@ -573,7 +576,7 @@ static void put_FRAMES(struct ng_json *j, const struct ng_json_key *key,
      * thread's own unwind ("self" outside a handler: return addresses only). */
     int exact = !symbols || strcmp(t->stack_from, "self");
     for (int i = 0; i < t->npcs; i++)
-        put_frame(j, (uintptr_t)t->pcs[i], symbols, i == 0 && exact);
+        put_frame(j, (uintptr_t)t->pcs[i], symbols, i == 0 && exact, i >= t->first_guess);
     ncclguard_json_end_array(j);
 }
 
@@ -595,7 +598,7 @@ static void put_STACK_FRAMES(struct ng_json *j, const struct ng_json_key *key,
 {
     put_key(j, key);
     ncclguard_json_begin_array(j);
-    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols, 0);
+    for (int i = 0; i < e->npcs; i++) put_frame(j, (uintptr_t)e->pcs[i], e->symbols, 0, 0);
     ncclguard_json_end_array(j);
 }
 

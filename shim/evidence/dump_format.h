@@ -1,5 +1,5 @@
 /*
- * dump_format.h: the layout of a dump (schema "ncclguard.dump/2.1"), in one place.
+ * dump_format.h: the layout of a dump (schema "ncclguard.dump/2.2"), in one place.
  *
  * Owns: the member names of every object of a dump, their order in the file,
  * and the kind of value each holds. The writer (evidence/dump_body.c) expands
@@ -13,7 +13,7 @@
  *  - kind: how the value is written, one of
  *      STR          string
  *      OPT_STR      string, null when absent (a NULL pointer)
- *      STACK_FROM   "self", "signal", "scan" or "no_answer" (threads.h)
+ *      STACK_FROM   "self", "signal", "cfi", "scan" or "no_answer" (threads.h)
  *      PY_METHOD    "layout", "debug_offsets" or "none" (python.h; 2.1's "faulthandler")
  *      BUILD_ID     lowercase hex string, null when absent
  *      NAME         string from a fixed char array, null when empty
@@ -44,7 +44,7 @@
 #ifndef NCCLGUARD_DUMP_FORMAT_H
 #define NCCLGUARD_DUMP_FORMAT_H
 
-#define NG_DUMP_SCHEMA "ncclguard.dump/2.1"
+#define NG_DUMP_SCHEMA "ncclguard.dump/2.2"
 
 /* File name: <dir>/NG_DUMP_PREFIX "r<rank>-<host>-<pid>" NG_DUMP_SUFFIX;
  * "rx" when the global rank is unknown. */
@@ -101,7 +101,8 @@
     X("state", STR, t->state)                               \
     X("syscall", OPT_STR, t->syscall)                       \
     X("stack_from", STACK_FROM, t->stack_from)              \
-    X("frames", FRAMES, t)
+    X("frames", FRAMES, t)                                  \
+    X("stack_note", OPT_STR, t->stack_note)
 
 /* "python": the Python stacks, null when the process is not CPython (or the
  * dump was written from a signal handler). */
@@ -131,7 +132,8 @@
     X("offset", U64, f->offset)                             \
     X("function", OPT_STR, f->function)                     \
     X("function_offset", I64_NONNEG, f->function ? (int64_t)f->function_offset : -1)   \
-    X("build_id", BUILD_ID, f->build_id)
+    X("build_id", BUILD_ID, f->build_id)                    \
+    X("guess", BOOL, f->guess)
 
 /* "ras": NCCL's RAS answer (evidence/ras.h), null when it was not asked. */
 #define NG_DUMP_RAS_FIELDS(X)                               \

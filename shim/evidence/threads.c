@@ -36,17 +36,19 @@
 #define ANSWER_WAIT_NS (500LL * 1000000)
 #define WRITING_GRACE_NS (50LL * 1000000)
 
-enum from { FROM_SELF, FROM_SIGNAL, FROM_SCAN, FROM_NO_ANSWER };
-static const char *const from_name[] = {"self", "signal", "scan", "no_answer"};
+enum from { FROM_SELF, FROM_SIGNAL, FROM_SCAN, FROM_NO_ANSWER, FROM_CFI };
+static const char *const from_name[] = {"self", "signal", "scan", "no_answer", "cfi"};
 
 struct slot {
     ng_atomic(uint32_t) token;
     pid_t tid;
     int from;
     int npcs;
+    int first_guess; /* pcs[first_guess..] are guesses */
     char name[16];
     char state[2];
     char syscall[24];
+    char note[160]; /* the stack's note, "" when none */
     void *pcs[MAX_FRAMES];
 };
 
@@ -123,6 +125,7 @@ int ncclguard_threads_signal(void)
 int ncclguard_threads_init(int avoid)
 {
     if (ncclguard_threads_signal()) return ncclguard_threads_signal();
+    ncclguard_stackscan_open();
     const char *proxy = getenv("NCCL_PROXY_DUMP_SIGNAL");
     int proxy_sig = proxy ? atoi(proxy) : 0;
     for (int sig = SIGRTMAX; sig >= SIGRTMIN; sig--) {
@@ -230,19 +233,28 @@ static int socket_with_timeout(long fd)
     return tv[0].tv_sec || tv[0].tv_usec || tv[1].tv_sec || tv[1].tv_usec;
 }
 
-/* Reads what the thread is blocked in. Returns 1 when a signal would cut that
- * call short, and sets *pc and *sp for the scan. */
-static int must_not_interrupt(struct slot *s, uintptr_t *pc, uintptr_t *sp)
+/* The call the thread is blocked in, from /proc/self/task/<tid>/syscall: its
+ * number, six arguments, sp and pc in v. -1 when it runs or is in no call. */
+static long read_syscall(pid_t tid, unsigned long v[8])
 {
     char buf[256];
-    s->syscall[0] = '\0';
-    if (read_task_file(s->tid, "syscall", buf, sizeof buf) <= 0 || buf[0] == 'r') return 0;
-    unsigned long v[9] = {0};
+    if (read_task_file(tid, "syscall", buf, sizeof buf) <= 0 || buf[0] == 'r') return -1;
     char *p = buf;
     long nr = strtol(p, &p, 10);
     int n = 0;
-    while (n < 9 && *p == ' ') v[n++] = strtoul(p + 1, &p, 16);
-    if (nr < 0 || n != 8) return 0; /* not in a call, or an unknown layout */
+    while (n < 8 && *p == ' ') v[n++] = strtoul(p + 1, &p, 16);
+    return nr >= 0 && n == 8 && (*p == '\n' || !*p) ? nr : -1; /* else an unknown layout */
+}
+
+/* Reads what the thread is blocked in. Returns 1 when a signal would cut that
+ * call short, and sets *nr, *pc and *sp for the unwind. */
+static int must_not_interrupt(struct slot *s, long *nr_out, uintptr_t *pc, uintptr_t *sp)
+{
+    unsigned long v[8] = {0};
+    s->syscall[0] = '\0';
+    long nr = read_syscall(s->tid, v);
+    if (nr < 0) return 0;
+    *nr_out = nr;
     *sp = v[6];
     *pc = v[7];
     const char *name = NULL;
@@ -283,6 +295,27 @@ static int blocks_signal(pid_t tid, int sig)
 }
 
 /* ---- the collection ---- */
+
+/* The stack of a thread that is not signalled, from its registers in the
+ * syscall file (stackscan.h). The file is read again afterwards: a thread that
+ * left the call meanwhile (another call, sp or pc) may have changed the stack
+ * under the unwind, so every frame above the pc is then a guess. */
+static void unwind_from_outside(struct slot *s, long nr, uintptr_t pc, uintptr_t sp)
+{
+    struct ng_scan_result r;
+    ncclguard_stackscan(pc, sp, s->pcs, MAX_FRAMES, &r);
+    s->from = r.cfi ? FROM_CFI : FROM_SCAN;
+    s->npcs = r.n;
+    s->first_guess = r.first_guess;
+    _Static_assert(sizeof s->note == sizeof r.note, "the note is copied whole");
+    memcpy(s->note, r.note, sizeof s->note);
+    unsigned long v[8] = {0};
+    if (read_syscall(s->tid, v) != nr || v[6] != sp || v[7] != pc) {
+        if (s->first_guess > 1) s->first_guess = 1;
+        strcpy(s->note, "torn: the thread left its call during the unwind, frames above the "
+                        "pc may be wrong");
+    }
+}
 
 /* The thread ids of the process, from /proc/self/task. */
 static int list_threads(pid_t *tids, int max)
@@ -362,15 +395,19 @@ void ncclguard_threads_collect(void)
         s->tid = tids[i];
         s->npcs = 0;
         read_name_state(s);
+        s->first_guess = MAX_FRAMES;
+        s->note[0] = '\0';
         uintptr_t pc = 0, sp = 0;
+        long nr = -1;
         if (s->tid == self) {
             s->from = FROM_SELF;
             s->syscall[0] = '\0';
             s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
-        } else if (must_not_interrupt(s, &pc, &sp) || !usable || blocks_signal(s->tid, sig)) {
+        } else if (must_not_interrupt(s, &nr, &pc, &sp) || !usable ||
+                   blocks_signal(s->tid, sig)) {
             /* No pc when it runs: a running thread that blocks the signal. */
-            s->from = pc ? FROM_SCAN : FROM_NO_ANSWER;
-            s->npcs = pc ? ncclguard_stackscan(pc, sp, s->pcs, MAX_FRAMES) : 0;
+            s->from = FROM_NO_ANSWER;
+            if (pc) unwind_from_outside(s, nr, pc, sp);
         } else {
             uint32_t token = (round_no << 10 | (uint32_t)n << 2) & ~3u;
             if (!token) token = 1u << 10 | (uint32_t)n << 2;
@@ -400,6 +437,8 @@ void ncclguard_threads_take_self(void *uc)
     s->tid = (pid_t)syscall(SYS_gettid);
     s->from = FROM_SELF;
     s->syscall[0] = '\0';
+    s->first_guess = MAX_FRAMES;
+    s->note[0] = '\0';
     strcpy(s->state, "R");
     s->name[0] = '\0';
     char buf[32];
@@ -435,6 +474,8 @@ void ncclguard_threads_get(int i, struct ng_thread_view *out)
         .stack_from = from_name[s->from],
         .pcs = s->pcs,
         .npcs = s->npcs,
+        .first_guess = s->first_guess < s->npcs ? s->first_guess : s->npcs,
+        .stack_note = s->note[0] ? s->note : NULL,
     };
 }
 

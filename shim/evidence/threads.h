@@ -10,8 +10,14 @@
  *  - the dumping thread unwinds itself ("self");
  *  - a thread blocked in a call that any signal handler would cut short
  *    (nanosleep, poll, epoll_wait, a timed futex wait, a socket with a
- *    timeout, ...; signal(7)) is not signalled: its stack is scanned from
- *    outside ("scan", stackscan.h);
+ *    timeout, ...; signal(7)) is not signalled, nor stopped: its stack is
+ *    unwound from outside with DWARF CFI from the pc and sp of
+ *    /proc/self/task/<tid>/syscall ("cfi", stackscan.h). Where CFI stops early
+ *    (a frame needs rbp), the frames above come from a scan confirmed frame by
+ *    frame, and are guesses. Without the CFI unwinder it is the bare scan
+ *    ("scan": every frame above the pc a guess). The syscall file is read
+ *    again after the unwind: a thread that left its call meanwhile has a torn
+ *    stack (every frame above the pc a guess, and a note);
  *  - every other thread gets the stack signal and unwinds itself in the
  *    handler ("signal"): blocking read, untimed futex waits and the like are
  *    restarted by SA_RESTART, so the application never sees the signal;
@@ -62,9 +68,11 @@ struct ng_thread_view {
     const char *name;       /* from /proc/self/task/<tid>/comm */
     const char *state;      /* the state letter of /proc/self/task/<tid>/stat */
     const char *syscall;    /* the call it is blocked in; NULL when running or unknown */
-    const char *stack_from; /* "self", "signal", "scan", "no_answer" */
+    const char *stack_from; /* "self", "signal", "cfi", "scan", "no_answer" */
     void *const *pcs;       /* innermost first */
     int npcs;
+    int first_guess;        /* pcs[first_guess..npcs-1] are guesses; npcs when none */
+    const char *stack_note; /* why the stack is short or guessed; NULL when it is neither */
 };
 
 /* Threads in the last collection; -1 when there is none (forgotten, or never

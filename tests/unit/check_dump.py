@@ -16,7 +16,7 @@ import json
 import re
 import sys
 
-SCHEMA = "ncclguard.dump/2.1"
+SCHEMA = "ncclguard.dump/2.2"
 
 # (key, kind) in file order, as in shim/evidence/dump_format.h.
 TOP = [("schema", "STR"), ("reason", "STR"), ("incident", "OPT_STR"), ("time_ns", "I64"),
@@ -35,10 +35,12 @@ TOP_V1 = [("schema", "STR"), ("reason", "STR"), ("time_ns", "I64"), ("host", "ST
 VERSIONS = [("ncclguard", "STR"), ("nccl", "I64_NONZERO"), ("cuda_driver", "I64_NONZERO"),
             ("python", "OPT_STR")]
 THREAD = [("tid", "I64"), ("name", "STR"), ("state", "STR"), ("syscall", "OPT_STR"),
-          ("stack_from", "STACK_FROM"), ("frames", "FRAMES")]
+          ("stack_from", "STACK_FROM"), ("frames", "FRAMES"), ("stack_note", "OPT_STR")]
 FRAME = [("pc", "HEX"), ("module", "OPT_STR"), ("offset", "U64"),
          ("function", "OPT_STR"), ("function_offset", "I64_NONNEG"),
-         ("build_id", "BUILD_ID")]
+         ("build_id", "BUILD_ID"), ("guess", "BOOL")]
+# Members that 2.2 added (a 2.1 or 2.0 dump has none of them).
+NEW_IN_22 = ("stack_note", "guess")
 PYTHON = [("method", "PY_METHOD"), ("why", "OPT_STR"), ("threads", "PY_THREADS"),
           ("raw", "OPT_STR")]
 PY_THREAD = [("thread_id", "HEX"), ("tid", "I64_NONNEG"), ("frames", "PY_FRAMES"),
@@ -54,7 +56,7 @@ ENV_NAMES = {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_
              "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",
              "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID",
              "TORCHELASTIC_RESTART_COUNT"}
-STACK_FROM = {"self", "signal", "scan", "no_answer"}
+STACK_FROM = {"self", "signal", "cfi", "scan", "no_answer"}
 FLIGHT = [("capacity", "U64"), ("recorded", "U64"), ("overwritten", "U64"),
           ("dropped_inflight", "U64")]
 COMM = [("id", "HEX"), ("rank", "I64"), ("nranks", "I64"), ("device", "I64_NONNEG"),
@@ -262,8 +264,10 @@ def check_env(where, env):
             fail(f"{where}.{name}", f"{value!r} is not a string")
 
 
-def check_threads(where, threads):
-    """null (not collected), or threads with distinct ids and their frames."""
+def check_threads(where, threads, old=()):
+    """null (not collected), or threads with distinct ids and their frames.
+    Guesses (2.2) come only from an unwind from outside, above the pc, as the
+    stack's last frames, and with a note that says why."""
     if threads is None:
         return
     if not isinstance(threads, list):
@@ -271,27 +275,36 @@ def check_threads(where, threads):
         return
     tids = []
     for i, t in enumerate(threads):
-        th = check_object(f"{where}[{i}]", pairs_of(f"{where}[{i}]", t), THREAD)
+        th = check_object(f"{where}[{i}]", pairs_of(f"{where}[{i}]", t), THREAD, optional=old)
         tids.append(th.get("tid"))
-        frames = check_frames(f"{where}[{i}].frames", th.get("frames"))
+        frames = check_frames(f"{where}[{i}].frames", th.get("frames"), old)
         if th.get("stack_from") == "no_answer" and frames:
             fail(f"{where}[{i}]", "a thread that did not answer has frames")
-    if len(set(tids)) != len(tids):
-        fail(where, "a thread appears twice")
+        guess = [plain(f).get("guess") is True for f in frames]
+        if any(guess):
+            first = guess.index(True)
+            if th.get("stack_from") not in ("cfi", "scan") or first == 0:
+                fail(f"{where}[{i}]", "a guessed frame outside an unwind from outside, or the pc")
+            if not all(guess[first:]):
+                fail(f"{where}[{i}]", "a confirmed frame above a guessed one")
+            if not th.get("stack_note"):
+                fail(f"{where}[{i}]", "guessed frames without a stack_note")
+        if th.get("stack_from") == "scan" and len(frames) > 1 and not guess[1] and not old:
+            fail(f"{where}[{i}]", "a bare scan's frame above the pc not marked a guess")
 
 
-def check_frames(where, frames):
+def check_frames(where, frames, old=()):
     if not isinstance(frames, list):
         fail(where, "is not an array")
         return []
     for k, f in enumerate(frames):
-        fr = check_object(f"{where}[{k}]", pairs_of("frame", f), FRAME)
+        fr = check_object(f"{where}[{k}]", pairs_of("frame", f), FRAME, optional=old)
         if (fr.get("function") is None) != (fr.get("function_offset") is None):
             fail(f"{where}[{k}]", "function and function_offset disagree")
     return frames
 
 
-def check_stacks(table, stacks, ops):
+def check_stacks(table, stacks, ops, old=()):
     """The table's figures, stacks listed once each with 1 to depth frames, and
     every op's stack among them. Returns the ids listed."""
     t = check_object("stack_table", pairs_of("stack_table", table), STACK_TABLE)
@@ -302,7 +315,9 @@ def check_stacks(table, stacks, ops):
     for i, s in enumerate(stacks):
         st = check_object(f"stacks[{i}]", pairs_of(f"stacks[{i}]", s), STACK)
         ids.append(st.get("id"))
-        frames = check_frames(f"stacks[{i}].frames", st.get("frames"))
+        frames = check_frames(f"stacks[{i}].frames", st.get("frames"), old)
+        if any(plain(f).get("guess") for f in frames):
+            fail(f"stacks[{i}]", "an enqueue stack's frame marked a guess")
         if not 1 <= len(frames) <= (t.get("depth") or 0):
             fail(f"stacks[{i}]", f"{len(frames)} frames, depth {t.get('depth')}")
     if len(set(ids)) != len(ids) or len(ids) > (t.get("used") or 0):
@@ -350,7 +365,7 @@ def check_dump(path):
     if major == 2:
         check_object("versions", pairs_of("versions", top.get("versions")), VERSIONS)
         check_env("env", top.get("env"))
-        check_threads("threads", top.get("threads"))
+        check_threads("threads", top.get("threads"), () if minor >= 2 else NEW_IN_22)
         check_python("python", top.get("python"))
         if top.get("ras") is not None:
             ras = check_object("ras", pairs_of("ras", top["ras"]), RAS)
@@ -388,7 +403,8 @@ def check_dump(path):
         if op.get("op") not in P2P and op.get("peer") is not None:
             fail(f"ops[{i}]", "a collective has a peer")
     if current:
-        check_stacks(top.get("stack_table"), top.get("stacks"), plain_ops)
+        check_stacks(top.get("stack_table"), top.get("stacks"), plain_ops,
+                     () if minor >= 2 else NEW_IN_22)
     # Order: in flight first, then the others; each group newest (highest index) first.
     groups = [[o for o in plain_ops if o.get("state") in IN_FLIGHT],
               [o for o in plain_ops if o.get("state") not in IN_FLIGHT]]

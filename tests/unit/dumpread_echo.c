@@ -71,12 +71,15 @@ static json_t *threads_json(const struct ng_dump *d)
         json_t *fr = json_array();
         for (size_t k = 0; k < t->nframes; k++) {
             const struct ng_dframe *f = &t->frames[k];
-            json_array_append_new(fr, json_pack("{so so sI so so so}", "pc", hex(f->pc), "module", str(f->module),
+            json_t *o = json_pack("{so so sI so so so}", "pc", hex(f->pc), "module", str(f->module),
                 "offset", (json_int_t)f->offset, "function", str(f->function),
-                "function_offset", num_or(f->function_offset, -1), "build_id", str(f->build_id)));
+                "function_offset", num_or(f->function_offset, -1), "build_id", str(f->build_id));
+            if (f->guess) json_object_set_new(o, "guess", json_true()); /* 2.2: absent before */
+            json_array_append_new(fr, o);
         }
-        json_array_append_new(a, json_pack("{sI so so so so so}", "tid", (json_int_t)t->tid, "name", str(t->name),
-            "state", str(t->state), "syscall", str(t->syscall), "stack_from", str(t->stack_from), "frames", fr));
+        json_array_append_new(a, json_pack("{sI so so so so so so}", "tid", (json_int_t)t->tid, "name", str(t->name),
+            "state", str(t->state), "syscall", str(t->syscall), "stack_from", str(t->stack_from), "frames", fr,
+            "stack_note", str(t->stack_note)));
     }
     return a;
 }

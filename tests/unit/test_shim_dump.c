@@ -346,7 +346,7 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
     ck_assert_ptr_nonnull(f);
     const struct ng_identity *id = ncclguard_identity();
     fprintf(f,
-            "{\"top\":{\"schema\":\"ncclguard.dump/2.1\",\"reason\":\"%s\",\"host\":\"%s\","
+            "{\"top\":{\"schema\":\"ncclguard.dump/2.2\",\"reason\":\"%s\",\"host\":\"%s\","
             "\"pid\":%d,\"rank\":3,\"local_rank\":1,\"job\":\"job42\","
             "\"versions\":{\"ncclguard\":\"%s\",\"nccl\":null,\"python\":null},"
             "\"env\":{\"RANK\":\"3\",\"LOCAL_RANK\":\"1\",\"NCCL_DEBUG\":\"WARN\"}},\n",

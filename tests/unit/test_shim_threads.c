@@ -5,7 +5,7 @@
  * The first test proves that taking the stacks leaves the application's
  * system calls alone: a blocking read and an untimed futex wait (signalled,
  * restarted by SA_RESTART), a nanosleep and a timed futex wait (not
- * signalled: scanned) all return what they would have returned without the
+ * signalled: unwound with CFI from outside) all return what they would have returned without the
  * dump, and the sleeps last at least what they asked for. It also checks
  * that each thread's stack names the function it is blocked in, and that a
  * thread that blocks the signal is not waited for. The second test checks
@@ -158,11 +158,12 @@ static void find_thread(int tid, struct ng_thread_view *out)
     ck_abort_msg("thread %d not collected", tid);
 }
 
+/* True when a frame the unwind confirmed (below first_guess) names function. */
 static int stack_names(const struct ng_thread_view *t, const char *function)
 {
     int found = 0;
     ncclguard_symbolize_begin();
-    for (int i = 0; i < t->npcs && !found; i++) {
+    for (int i = 0; i < t->first_guess && !found; i++) {
         struct ng_symbol sym;
         ncclguard_symbolize((uintptr_t)t->pcs[i], &sym);
         found = sym.function && !strcmp(sym.function, function);
@@ -182,9 +183,9 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
         {.fn = blocked_in_futex, .function = "blocked_in_futex", .syscall_nr = SYS_futex,
          .from = "signal"},
         {.fn = blocked_in_nanosleep, .function = "blocked_in_nanosleep",
-         .syscall_nr = SYS_clock_nanosleep, .from = "scan"},
+         .syscall_nr = SYS_clock_nanosleep, .from = "cfi"},
         {.fn = blocked_in_timed_futex, .function = "blocked_in_timed_futex",
-         .syscall_nr = SYS_futex, .from = "scan"},
+         .syscall_nr = SYS_futex, .from = "cfi"},
         {.fn = spinning, .function = "spinning", .syscall_nr = -1, .from = "signal"},
         {.fn = spinning_masked, .function = NULL, .syscall_nr = -1, .from = "no_answer"},
     };
@@ -233,6 +234,17 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
             ck_assert_msg(stack_names(&v, t[i].function), "%s not in its stack", t[i].function);
         else
             ck_assert_int_eq(v.npcs, 0);
+        /* guesses only with a note, and only from an unwind from outside */
+        ck_assert_msg((v.first_guess < v.npcs) <= (v.stack_note != NULL), "%s: %d of %d guessed, "
+                      "no note", t[i].function ? t[i].function : "masked", v.first_guess, v.npcs);
+        if (strcmp(v.stack_from, "cfi") && strcmp(v.stack_from, "scan"))
+            ck_assert_int_eq(v.first_guess, v.npcs);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+        /* without frame pointers every frame's CFI works from sp alone: whole and exact */
+        if (!strcmp(v.stack_from, "cfi"))
+            ck_assert_msg(!v.stack_note && v.npcs >= 4, "%s: %d frames, note %s", t[i].function,
+                          v.npcs, v.stack_note ? v.stack_note : "none");
+#endif
     }
     struct ng_thread_view self;
     find_thread((int)syscall(SYS_gettid), &self);
