@@ -16,10 +16,10 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/peek.h"
 
 #define MAX_RANGES 4096
 #define MAX_MODULES 2048
@@ -165,13 +165,6 @@ static int load(void)
     return nranges;
 }
 
-/* Reads len bytes at addr of our own memory; -1 when any of it is unmapped. */
-static int peek(uintptr_t addr, void *buf, size_t len)
-{
-    struct iovec local = {buf, len}, remote = {(void *)addr, len};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
-}
-
 /* The module's load address and build-id, from its headers in memory. */
 static void read_headers(struct module *m)
 {
@@ -179,10 +172,10 @@ static void read_headers(struct module *m)
     static unsigned char note[NOTE_BYTES];
     ElfW(Ehdr) eh;
     m->read = 1;
-    if (peek(m->head, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+    if (ncclguard_peek_all(m->head, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
         eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
         eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS ||
-        peek(m->head + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0]))
+        ncclguard_peek_all(m->head + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0]))
         return; /* no ELF there: base stays the mapping's start minus its offset */
     for (int i = 0; i < eh.e_phnum; i++)
         if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
@@ -192,7 +185,7 @@ static void read_headers(struct module *m)
     for (int i = 0; i < eh.e_phnum && !m->build_id[0]; i++) {
         if (ph[i].p_type != PT_NOTE) continue;
         size_t len = ph[i].p_memsz < NOTE_BYTES ? ph[i].p_memsz : NOTE_BYTES;
-        if (!peek(m->base + ph[i].p_vaddr, note, len))
+        if (!ncclguard_peek_all(m->base + ph[i].p_vaddr, note, len))
             ncclguard_build_id_note(note, len, m->build_id);
     }
 }

@@ -4,7 +4,7 @@
  * One walk for every version, driven by the struct ng_py_layout that
  * python_layout.c found: the generated table's row on 3.8-3.12, the
  * interpreter's _Py_DebugOffsets on 3.13 and 3.14. Every read of the
- * interpreter's memory goes through ncclguard_python_read (process_vm_readv on
+ * interpreter's memory goes through ncclguard_peek (process_vm_readv on
  * our own pid), so that an address freed or torn by a running thread gives a
  * short read, never a fault; every object is checked for its type before its
  * fields are used, and every loop is bounded and checked for cycles. A thread
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/peek.h"
 #include "evidence/python_layout.h"
 
 #define MAX_INTERPS 16
@@ -64,15 +65,10 @@ const char *ncclguard_python_version(void)
 
 /* ---- reading ---- */
 
-static int rd(uintptr_t addr, void *dst, size_t len)
-{
-    return ncclguard_python_read(addr, dst, len) == len ? 0 : -1;
-}
-
 static uintptr_t rd_ptr(uintptr_t addr)
 {
     uintptr_t v = 0;
-    return rd(addr, &v, sizeof v) == 0 ? v : 0;
+    return ncclguard_peek_all(addr, &v, sizeof v) == 0 ? v : 0;
 }
 
 /* The pointer-sized word at byte `off` of a block read (0 for a field the
@@ -117,7 +113,7 @@ static const char *read_str(uintptr_t obj, size_t cap)
 {
     uint8_t b[48 + 256];
     if (cap > 256) cap = 256;
-    size_t got = ncclguard_python_read(obj, b, (size_t)py->lay.str_data + cap);
+    size_t got = ncclguard_peek(obj, b, (size_t)py->lay.str_data + cap);
     if (got < (size_t)py->lay.str_data || word(b, py->lay.ob_type) != py->str_type) return "?";
     uint32_t state = (uint32_t)word32(b, py->lay.str_state);
     int64_t len = (int64_t)word(b, py->lay.str_length);
@@ -145,7 +141,8 @@ static const struct code_info *code_info(uintptr_t code)
         }
     }
     uint8_t b[NG_PY_MAX_BLOCK];
-    if (rd(code, b, (size_t)py->lay.co_size) != 0 || word(b, py->lay.ob_type) != py->code_type)
+    if (ncclguard_peek_all(code, b, (size_t)py->lay.co_size) != 0 ||
+        word(b, py->lay.ob_type) != py->code_type)
         return NULL;
     static struct code_info tmp;
     if (!c) c = &tmp; /* the cache is crowded here: named, not kept */
@@ -243,7 +240,7 @@ static int load_table(const struct code_info *c)
 {
     if (table_code == c->code) return 0;
     static uint8_t b[MAX_TABLE + 64];
-    size_t got = ncclguard_python_read(c->table, b, (size_t)py->lay.bytes_sval + MAX_TABLE);
+    size_t got = ncclguard_peek(c->table, b, (size_t)py->lay.bytes_sval + MAX_TABLE);
     table_code = 0;
     if (got < (size_t)py->lay.bytes_sval || word(b, py->lay.ob_type) != py->bytes_type) return -1;
     int64_t size = (int64_t)word(b, py->lay.bytes_size);
@@ -312,7 +309,7 @@ static void walk_frames(struct ng_py_thread *t, uintptr_t f)
         }
         seen[steps] = f;
         uint8_t fb[NG_PY_MAX_BLOCK];
-        if (rd(f, fb, (size_t)py->lay.fr_size) != 0 ||
+        if (ncclguard_peek_all(f, fb, (size_t)py->lay.fr_size) != 0 ||
             (py->lay.fr_lasti >= 0 && word(fb, py->lay.ob_type) != py->frame_type)) {
             add_note(t, "frames stop here: a frame could not be read "
                         "(it changed while read)");
@@ -360,7 +357,8 @@ static int64_t tid_of(const uint8_t *ts, uint64_t thread_id, const char **note)
         return -1;
     }
     int32_t tid = 0;
-    if (!thread_id || rd(thread_id + (uintptr_t)py->pthread_tid_off, &tid, sizeof tid) != 0 ||
+    if (!thread_id ||
+        ncclguard_peek_all(thread_id + (uintptr_t)py->pthread_tid_off, &tid, sizeof tid) != 0 ||
         tid <= 0) {
         *note = "tid not known: the thread has not started or has ended";
         return -1;
@@ -382,7 +380,8 @@ static int walk_threads(void)
         uintptr_t ts = rd_ptr(interp + (uintptr_t)py->lay.is_threads);
         while (ts && nthreads < MAX_THREADS) {
             uint8_t b[NG_PY_MAX_BLOCK];
-            if (seen_before(seen_ts, nthreads, ts) || rd(ts, b, (size_t)py->ts_size) != 0 ||
+            if (seen_before(seen_ts, nthreads, ts) ||
+                ncclguard_peek_all(ts, b, (size_t)py->ts_size) != 0 ||
                 word(b, py->lay.ts_interp) != interp) {
                 snprintf(why, sizeof why,
                          "the thread list changed while it was read, %d times: "

@@ -18,34 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/peek.h"
 #include "evidence/python_layouts.h"
 
-#define PAGE 4096
-
 static struct ng_py_interp py = {.pthread_tid_off = -1};
-
-size_t ncclguard_python_read(uintptr_t addr, void *dst, size_t len)
-{
-    if (!addr || !len || addr + len < addr) return 0;
-    struct iovec local = {dst, len}, remote[3];
-    int n = 0;
-    for (uintptr_t a = addr, end = addr + len; a < end && n < 3; n++) {
-        uintptr_t stop = (a & ~(uintptr_t)(PAGE - 1)) + PAGE;
-        if (stop > end || n == 2) stop = end;
-        remote[n] = (struct iovec){(void *)a, stop - a};
-        a = stop;
-    }
-    ssize_t got = process_vm_readv(getpid(), &local, 1, remote, (unsigned long)n, 0);
-    return got > 0 ? (size_t)got : 0;
-}
-
-static int rd(uintptr_t addr, void *dst, size_t len)
-{
-    return ncclguard_python_read(addr, dst, len) == len ? 0 : -1;
-}
 
 /* ---- which interpreter, which layout ---- */
 
@@ -61,7 +39,7 @@ static unsigned long read_version(void)
 {
     uintptr_t hexv = (uintptr_t)dlsym(RTLD_DEFAULT, "Py_Version");
     uint32_t h = 0;
-    if (hexv && rd(hexv, &h, sizeof h) == 0 && (h >> 24) == 3) {
+    if (hexv && ncclguard_peek_all(hexv, &h, sizeof h) == 0 && (h >> 24) == 3) {
         static const char *const level[16] = {[0xA] = "a", [0xB] = "b", [0xC] = "rc"};
         int n = snprintf(py.version, sizeof py.version, "%u.%u.%u", h >> 24, (h >> 16) & 255,
                          (h >> 8) & 255);
@@ -134,7 +112,7 @@ static int max_of(const int *v, int n)
 static int layout_from_debug_offsets(int minor)
 {
     uint64_t d[96]; /* past the last index of any layout below */
-    if (rd(py.runtime, d, sizeof d) != 0 || memcmp(d, "xdebugpy", 8) != 0) {
+    if (ncclguard_peek_all(py.runtime, d, sizeof d) != 0 || memcmp(d, "xdebugpy", 8) != 0) {
         refuse("Python %s: _PyRuntime has no _Py_DebugOffsets", py.version);
         return -1;
     }
@@ -226,7 +204,7 @@ static void tid_slots(uint8_t *hit)
 {
     static int32_t w[TID_SCAN / 4];
     pid_t tid = (pid_t)syscall(SYS_gettid);
-    size_t got = ncclguard_python_read((uintptr_t)pthread_self(), w, sizeof w) / 4;
+    size_t got = ncclguard_peek((uintptr_t)pthread_self(), w, sizeof w) / 4;
     for (size_t i = 0; i < TID_SCAN / 4; i++) hit[i] &= i < got && w[i] == tid;
 }
 
@@ -277,7 +255,7 @@ const struct ng_py_interp *ncclguard_python_find(void)
     py.method = NG_PY_NONE;
     if (!py.runtime || !py.code_type || !py.str_type || !py.bytes_type)
         refuse("Python %s: _PyRuntime or a type object is not exported", py.version);
-    else if (rd(py.runtime, &probe, sizeof probe) != 0)
+    else if (ncclguard_peek_all(py.runtime, &probe, sizeof probe) != 0)
         refuse("Python %s: process_vm_readv on our own pid is refused (seccomp?)", py.version);
     else if (minor == 13 || minor == 14) {
         if (layout_from_debug_offsets(minor) == 0) py.method = NG_PY_DEBUG_OFFSETS;

@@ -9,8 +9,7 @@
  * of -1 is a field the version does not have. Used by python.c only.
  *
  * Threads: ncclguard_python_find under the start lock (from
- * ncclguard_python_init); ncclguard_python_read from any thread, and in a
- * signal handler (one syscall).
+ * ncclguard_python_init).
  */
 #ifndef NCCLGUARD_PYTHON_LAYOUT_H
 #define NCCLGUARD_PYTHON_LAYOUT_H
@@ -68,10 +67,5 @@ struct ng_py_interp {
  * Py_GetVersion), its method and layout; NULL when the process is not CPython.
  * Before 3.11 it starts and joins one thread (to learn struct pthread). */
 const struct ng_py_interp *ncclguard_python_find(void);
-
-/* Reads up to len bytes at addr of our own memory into dst, through
- * process_vm_readv split at page boundaries; returns how many were read (0
- * when none), stopping at the first page that cannot be read. */
-size_t ncclguard_python_read(uintptr_t addr, void *dst, size_t len);
 
 #endif

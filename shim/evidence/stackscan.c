@@ -7,11 +7,11 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/json.h"
 #include "base/log.h"
+#include "base/peek.h"
 
 #define MAX_RANGES 2048
 #define SCAN_BYTES (32 << 10) /* deep enough for a dozen frames of real code */
@@ -22,7 +22,6 @@ struct range {
 
 static struct range ranges[MAX_RANGES];
 static int nranges;
-static pid_t self; /* getpid() is a system call: asked once per dump, not per read */
 static uintptr_t stack_copy[SCAN_BYTES / sizeof(uintptr_t)];
 
 static uintptr_t parse_hex(const char **p)
@@ -54,12 +53,6 @@ static int executable(uintptr_t a)
     return 0;
 }
 
-static ssize_t read_own(void *dst, uintptr_t src, size_t len)
-{
-    struct iovec local = {dst, len}, remote = {(void *)src, len};
-    return process_vm_readv(self, &local, 1, &remote, 1, 0);
-}
-
 /* ---- memory, through a small cache (for the CFI unwind) ---- */
 
 #if defined(__x86_64__)
@@ -85,7 +78,7 @@ static int read_word(uintptr_t a, uint64_t *v)
         int slot = (int)(base / LINE % NLINES);
         if (!base) return -1;
         if (cache[slot].base != base) {
-            if (read_own(cache[slot].bytes, base, LINE) != LINE) return -1;
+            if (ncclguard_peek_all(base, cache[slot].bytes, LINE) != 0) return -1;
             cache[slot].base = base;
         }
         b[i] = cache[slot].bytes[(a + (uintptr_t)i) - base];
@@ -104,7 +97,7 @@ static int call_before(uintptr_t ret, uintptr_t *target)
 {
 #if defined(__x86_64__)
     unsigned char b[8];
-    if (ret < 8 || read_own(b, ret - 8, 8) != 8) return 0;
+    if (ret < 8 || ncclguard_peek_all(ret - 8, b, 8) != 0) return 0;
     if (b[3] == 0xe8) {
         int32_t rel;
         memcpy(&rel, b + 4, 4);
@@ -133,7 +126,7 @@ static int call_before(uintptr_t ret, uintptr_t *target)
 static uintptr_t through_plt(uintptr_t a)
 {
     unsigned char b[12];
-    if (read_own(b, a, sizeof b) != (ssize_t)sizeof b) return a;
+    if (ncclguard_peek_all(a, b, sizeof b) != 0) return a;
     int at = 0;
     if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa) at = 4;
     if (b[at] == 0xf2) at++;
@@ -263,7 +256,6 @@ int ncclguard_stackscan_open(void)
 void ncclguard_stackscan_begin(void)
 {
     nranges = 0;
-    self = getpid();
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     char buf[4096], line[512];
@@ -299,15 +291,10 @@ static int bare_scan(uintptr_t pc, uintptr_t sp, void **pcs, int max)
     int n = 0;
     pcs[n++] = (void *)pc;
     if (!sp) return n;
-    size_t want = sizeof stack_copy;
-    ssize_t got = read_own(stack_copy, sp, want);
-    /* A stack shorter than the copy ends at its mapping: read what there is. */
-    while (got < 0 && want > 4096) {
-        want /= 2;
-        got = read_own(stack_copy, sp, want);
-    }
+    /* a stack shorter than the copy ends at its mapping: what there is */
+    size_t got = ncclguard_peek(sp, stack_copy, sizeof stack_copy);
     uintptr_t target;
-    for (ssize_t i = 0; got > 0 && i < got / (ssize_t)sizeof(uintptr_t) && n < max; i++) {
+    for (size_t i = 0; i < got / sizeof(uintptr_t) && n < max; i++) {
         uintptr_t w = stack_copy[i];
         if (executable(w) && call_before(w, &target)) pcs[n++] = (void *)w;
     }
