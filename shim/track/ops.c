@@ -42,28 +42,45 @@ static NG_TLS struct group_stream group_streams[GROUP_STREAMS];
 static NG_TLS uint64_t thread_id;
 static ng_atomic(uint64_t) group_counter;
 
-/* Timing samples: ops to go per (communicator slot, op, size class) until
- * the next sample. A plain load and store, not an atomic add: two threads on
- * one communicator may lose a count, which only moves the next sample. Zero
- * pages until used, so that the first op of each class is a sample. */
+/* Timing samples: per (communicator slot, op, size class), one more than the
+ * ops to go until the next sample; 0 for a class not seen yet. A plain load and
+ * store, not an atomic add: two threads on one communicator may lose a count,
+ * which only moves the next sample. Zero pages until used. */
 #define CLASS_TYPES 16 /* NG_OP_NTYPES and NG_SIZE_CLASSES rounded up to powers of */
 #define CLASS_SIZES 64 /* two: an index of shifts, not multiplications */
 _Static_assert(NG_OP_NTYPES <= CLASS_TYPES && NG_SIZE_CLASSES <= CLASS_SIZES, "classes fit");
 static ng_atomic(uint32_t) class_ops[NG_MAX_COMMS][CLASS_TYPES][CLASS_SIZES];
+static ng_atomic(uint32_t) class_count[NG_MAX_COMMS]; /* classes seen per slot */
 
-/* Whether this op is one of its class's timing samples: the first, then one in
- * ncclguard_timing_sample. A count down, not a count and a remainder: a
- * division costs more than the rest of this. c is a registry record (its slot
- * is below NG_MAX_COMMS), type one of the wrappers' enum ng_op_type. */
+/* The first op of a class is a sample; its next one comes every + phase ops
+ * later, where the k-th class a communicator meets has phase k mod every, and
+ * then one in every. The phases put the classes of one training step on
+ * different steps: with one phase for all, the samples of a step are all of
+ * one step in every, and a straggler rule sees every-th as many steps (issue
+ * 18: 13 samples of 200 steps at 1 in 16). */
+static __attribute__((noinline)) uint32_t first_of_class(const struct ng_comm *c, int every)
+{
+    uint32_t k = ng_atomic_add_relaxed(&class_count[c->slot], 1);
+    return (uint32_t)every + k % (uint32_t)every;
+}
+
+/* Whether this op is one of its class's timing samples (above). A count down,
+ * not a count and a remainder: a division costs more than the rest of this. c
+ * is a registry record (its slot is below NG_MAX_COMMS), type one of the
+ * wrappers' enum ng_op_type. */
 static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c, int type,
                                                          uint64_t bytes)
 {
     int every = ncclguard_timing_sample;
     if (!every) return 0;
     ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
-    uint32_t left = ng_atomic_load_relaxed(n);
-    ng_atomic_store_relaxed(n, left ? left - 1 : (uint32_t)every - 1);
-    return left == 0;
+    uint32_t v = ng_atomic_load_relaxed(n);
+    if (v > 1) {
+        ng_atomic_store_relaxed(n, v - 1);
+        return 0;
+    }
+    ng_atomic_store_relaxed(n, v ? (uint32_t)every : first_of_class(c, every));
+    return 1;
 }
 
 /* A nonblocking communicator that the group uses (the first GROUP_COMMS). */

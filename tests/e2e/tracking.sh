@@ -157,7 +157,7 @@ else
     fail "slow ops" "rc=$rc"; show slow
 fi
 
-# --- timing samples: one op in N per class, and its first, has GPU times --------------------
+# --- timing samples: the first op of a class, then one in N (staggered per class) -----------
 # The others' events are created without timing: they have discovery times only,
 # and the fake driver refuses their elapsed time (a misuse line would show it).
 for every in 4 0; do
@@ -168,6 +168,8 @@ for every in 4 0; do
 import json, sys
 every = int(sys.argv[1])
 seen = {}  # class -> ops of it so far, in enqueue order
+phase = {}  # class -> its phase: the k-th class its communicator met, mod every
+classes = {}  # communicator -> classes met
 counts = {"sampled": 0, "discovered": 0}
 for path in sys.argv[2:]:
     d = json.load(open(path))
@@ -176,9 +178,14 @@ for path in sys.argv[2:]:
     for o in ops:
         key = (path, o["comm"], o["op"], max(o["bytes"], 1).bit_length() - 1)
         n = seen[key] = seen.get(key, -1) + 1
+        if n == 0 and every:
+            k = classes[key[:2]] = classes.get(key[:2], -1) + 1
+            phase[key] = k % every
         if o["state"] != "completed" or o["group"] is not None:
             continue
-        want = "sampled" if every and n % every == 0 else "discovered"
+        # the first of a class, then every + phase ops later, then one in every
+        is_sample = every and (n == 0 or (n >= every and (n - phase[key]) % every == 0))
+        want = "sampled" if is_sample else "discovered"
         assert o["times"] == want, (o["index"], o["op"], n, o["times"], want)
         gpu = o["gpu_start_ns"] is not None and o["gpu_end_ns"] is not None
         assert gpu == (want == "sampled"), (o["index"], o["gpu_start_ns"], o["gpu_end_ns"])
