@@ -232,11 +232,13 @@ else
     fail "dump: the job's markers" "$(ls "$J/node" 2>&1)"; tail -n 5 "$J/out"
 fi
 kill -TERM ${launcher:-$job} 2>/dev/null; wait $job 2>/dev/null
-# The marker's checks, with markers planted for a process of this script's own.
+# The marker's checks, with markers planted for a process of this script's own. It maps
+# the library (preloaded, no communicator): dump proves that before it signals.
 M=$TMP/markers/ncclguard-$(id -u)
 mkdir -p "$M" && chmod 700 "$M"
-bash -c "trap 'echo got >$TMP/usr1; exit 0' USR1; while :; do sleep 0.1; done" &
-victim=$!
+env LD_PRELOAD="$(preload)" bash -c "trap 'echo got >$TMP/usr1; exit 0' USR1; while :; do sleep 0.1; done" &
+victim=$! # env execs: $! becomes bash
+wait_for 30 grep -q libncclguard "/proc/$victim/maps"
 start=$(python3 -c 'import sys; s = open("/proc/%s/stat" % sys.argv[1]).read()
 print(s[s.rindex(")") + 2:].split()[19])' $victim)
 plant() { # START SIGNAL
@@ -253,8 +255,13 @@ check "dump --all refuses a process whose dumps on request are off" \
     grep -q "pid $victim refused: its dumps on request are off" <<<"$out"
 plant "$start" 10
 out=$("$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
-if wait_for 60 [ -s "$TMP/usr1" ]; then pass "dump sends the marker's dump_signal (10) to a matching process"
-else fail "dump sends the marker's signal" "$out"; kill $victim; fi
+check "dump refuses a process whose marker names another signal than the configured one" \
+    grep -q "pid $victim refused: it takes SIGUSR1 for a dump, and the dump signal here is SIGUSR2" \
+    <<<"$out"
+out=$(NCCLGUARD_DUMP_SIGNAL=SIGUSR1 "$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
+if wait_for 60 [ -s "$TMP/usr1" ]; then
+    pass "dump sends the configured dump signal (NCCLGUARD_DUMP_SIGNAL=SIGUSR1) to a proved process"
+else fail "dump sends the configured signal" "$out"; kill $victim; fi
 wait $victim 2>/dev/null
 one_line_usage "dump with neither PID nor --all" "$NG" dump
 one_line_usage "dump --incident without --dir" "$NG" dump --incident x 1
