@@ -177,6 +177,7 @@ static struct ng_dump *parse_once(ng_jparser *p, const char *buf, size_t len, co
         return NULL;
     }
     d->mem = m;
+    d->bytes = len;
     d->rank = d->local_rank = d->pid = NG_DUMP_NONE;
     d->path = path ? ng_mem_strdup(m, path, strlen(path)) : NULL;
     err[0] = '\0';

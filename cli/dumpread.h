@@ -122,6 +122,7 @@ struct ng_dump {
     int has_threads;
     struct ng_dpython *python;  /* NULL: null, or 1.x */
     struct ng_dump_mem *mem;    /* owns everything above */
+    uint64_t bytes;             /* the length of the document read */
 };
 
 const char *ng_dop_name_str(int op);
