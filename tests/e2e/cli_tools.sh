@@ -353,7 +353,7 @@ print(len(a) == len(b) and len(a) > 0, max(abs(a[k] - b[k]) for k in a) < 1000)'
     f=$(ls "$J"/bad/ncclguard-r1-*.json); head -c 2000 "$f" >"$f.cut" && mv "$f.cut" "$f"
     got=$(trace_py bad "$J/bad" -- 'print(ranks(X))')
     check "trace: a truncated dump is named on stderr, the other ranks are traced" \
-        [ "$got" = "[0, 2, 3]" ] && grep -q "ncclguard-r1-.*not a complete JSON document" "$J/bad.err"
+        [ "$got" = "[0, 2, 3]" ] && grep -q "ncclguard-r1-.*: not valid JSON (truncated or corrupt).*; left out" "$J/bad.err"
     rm -rf "$J/bad" # not a dump of the shim's: dumps_sane below reads every dump under $TMP
 else
     fail "trace: the hang job's dumps" "$(ls "$J/dumps" 2>&1)"; tail -n 5 "$J/out"
@@ -362,7 +362,7 @@ one_line_usage "trace without -o" "$NG" trace "$J/dumps"
 one_line_usage "trace with bad --ranks" "$NG" trace "$J/dumps" -o "$J/x.json" --ranks 3-1
 one_line_usage "trace with bad --window" "$NG" trace "$J/dumps" -o "$J/x.json" --window -5
 out=$("$NG" trace "$TMP/emptyroot" -o "$J/x.json" 2>&1); rc=$?
-check "trace of a directory without dumps: exit 1, one line" [ $rc -eq 1 -a "$(wc -l <<<"$out")" -eq 1 ]
+check "trace of a directory without dumps: exit 3 (as analyze), one line" [ $rc -eq 3 -a "$(wc -l <<<"$out")" -eq 1 ]
 dumps_sane
 
 finish
