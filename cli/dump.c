@@ -4,9 +4,12 @@
  *  - PID... or --all: the processes of this node. Only a process that has a
  *    communicator has the dump signal's handler (before, SIGUSR2 would end it),
  *    and only such a process has a node marker (docs/node-marker.md):
- *    <node dir>/ncclguard-<uid>/<pid>. A PID is signalled only when its marker
- *    is there, names it, matches its start time (pids are reused) and gives a
- *    dump signal; every other PID is refused with one line.
+ *    <node dir>/ncclguard-<uid>/<pid>. The directory is another user's to make
+ *    first, and a marker is only a claim: the directory must be ours and closed
+ *    to others, each marker is read through base/infile.h, and a PID is
+ *    signalled only once proved (read_marker), always with the configured dump
+ *    signal, never one read from a file; every other PID is refused with one
+ *    line.
  *  - --dir D [--incident ID]: the whole job. Writes D/TRIGGER with ID as its
  *    first line, as a rank that times out does (docs/dump-format.md,
  *    "Incidents"): every rank whose dump directory is D dumps once, on every
@@ -202,10 +205,10 @@ static int read_marker(int dfd, const char *dir, long pid, struct marker *m, cha
         return MARKER_OFF;
     }
     if (sig != dump_signal) {
-        char a[24], b[24];
-        snprintf(why, len, "it takes %s for a dump, and the dump signal here is %s (a process "
-                 "dies of a signal it does not take): run this with the job's "
-                 "NCCLGUARD_DUMP_SIGNAL", ncclguard_signal_name((int)sig, a, sizeof a),
+        char b[24];
+        snprintf(why, len, "it takes signal %lld for a dump, and the dump signal here is %d "
+                 "(%s; a process dies of a signal it does not take): run this with the job's "
+                 "NCCLGUARD_DUMP_SIGNAL", (long long)sig, dump_signal,
                  ncclguard_signal_name(dump_signal, b, sizeof b));
         return MARKER_REFUSED;
     }

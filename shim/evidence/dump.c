@@ -139,11 +139,10 @@ void ncclguard_dump_init(void)
      * the built-in "./ncclguard-<job id>" when neither set it. */
     const char *dir = ncclguard_settings()->dump_dir;
     char def[PATH_MAX];
-    dump_dir_checked = !*dir;
-    if (!*dir) {
-        ncclguard_default_dump_dir(def, sizeof def);
-        dir = def;
-    }
+    /* the default, or its name given as is: checked (docs/configuration.md) */
+    ncclguard_default_dump_dir(def, sizeof def);
+    dump_dir_checked = !*dir || !strcmp(dir, def);
+    if (!*dir) dir = def;
     if (dir[0] == '.' && dir[1] == '/') dir += 2;
     dump_dir[0] = '\0';
     if (dir[0] == '/') {

@@ -130,8 +130,9 @@ static int read_id(int dirfd, const char *name, char out[ID_MAX], struct stat *s
         snprintf(said, sizeof said, "%s (%s)", shared_path, why);
         if (strcmp(said, refused)) {
             snprintf(refused, sizeof refused, "%s", said);
-            NG_WARN("trigger file %s ignored: no incident from it; remove it (a trigger is a "
-                    "regular file of yours: touch it, or use ncclguard dump --dir)", said);
+            NG_WARN("trigger file %s ignored (%s): no incident from it; remove it (a trigger "
+                    "is a regular file of yours: touch it, or use ncclguard dump --dir)",
+                    shared_path, why);
         }
         return -1;
     }

@@ -256,7 +256,7 @@ check "dump --all refuses a process whose dumps on request are off" \
 plant "$start" 10
 out=$("$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
 check "dump refuses a process whose marker names another signal than the configured one" \
-    grep -q "pid $victim refused: it takes SIGUSR1 for a dump, and the dump signal here is SIGUSR2" \
+    grep -q "pid $victim refused: it takes signal 10 for a dump, and the dump signal here is 12 (SIGUSR2" \
     <<<"$out"
 out=$(NCCLGUARD_DUMP_SIGNAL=SIGUSR1 "$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
 if wait_for 60 [ -s "$TMP/usr1" ]; then
