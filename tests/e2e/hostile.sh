@@ -353,9 +353,12 @@ bg_job() {
     while [ "$1" != -- ]; do vars+=("$1"); shift; done
     shift
     mkdir -p "$dir/node"
-    (cd "$dir" && clean LD_LIBRARY_PATH="$FAKES" "${vars[@]}" -- setsid timeout 300 "$LAUNCH" \
-        -n 2 --timeout 280 -- env LD_PRELOAD="$(preload)" "$TRAIN" --quiet "$@" \
-        >"$dir/out" 2>&1) &
+    # exec: $! is setsid, which makes the session (its id is $!); no `timeout`, which
+    # would leave it for a process group of its own: launch --timeout bounds the job
+    (cd "$dir" && exec setsid env -i PATH="$PATH" HOME="$TMP/home" \
+        ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} \
+        LD_LIBRARY_PATH="$FAKES" "${vars[@]}" "$LAUNCH" -n 2 --timeout 280 -- \
+        env LD_PRELOAD="$(preload)" "$TRAIN" --quiet "$@" >"$dir/out" 2>&1) &
     bg=$!
 }
 stop_job() { kill -KILL -- "-$1" 2>/dev/null; wait "$1" 2>/dev/null; }
@@ -495,6 +498,24 @@ else
     fail "forged markers" "rc=$rc alive=$alive/7 refused=$refused: $out"
 fi
 rm -rf "$F"
+# A process of another user, with the library and a marker in our directory that names it
+# rightly: not ours to signal (root could).
+if [ -n "$OTHER" ]; then
+    mkdir -p "$F" && chmod 700 "$F"
+    env -i PATH="$PATH" LD_PRELOAD="$(preload)" $OTHER sleep 300 &
+    theirs=$!
+    wait_for 30 grep -q libncclguard "/proc/$theirs/maps"
+    forged "$theirs" "$(start_of "$theirs")" 12 >"$F/$theirs"
+    out=$(timeout 30 "$NG" dump --node-dir "$TMP/forge" --all 2>&1); rc=$?
+    if [ $rc -eq 1 ] && kill -0 "$theirs" 2>/dev/null &&
+        grep -q "pid $theirs refused: it runs as uid $NOBODY/$NOBODY, not as you" <<<"$out"; then
+        pass "dump --all: a marker naming another user's process signals nothing"
+    else
+        fail "another user's process" "rc=$rc: $out"
+    fi
+    kill "$theirs" 2>/dev/null; wait "$theirs" 2>/dev/null
+    rm -rf "$F"
+fi
 # A marker directory another user made first, open to everyone: refused whole, even with a
 # marker that would prove its process (start time, library, the configured signal).
 if [ -n "$OTHER" ]; then
@@ -558,7 +579,8 @@ else
 fi
 
 # The analyzer's memory is bounded by its input: a dump whose 50 communicators claim 4M
-# ranks each, with ops 2M seqs apart, against the same dump as it was written.
+# ranks each (16 MiB of members each), 5 of them with ops 2M seqs apart (144 MB of seqs
+# each), against the same dump as it was written.
 src=$(ls "$TMP"/tmpdir2/ncclguard-symjob/*.json "$TMP"/secrets/dumps/*.json 2>/dev/null | head -n 1)
 if [ -n "$src" ]; then
     mkdir -p "$TMP/mem/plain" "$TMP/mem/claims"
@@ -571,7 +593,7 @@ for i in range(50):
     c = copy.deepcopy(c0)
     c.update(id="%016x" % (0x7e57000000000000 + i), nranks=4 << 20, rank=0, peers=[])
     d["comms"].append(c)
-    for seq in (1, 2000000):
+    for seq in (1, 2000000) if i < 5 else (1,):
         o = copy.deepcopy(op0)
         o.update(comm=c["id"], seq=seq, p2p_seq=None, op="AllReduce", comm_nranks=4 << 20)
         d["ops"].append(o)
