@@ -229,7 +229,14 @@ struct an {
     char **bad;                          /* "FILE: why" for each file not used */
     size_t nbad, capbad;
     size_t files;
+    /* the memory bound (docs/analysis.md): tables sized by what a dump claims
+     * (members by a communicator's size, seqs by their span) take at most
+     * AN_CLAIM_FLOOR + AN_CLAIM_PER_BYTE bytes per byte of the dumps folded in */
+    uint64_t read_bytes, claim_bytes, world_dropped;
+    struct ng_u64map comm_dropped;       /* ids of communicators left out: said once */
 };
+#define AN_CLAIM_FLOOR (8ull << 20)
+#define AN_CLAIM_PER_BYTE 16
 
 /* analyze_collect.c */
 void an_init(struct an *a, const struct an_opts *o);

@@ -75,6 +75,7 @@ void an_free(struct an *a)
     ng_intern_free(&a->sigs);
     ng_u64map_free(&a->comm_by_id);
     ng_u64map_free(&a->rank_by_grank);
+    ng_u64map_free(&a->comm_dropped);
 }
 
 void an_push_line(char ***vec, size_t *n, size_t *cap, char *s)
@@ -107,6 +108,30 @@ void an_add_bad(struct an *a, const char *path, const char *why)
 
 /* ---- communicators and seqs ---- */
 
+/* 1 when `more` bytes of tables sized by a claim fit the input's bound (and
+ * are then counted). */
+static int claim(struct an *a, uint64_t more)
+{
+    uint64_t cap = AN_CLAIM_FLOOR + AN_CLAIM_PER_BYTE * a->read_bytes;
+    if (more > cap || a->claim_bytes > cap - more) return 0;
+    a->claim_bytes += more;
+    return 1;
+}
+
+#define WORLD_ROW_BYTES 32 /* what the summary keeps per rank without a dump, at most */
+
+int an_claim_world(struct an *a, int64_t world)
+{
+    int64_t have = a->world > 0 ? a->world : 0;
+    if (world <= have) return 1;
+    if (world <= MAX_MEMBERS && claim(a, (uint64_t)(world - have) * WORLD_ROW_BYTES)) return 1;
+    if (!a->world_dropped++)
+        an_note(a, "a dump claims a job of %lld ranks, more than %llu bytes of dumps can hold: "
+                "the ranks without a dump are counted up to %lld", (long long)world,
+                (unsigned long long)a->read_bytes, (long long)have);
+    return 0;
+}
+
 uint32_t an_comm_of(struct an *a, const struct ng_dcomm *dc)
 {
     uint32_t c = ng_u64map_get(&a->comm_by_id, dc->id);
@@ -115,7 +140,19 @@ uint32_t an_comm_of(struct an *a, const struct ng_dcomm *dc)
         if (cm->nranks != dc->nranks) cm->nranks_conflict = 1;
         return c;
     }
-    if (dc->nranks < 1 || dc->nranks > MAX_MEMBERS) return AN_NONE;
+    if (dc->nranks < 1 || dc->nranks > MAX_MEMBERS ||
+        !claim(a, (uint64_t)dc->nranks * sizeof *a->comms->member)) {
+        /* its member table (4 bytes per rank it claims) would be more than the
+         * input bounds, or it claims no size: left out, said once */
+        if (ng_u64map_get(&a->comm_dropped, dc->id) == AN_NONE) {
+            ng_u64map_put(&a->comm_dropped, dc->id, 1);
+            an_note(a, "comm %016llx claims %lld ranks, more than the %llu bytes of dumps "
+                    "read can bound (docs/analysis.md, \"Memory\"): it is left out",
+                    (unsigned long long)dc->id, (long long)dc->nranks,
+                    (unsigned long long)a->read_bytes);
+        }
+        return AN_NONE;
+    }
     struct an_comm *cm = PUSH(a->comms, a->ncomms, a->capcomms);
     cm->id = dc->id;
     cm->parent = dc->parent;
@@ -141,19 +178,27 @@ static void seq_init(struct an_seq *s, size_t n)
 }
 
 /* The aggregate of seq on c, made when new; NULL beyond the span compared. */
-struct an_seq *an_seq_slot(struct an_comm *c, uint64_t seq)
+struct an_seq *an_seq_slot(struct an *a, struct an_comm *c, uint64_t seq)
 {
     if (!c->nseqs) c->seq_base = seq;
     uint64_t lo = seq < c->seq_base ? seq : c->seq_base;
     uint64_t hi = seq >= c->seq_base + c->nseqs ? seq + 1 : c->seq_base + c->nseqs;
-    if (hi - lo > MAX_SEQ_SPAN) {
-        c->seqs_dropped++;
+    size_t need = (size_t)(hi - lo), cap = c->capseqs;
+    if (need > cap) {
+        cap = cap ? cap : 64;
+        while (cap < need) cap *= 2;
+    }
+    if (hi - lo > MAX_SEQ_SPAN ||
+        (cap > c->capseqs && !claim(a, (uint64_t)(cap - c->capseqs) * sizeof *c->seqs))) {
+        /* seqs this far apart would take more than the input bounds */
+        if (!c->seqs_dropped++)
+            an_note(a, "comm %016llx: its ops' seqs %llu and %llu are too far apart for this "
+                    "input (%llu bytes of dumps read); ops beyond are not compared",
+                    (unsigned long long)c->id, (unsigned long long)c->seq_base,
+                    (unsigned long long)seq, (unsigned long long)a->read_bytes);
         return NULL;
     }
-    size_t need = (size_t)(hi - lo);
     if (need > c->capseqs) {
-        size_t cap = c->capseqs ? c->capseqs : 64;
-        while (cap < need) cap *= 2;
         struct an_seq *p = realloc(c->seqs, cap * sizeof *p);
         if (!p) {
             fprintf(stderr, "ncclguard: out of memory\n");

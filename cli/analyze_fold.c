@@ -43,7 +43,8 @@ static int add_comms(struct an *a, struct an_rank *r, int32_t ri, const struct n
                         ng_intern_get(&a->strs, a->ranks[cm->member[dc->rank]].path), d->path);
             }
         }
-        if (!dc->parent && dc->nranks > a->world) a->world = dc->nranks;
+        if (!dc->parent && dc->nranks > a->world && an_claim_world(a, dc->nranks))
+            a->world = dc->nranks;
         struct an_rcomm *rc = PUSH(a->rcomms, a->nrcomms, a->caprcomms);
         rc->comm = c;
         rc->comm_rank = (int32_t)dc->rank;
@@ -111,7 +112,7 @@ static void add_ops(struct an *a, struct an_rank *r, int32_t ri, const struct ng
                                                                first, newest first */
         if (in_flight(o->state)) add_inflight(a, r, rc, o);
         if (!rc || !o->seq) continue;
-        struct an_seq *s = an_seq_slot(&a->comms[rc->comm], o->seq);
+        struct an_seq *s = an_seq_slot(a, &a->comms[rc->comm], o->seq);
         if (!s) continue;
         an_count_sig(a, s, an_sig_of(a, o), ri);
         if (o->state == NG_ST_COMPLETED) an_count_arrival(s, o, ri);
@@ -166,9 +167,11 @@ int an_add_dump(struct an *a, const struct ng_dump *d)
     r->major = d->major;
     r->minor = d->minor;
     r->crashed = d->reason && !strcmp(d->reason, "crash");
+    a->read_bytes += d->bytes;
     if (d->rank >= 0) {
         ng_u64map_put(&a->rank_by_grank, (uint64_t)d->rank, (uint32_t)ri);
-        if (d->rank + 1 > a->world) a->world = d->rank + 1;
+        /* the job's size is a claim too: the ranks without a dump are listed */
+        if (d->rank + 1 > a->world && an_claim_world(a, d->rank + 1)) a->world = d->rank + 1;
     }
     add_comms(a, r, ri, d);
     add_ops(a, r, ri, d);

@@ -18,7 +18,10 @@ JSON_LIBS   := $(shell pkg-config --libs jansson simdjson 2>/dev/null || echo -l
 # The dump reader, shared by the subcommands that read dumps (and the tests).
 DUMPREAD_SRCS := cli/jsonread.c cli/jsonread_jansson.c cli/dumpread.c cli/dumpread_map.c \
     cli/dumpread_scalar.c cli/dumpread_stack.c cli/dumpdir.c
-DUMPREAD_OBJS := $(DUMPREAD_SRCS:%.c=$(B)/%.o) $(B)/cli/jsonread_simdjson.o
+# (its files are opened by shim/base/infile.c, which the shim uses too)
+DUMPREAD_BASE_SRCS := shim/base/infile.c shim/base/outfile.c
+DUMPREAD_OBJS := $(DUMPREAD_SRCS:%.c=$(B)/%.o) $(B)/cli/jsonread_simdjson.o \
+    $(DUMPREAD_BASE_SRCS:%.c=$(B)/cli/obj/%.o)
 
 ANALYZE_SRCS := cli/intern.c cli/analyze.c cli/analyze_collect.c cli/analyze_fold.c \
     cli/analyze_read.c cli/analyze_where.c cli/analyze_rank.c cli/analyze_hang.c \
@@ -30,7 +33,7 @@ CLI_SRCS += $(ANALYZE_SRCS)
 # the subcommands that read JSON: jansson (trace) and the dump reader
 $(CLI_SRCS:%.c=$(B)/%.o) $(DUMPREAD_SRCS:%.c=$(B)/%.o): CFLAGS += $(JSON_CFLAGS)
 CLI_SHIM_SRCS := $(SHIM_POLICY_SRCS) $(wildcard shim/base/*.c)
-CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o) $(DUMPREAD_OBJS) $(CLI_SHIM_SRCS:%.c=$(B)/cli/obj/%.o)
+CLI_OBJS := $(sort $(CLI_SRCS:%.c=$(B)/%.o) $(DUMPREAD_OBJS) $(CLI_SHIM_SRCS:%.c=$(B)/cli/obj/%.o))
 
 $(B)/cli/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -59,7 +62,7 @@ $(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
 ALL += $(B)/tests/unit/dumpread_echo
 
 # --- libFuzzer smoke run of the dump reader (clang), part of `make fuzz-smoke` ---
-DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) \
+DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) $(DUMPREAD_BASE_SRCS) \
     $(filter-out cli/analyze.c cli/report%,$(ANALYZE_SRCS))
 FUZZ_CXX ?= clang++
 $(B)/fuzz/jsonread_simdjson.o: cli/jsonread_simdjson.cc cli/jsonread.h cli/jsonread_impl.h \

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/infile.h"
 #include "dumpread_mem.h"
 #include "dumpread_scalar.h"
 
@@ -177,6 +178,7 @@ static struct ng_dump *parse_once(ng_jparser *p, const char *buf, size_t len, co
         return NULL;
     }
     d->mem = m;
+    d->bytes = len;
     d->rank = d->local_rank = d->pid = NG_DUMP_NONE;
     d->path = path ? ng_mem_strdup(m, path, strlen(path)) : NULL;
     err[0] = '\0';
@@ -213,32 +215,18 @@ void ng_dump_free(struct ng_dump *d)
     free(d);
 }
 
+/* The file is opened as base/infile.h says (a FIFO or a device is refused
+ * without being opened, nothing blocks), at most MAX_DUMP_BYTES. Dumps of any
+ * owner and mode are read, and a symlink is followed: the person names the
+ * directory, and an administrator reads the dumps of every user. */
 int ng_dump_slurp(const char *path, struct ng_dump_bytes *b, char *err, size_t errlen)
 {
     struct stat st;
     b->len = 0;
-    if (stat(path, &st)) {
-        snprintf(err, errlen, "cannot read: %s", strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "not a regular file (%s)",
-                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                 : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
-        return -1;
-    }
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "cannot read: %s", fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    if ((uint64_t)st.st_size > MAX_DUMP_BYTES) {
-        snprintf(err, errlen, "too large (%lld bytes; a dump is at most a few hundred MB)",
-                 (long long)st.st_size);
-        close(fd);
-        return -1;
-    }
+    int fd = ncclguard_infile_open(AT_FDCWD, path,
+                                   NG_INFILE_ANY_OWNER | NG_INFILE_ANY_MODE | NG_INFILE_FOLLOW,
+                                   (off_t)MAX_DUMP_BYTES, &st, err, errlen);
+    if (fd < 0) return -1;
     size_t size = (size_t)st.st_size, got = 0;
     if (size + NG_JSON_PADDING > b->cap) {
         char *nb = realloc(b->buf, size + NG_JSON_PADDING);

@@ -126,6 +126,7 @@ struct ng_dump {
     int has_threads;
     struct ng_dpython *python;  /* NULL: null, or 1.x */
     struct ng_dump_mem *mem;    /* owns everything above */
+    uint64_t bytes;             /* the length of the document read */
 };
 
 /* Offline symbolization: once a dump is read, the resolver is called on each

@@ -20,9 +20,11 @@
  *
  * The window (default: the last 60 s before the incident) and the ranks keep the
  * file loadable: a browser does not load millions of ops. What was left out is
- * said on stderr. Streaming: two passes over the dumps, each parsed (jansson)
- * and freed one at a time; the events are written as they are made, and only a
- * few numbers per dump and per host are kept.
+ * said on stderr. Streaming: two passes over the dumps, each read by the dump
+ * reader that `analyze` uses (dumpread.h: the same checks of the file, a FIFO or
+ * an oversized file refused with one line, and the same schema) and freed one at
+ * a time; the events are written (jansson) as they are made, and only a few
+ * numbers per dump and per host are kept.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,12 +39,15 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dumpread.h"
+#include "evidence/dump_format.h"
 
 #define USAGE_LINE "usage: ncclguard trace DIR -o FILE [--ranks LIST] [--window S] " \
                    "[--incident ID]"
 #define MAX_SPANS 256 /* rank ranges in --ranks */
 #define MAX_STREAMS 64 /* streams per rank with their own track; more share the last */
 #define STEP_NS 1000000 /* a realtime step smaller than 1 ms is not corrected */
+#define EXIT_UNUSABLE 3 /* no usable dump: analyze's status for it */
 
 static void trace_usage(FILE *out)
 {
@@ -56,7 +61,7 @@ static void trace_usage(FILE *out)
             "  --window S     only the last S seconds before the incident (default 60; 0: all)\n"
             "  --incident ID  the incident to show (default: the newest in the dumps); dumps\n"
             "                 of other incidents are left out\n\n"
-            "Exit status: 0, 1 (no usable dump), 2 (cannot write FILE), 64 (usage).\n");
+            "Exit status: 0, 2 (cannot write FILE), 3 (no usable dump), 64 (usage).\n");
 }
 
 struct span { long lo, hi; };
@@ -72,6 +77,7 @@ static int nspans;
 static struct host *hosts;
 static size_t nhosts;
 static FILE *out;
+static ng_jparser *parser;
 static int64_t origin;     /* window start, realtime ns: ts 0 */
 static int64_t win_lo;
 static unsigned long nevents, ops_out_window;
@@ -104,16 +110,25 @@ static int rank_wanted(int rank)
     return 0;
 }
 
-static int64_t int_of(json_t *o, const char *key, int64_t dflt)
+/* The dump's own spellings of an op's members, for the events' args. */
+static json_t *hex_of(uint64_t v)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
+    char s[17];
+    snprintf(s, sizeof s, "%016" PRIx64, v);
+    return json_string(s);
 }
 
-static const char *str_of(json_t *o, const char *key, const char *dflt)
+static json_t *flags_of(uint32_t f)
 {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : dflt;
+    static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
+    json_t *a = json_array();
+    for (unsigned b = 0; b < 32; b++) {
+        if (!(f & (1u << b))) continue;
+        char n[16];
+        snprintf(n, sizeof n, "bit%u", b);
+        json_array_append_new(a, json_string(b < sizeof names / sizeof *names ? names[b] : n));
+    }
+    return a;
 }
 
 /* The realtime of an incident id "<s>.<ns>-<origin>"; 0 when it has none. */
@@ -135,25 +150,13 @@ static size_t host_index(const char *name)
     return nhosts++;
 }
 
-/* Loads a dump; NULL after one line naming the file. */
-static json_t *load(const char *dir, const char *name)
+/* Reads a dump; NULL after one line naming the file and why. */
+static struct ng_dump *load(const char *dir, const char *name)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], err[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    json_error_t err;
-    json_t *d = json_load_file(path, 0, &err);
-    if (!d) {
-        fprintf(stderr, "ncclguard: trace: %s: not a complete JSON document (line %d: %s); "
-                        "left out\n", path, err.line, err.text);
-        return NULL;
-    }
-    const char *schema = str_of(d, "schema", "");
-    if (strncmp(schema, "ncclguard.dump/1", 16) && strncmp(schema, "ncclguard.dump/2", 16)) {
-        fprintf(stderr, "ncclguard: trace: %s: schema '%s' is not ncclguard.dump/1.x or /2; "
-                        "left out\n", path, schema);
-        json_decref(d);
-        return NULL;
-    }
+    struct ng_dump *d = ng_dump_read_file(parser, path, 0, err, sizeof err);
+    if (!d) fprintf(stderr, "ncclguard: trace: %s: %s; left out\n", path, err);
     return d;
 }
 
@@ -169,18 +172,19 @@ static void emit(json_t *ev)
 static double ts_us(int64_t ns) { return (double)(ns - origin) / 1000.0; }
 
 /* One op of rank pid: its enqueue instant and its span. */
-static void emit_op(int pid, json_t *op, int tid, const struct host *h, int64_t dump_ns)
+static void emit_op(int pid, const struct ng_dop *op, int tid, const struct host *h,
+                    int64_t dump_ns)
 {
-    int64_t enq = int_of(op, "enqueue_ns", 0), mono = int_of(op, "enqueue_mono_ns", 0);
+    int64_t enq = op->enqueue_ns, mono = op->enqueue_mono_ns;
     /* this op's realtime/monotonic difference against the host's newest; below
      * STEP_NS it is the jitter between the two clock reads, not a step */
     int64_t shift = h->mono != INT64_MIN && mono ? h->delta - (enq - mono) : 0;
     if (shift > -STEP_NS && shift < STEP_NS) shift = 0;
-    int64_t start = int_of(op, "gpu_start_ns", 0), end = int_of(op, "gpu_end_ns", 0);
+    int64_t start = op->gpu_start_ns, end = op->gpu_end_ns;
     const char *timing = "gpu";
     if (!start) {
-        start = int_of(op, "seen_start_ns", 0);
-        end = int_of(op, "seen_end_ns", 0);
+        start = op->seen_start_ns;
+        end = op->seen_end_ns;
         timing = "discovered";
     }
     if (start && !end) {
@@ -192,20 +196,20 @@ static void emit_op(int pid, json_t *op, int tid, const struct host *h, int64_t 
         ops_out_window++;
         return;
     }
-    const char *kind = str_of(op, "op", "Unknown");
+    const char *kind = ng_dop_name_str(op->op);
     char name[96];
-    json_t *seq = json_object_get(op, "seq"), *p2p = json_object_get(op, "p2p_seq");
-    if (json_is_integer(seq))
-        snprintf(name, sizeof name, "%s #%" PRId64, kind, (int64_t)json_integer_value(seq));
+    /* a collective has a seq (from 1), a point-to-point op a p2p_seq (the reader's 0: null) */
+    json_t *seq = op->seq ? json_integer((json_int_t)op->seq) : NULL;
+    json_t *p2p = op->seq ? NULL : json_integer((json_int_t)op->p2p_seq);
+    if (op->seq)
+        snprintf(name, sizeof name, "%s #%" PRIu64, kind, op->seq);
     else
-        snprintf(name, sizeof name, "%s #%" PRId64 " peer %" PRId64, kind,
-                 (int64_t)json_integer_value(p2p), int_of(op, "peer", -1));
-    json_t *args = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:O?}", "comm",
-                             json_object_get(op, "comm"), "seq", seq, "p2p_seq", p2p, "count",
-                             json_object_get(op, "count"), "bytes", json_object_get(op, "bytes"),
-                             "datatype", json_object_get(op, "datatype"), "state",
-                             json_object_get(op, "state"), "timing", start ? timing : "not started",
-                             "flags", json_object_get(op, "flags"));
+        snprintf(name, sizeof name, "%s #%" PRIu64 " peer %" PRId32, kind, op->p2p_seq, op->peer);
+    json_t *args = json_pack("{s:o, s:o?, s:o?, s:I, s:I, s:s, s:s, s:s, s:o}", "comm",
+                             hex_of(op->comm), "seq", seq, "p2p_seq", p2p, "count",
+                             (json_int_t)op->count, "bytes", (json_int_t)op->bytes, "datatype",
+                             op->datatype, "state", ng_dop_state_str(op->state), "timing",
+                             start ? timing : "not started", "flags", flags_of(op->flags));
     if (enq + shift >= win_lo)
         emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:O}", "name", name, "cat", "enqueue",
                        "ph", "i", "s", "t", "ts", ts_us(enq + shift), "pid", pid, "tid", tid,
@@ -231,13 +235,13 @@ static int stream_tid(int pid, const char *stream, char names[][17], int *n)
     return ++*n;
 }
 
-static void emit_dump(json_t *d, int pid, const struct host *h)
+static void emit_dump(const struct ng_dump *d, int pid, const struct host *h)
 {
-    const char *host = str_of(d, "host", "?");
+    const char *host = d->host ? d->host : "?";
     char label[160], rank[16] = "?";
-    if (json_is_integer(json_object_get(d, "rank"))) snprintf(rank, sizeof rank, "%d", pid);
+    if (d->rank != NG_DUMP_NONE) snprintf(rank, sizeof rank, "%d", pid);
     snprintf(label, sizeof label, "rank %s (host %s, pid %" PRId64 ")", rank, host,
-             int_of(d, "pid", 0));
+             d->pid == NG_DUMP_NONE ? 0 : d->pid);
     emit(json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", pid,
                    "args", "name", label));
     emit(json_pack("{s:s, s:s, s:i, s:{s:i}}", "name", "process_sort_index", "ph", "M", "pid",
@@ -246,23 +250,21 @@ static void emit_dump(json_t *d, int pid, const struct host *h)
                    "tid", 0, "args", "name", "dumps and timeouts"));
     static char streams[MAX_STREAMS][17];
     int nstreams = 0, ntimeout = 0;
-    int64_t dump_ns = int_of(d, "time_ns", 0);
-    size_t i;
-    json_t *op;
-    json_array_foreach(json_object_get(d, "ops"), i, op) {
-        int tid = stream_tid(pid, str_of(op, "stream", "?"), streams, &nstreams);
+    int64_t dump_ns = d->time_ns;
+    for (size_t i = 0; i < d->nops; i++) {
+        const struct ng_dop *op = &d->ops[i];
+        char stream[17];
+        snprintf(stream, sizeof stream, "%016" PRIx64, op->stream);
+        int tid = stream_tid(pid, stream, streams, &nstreams);
         emit_op(pid, op, tid, h, dump_ns);
-        json_t *f;
-        size_t k;
-        json_array_foreach(json_object_get(op, "flags"), k, f)
-            ntimeout += !strcmp(json_string_value(f) ? json_string_value(f) : "", "timeout");
+        ntimeout += !!(op->flags & NG_DOP_TIMEOUT);
     }
     char what[64];
-    const char *reason = str_of(d, "reason", "?");
+    const char *reason = d->reason ? d->reason : "?";
     snprintf(what, sizeof what, "dump (%s)", reason);
-    emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:O?}}", "name", what, "cat", "dump",
+    emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:s?}}", "name", what, "cat", "dump",
                    "ph", "i", "s", "p", "ts", ts_us(dump_ns), "pid", pid, "tid", 0, "args",
-                   "incident", json_object_get(d, "incident")));
+                   "incident", d->incident));
     if (ntimeout)
         emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:i}}", "name", "timeout", "cat",
                        "timeout", "ph", "i", "s", "p", "ts", ts_us(dump_ns), "pid", pid, "tid",
@@ -348,15 +350,18 @@ int ncclguard_cli_trace(int argc, char **argv)
     int n = scandir(dir, &names, NULL, alphasort);
     if (n < 0) {
         fprintf(stderr, "ncclguard: trace: cannot list %s: %s\n", dir, strerror(errno));
-        return 1;
+        return EXIT_UNUSABLE;
     }
     struct dump_info *info = calloc((size_t)n + 1, sizeof *info);
     hosts = calloc((size_t)n + 1, sizeof *hosts);
-    int rc = 1;
-    if (!info || !hosts)
+    parser = ng_jparser_new(NG_JSON_SIMDJSON);
+    int rc = EXIT_UNUSABLE;
+    if (!info || !hosts || !parser)
         perror("ncclguard: trace");
     else
         rc = trace_dir(dir, names, n, info, path, want_incident, window_s);
+    ng_jparser_free(parser);
+    parser = NULL;
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     free(info);
@@ -377,31 +382,28 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
         progress("reading ", i, n);
         info[i].keep = 0;
         if (!is_dump_name(names[i]->d_name)) continue;
-        json_t *d = load(dir, names[i]->d_name);
+        struct ng_dump *d = load(dir, names[i]->d_name);
         if (!d) continue;
-        const char *inc = json_string_value(json_object_get(d, "incident"));
+        const char *inc = d->incident;
         if (want_incident && (!inc || strcmp(inc, want_incident))) {
             fprintf(stderr, "ncclguard: trace: %s/%s: of incident %s, not %s; left out\n", dir,
                     names[i]->d_name, inc ? inc : "none", want_incident);
-            json_decref(d);
+            ng_dump_free(d);
             continue;
         }
         if (inc && incident_time(inc) > newest_t) {
             newest_t = incident_time(inc);
             snprintf(newest, sizeof newest, "%s", inc);
         }
-        json_t *r = json_object_get(d, "rank");
-        info[i].rank = json_is_integer(r) ? (int)json_integer_value(r) : 1000000 + i;
-        info[i].host = (int)host_index(str_of(d, "host", "?"));
+        info[i].rank = d->rank != NG_DUMP_NONE ? (int)d->rank : 1000000 + i;
+        info[i].host = (int)host_index(d->host ? d->host : "?");
         info[i].keep = 1;
         ndumps++;
-        int64_t t = int_of(d, "time_ns", 0);
+        int64_t t = d->time_ns;
         if (t > last_dump) last_dump = t;
         struct host *h = &hosts[info[i].host];
-        size_t k;
-        json_t *op;
-        json_array_foreach(json_object_get(d, "ops"), k, op) {
-            int64_t mono = int_of(op, "enqueue_mono_ns", 0), enq = int_of(op, "enqueue_ns", 0);
+        for (size_t k = 0; k < d->nops; k++) {
+            int64_t mono = d->ops[k].enqueue_mono_ns, enq = d->ops[k].enqueue_ns;
             if (mono && mono < h->oldest_mono) h->oldest_mono = mono;
             else if (!mono && enq && enq < oldest_enq) oldest_enq = enq; /* no pair */
             if (mono > h->mono) {
@@ -409,11 +411,11 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
                 h->delta = enq - mono;
             }
         }
-        json_decref(d);
+        ng_dump_free(d);
     }
     if (!ndumps) {
         fprintf(stderr, "ncclguard: trace: no usable dump (ncclguard-*.json) in %s\n", dir);
-        return 1;
+        return EXIT_UNUSABLE;
     }
     int64_t end_t = newest_t ? newest_t : last_dump;
     if (last_dump > end_t) end_t = last_dump; /* dumps come just after the incident */
@@ -441,11 +443,11 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
             ranks_out++;
             continue;
         }
-        json_t *d = load(dir, names[i]->d_name);
+        struct ng_dump *d = load(dir, names[i]->d_name);
         if (!d) continue;
         emit_dump(d, info[i].rank, &hosts[info[i].host]);
         shown++;
-        json_decref(d);
+        ng_dump_free(d);
     }
     if (newest_t)
         emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:s}}", "name", "incident", "cat",

@@ -8,10 +8,14 @@
  * once per dump and everything else is relative to that descriptor (openat,
  * renameat), so a directory swapped meanwhile cannot redirect the file.
  *
- * The fallback directory lives in a shared place ($TMPDIR or /tmp), where
- * someone else could have made it first: it is opened with O_NOFOLLOW and
- * used only if it belongs to us and nobody else may write to it. The
- * configured directory is the user's choice and is taken as it is.
+ * The default directory (./ncclguard-<job id>) and the fallback ($TMPDIR or
+ * /tmp) have names anyone can guess, in places others may write to: someone
+ * could have made them first (a symlink to a victim's directory, a directory of
+ * theirs where they plant newer dumps or a FIFO named TRIGGER). They are opened
+ * with O_NOFOLLOW and used only if they belong to us and neither group nor
+ * others may write to them (docs/configuration.md, "Dump directory"); else the
+ * dumps go to the fallback, with one line that says why. A directory named by
+ * NCCLGUARD_DUMP_DIR or dump_dir is the user's choice and is taken as it is.
  *
  * Everything after init is async-signal-safe except the messages of
  * ncclguard_dump_write (log.h); ncclguard_dump_write_signal composes its
@@ -43,6 +47,7 @@
 #define BUF_SIZE (64 << 10) /* the JSON buffer; a dump of any size streams through it */
 
 static char dump_dir[PATH_MAX];     /* absolute; "" when unusable */
+static int dump_dir_checked;        /* the default one: checked like the fallback */
 static char fallback_dir[PATH_MAX]; /* absolute */
 static char host_part[NG_NAME_PART_MAX + 1];
 static int dump_rank;    /* global rank for the file name, -1 unknown */
@@ -56,6 +61,11 @@ static ng_atomic(int) written;      /* dumps written by this process */
 static char json_buf[BUF_SIZE];
 static char msg_buf[2 * PATH_MAX + 256];
 static char mkdir_buf[PATH_MAX];
+/* Why open_dir refused the last directory it refused (for the fallback's line). */
+static struct {
+    enum { REFUSED_NONE, REFUSED_LINK, REFUSED_OWNER, REFUSED_MODE, REFUSED_KIND } why;
+    unsigned uid, mode;
+} refusal;
 
 /* ---- bounded string building, async-signal-safe ---- */
 
@@ -129,10 +139,10 @@ void ncclguard_dump_init(void)
      * the built-in "./ncclguard-<job id>" when neither set it. */
     const char *dir = ncclguard_settings()->dump_dir;
     char def[PATH_MAX];
-    if (!*dir) {
-        ncclguard_default_dump_dir(def, sizeof def);
-        dir = def;
-    }
+    /* the default, or its name given as is: checked (docs/configuration.md) */
+    ncclguard_default_dump_dir(def, sizeof def);
+    dump_dir_checked = !*dir || !strcmp(dir, def);
+    if (!*dir) dir = def;
     if (dir[0] == '.' && dir[1] == '/') dir += 2;
     dump_dir[0] = '\0';
     if (dir[0] == '/') {
@@ -257,15 +267,31 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
-/* Opens the dump directory. A shared (fallback) one must be ours, not a
- * symlink, and writable by nobody else. */
-static int open_dir(const char *dir, int shared)
+/* Opens the dump directory. A checked one (the default, the fallback) must not
+ * be a symlink, must be ours, and neither group nor others may write to it:
+ * else -1 with errno EPERM and the reason in `refusal`. */
+static int open_dir(const char *dir, int checked)
 {
     if (make_dirs(dir) != 0) return -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (shared ? O_NOFOLLOW : 0));
-    if (dfd < 0 || !shared) return dfd;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (checked ? O_NOFOLLOW : 0));
     struct stat st;
+    if (dfd < 0) {
+        int e = errno;
+        if (checked && (e == ELOOP || e == ENOTDIR) && lstat(dir, &st) == 0 &&
+            S_ISLNK(st.st_mode)) {
+            refusal.why = REFUSED_LINK;
+            e = EPERM;
+        } else {
+            refusal.why = REFUSED_KIND;
+        }
+        errno = e;
+        return -1;
+    }
+    if (!checked) return dfd;
     if (fstat(dfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+        refusal.why = st.st_uid != geteuid() ? REFUSED_OWNER : REFUSED_MODE;
+        refusal.uid = (unsigned)st.st_uid;
+        refusal.mode = (unsigned)(st.st_mode & 07777);
         close(dfd);
         errno = EPERM;
         return -1;
@@ -280,7 +306,7 @@ int ncclguard_dump_dir_fd(void)
         return -1;
     }
     int fallen_back = ng_atomic_load_relaxed(&use_fallback);
-    return open_dir(fallen_back ? fallback_dir : dump_dir, fallen_back);
+    return open_dir(fallen_back ? fallback_dir : dump_dir, fallen_back || dump_dir_checked);
 }
 
 /* Creates the temp file; a stale one (an earlier crash, or something planted
@@ -298,10 +324,10 @@ static int create_temp(int dfd, const char *tmp)
 
 /* Writes the dump into `dir` as name, via tmp. 0, or -1 with errno set and no
  * temp file left behind. */
-static int write_in(const char *dir, int shared, const char *name, const char *tmp,
+static int write_in(const char *dir, int checked, const char *name, const char *tmp,
                     const char *reason, int from_signal)
 {
-    int dfd = open_dir(dir, shared);
+    int dfd = open_dir(dir, checked);
     if (dfd < 0) return -1;
     int fd = create_temp(dfd, tmp);
     if (fd < 0) {
@@ -364,6 +390,19 @@ static void say_fallback(int err, int from_signal)
     text_add(&m, dump_dir);
     text_add(&m, " (");
     text_errno(&m, err);
+    if (err == EPERM && refusal.why == REFUSED_LINK) {
+        text_add(&m, ": a symbolic link, not followed");
+    } else if (err == EPERM && refusal.why == REFUSED_OWNER) {
+        text_add(&m, ": owned by uid ");
+        text_int(&m, refusal.uid);
+        text_add(&m, ", not by you");
+    } else if (err == EPERM && refusal.why == REFUSED_MODE) {
+        char mode[6] = {'0', (char)('0' + (refusal.mode >> 9 & 7)),
+                        (char)('0' + (refusal.mode >> 6 & 7)), (char)('0' + (refusal.mode >> 3 & 7)),
+                        (char)('0' + (refusal.mode & 7)), '\0'};
+        text_add(&m, ": others may write to it, mode ");
+        text_add(&m, mode);
+    }
     text_add(&m, "): dumps go to ");
     text_add(&m, fallback_dir);
     text_add(&m, " instead; set NCCLGUARD_DUMP_DIR to a writable directory");
@@ -426,7 +465,8 @@ static int dump_write(const char *reason, char *path_out, size_t path_len, int f
     int rc = -1;
     int fallen_back = ng_atomic_load_relaxed(&use_fallback);
     if (!fallen_back) {
-        rc = write_in(dump_dir, 0, name, tmp, reason, from_signal);
+        refusal.why = REFUSED_NONE;
+        rc = write_in(dump_dir, dump_dir_checked, name, tmp, reason, from_signal);
         if (rc != 0 && strcmp(dump_dir, fallback_dir) != 0) primary_err = errno ? errno : EIO;
     }
     if (rc != 0 && (fallen_back || primary_err)) {

@@ -51,6 +51,15 @@
 #define NG_DUMP_PREFIX "ncclguard-"
 #define NG_DUMP_SUFFIX ".json"
 
+/* The trigger file <dump dir>/TRIGGER (docs/dump-format.md, "Incidents"): its
+ * first NG_TRIGGER_LINE_MAX - 1 bytes are read for the incident's origin (the
+ * shim writes "r<rank>@<host>\n", `ncclguard dump --dir` "<ID>\n", both within
+ * that); a file larger than NG_TRIGGER_FILE_MAX, or one that is not a regular
+ * file of the user's (or root's) without group or other write, is refused. */
+#define NG_TRIGGER_NAME "TRIGGER"
+#define NG_TRIGGER_LINE_MAX 48
+#define NG_TRIGGER_FILE_MAX 4096
+
 /* The top-level object. */
 #define NG_DUMP_TOP_FIELDS(X)                               \
     X("schema", STR, NG_DUMP_SCHEMA)                        \

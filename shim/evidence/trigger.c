@@ -8,6 +8,7 @@
  */
 #include "evidence/trigger.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,13 +24,14 @@
 #include "base/clock.h"
 #include "base/hash.h"
 #include "base/identity.h"
+#include "base/infile.h"
 #include "base/log.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
+#include "evidence/dump_format.h"
 #include "evidence/nodedir.h"
 #include "policy/config.h"
 
-#define TRIGGER_NAME "TRIGGER"
 #define TRIGGER_JOIN_S 600 /* a timeout this soon after an incident joins it */
 #define ID_MAX 96
 
@@ -52,6 +54,7 @@ static int64_t poll_ns, next_poll_mono;
 static struct key shared_seen, fanout_seen;
 static char dumped[ID_MAX];    /* the incident this rank dumped for */
 static char raised[ID_MAX];    /* the last incident this rank raised */
+static char refused[PATH_MAX + 192]; /* the last trigger file refused, and why: said once */
 
 static int64_t mtime_ns(const struct stat *st)
 {
@@ -75,7 +78,7 @@ void ncclguard_trigger_init(void)
     start_ns = ng_clock_ns(CLOCK_REALTIME);
     next_poll_mono = 0;
     const char *dir = ncclguard_dump_dir();
-    snprintf(shared_path, sizeof shared_path, "%s/" TRIGGER_NAME, dir);
+    snprintf(shared_path, sizeof shared_path, "%s/" NG_TRIGGER_NAME, dir);
     unsigned long long h = (unsigned long long)ng_hash_str(dir);
     snprintf(fanout_name, sizeof fanout_name, "trigger-%016llx", h);
     snprintf(lock_name, sizeof lock_name, "poller-%016llx.lock", h);
@@ -87,8 +90,6 @@ void ncclguard_trigger_init(void)
         is_poller = 1;
         return;
     }
-    if (lock_fd < 0)
-        lock_fd = openat(shm_dfd, lock_name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 /* "<mtime s>.<ns>-<origin>": the same on every node that sees this version. */
@@ -98,11 +99,10 @@ static void format_id(const struct stat *st, const char *origin, char out[ID_MAX
              (long)st->st_mtim.tv_nsec, origin[0] ? origin : "manual");
 }
 
-/* The id of an open trigger file: its first line, kept to [A-Za-z0-9._@-]. */
-static void id_of(int fd, const struct stat *st, char out[ID_MAX])
+/* The id of a trigger file: its first line (in line[0..n)), kept to [A-Za-z0-9._@-]. */
+static void id_of(char line[NG_TRIGGER_LINE_MAX], ssize_t n, const struct stat *st,
+                  char out[ID_MAX])
 {
-    char line[48];
-    ssize_t n = pread(fd, line, sizeof line - 1, 0);
     size_t k = 0;
     for (ssize_t i = 0; i < n && line[i] != '\n'; i++) {
         char c = line[i];
@@ -114,15 +114,30 @@ static void id_of(int fd, const struct stat *st, char out[ID_MAX])
     format_id(st, line, out);
 }
 
-/* Reads an incident id from dirfd/name; 0, or -1 when there is none. */
+/* Reads an incident id from dirfd/name; 0, or -1 when there is none. The file
+ * lives in the job's shared directory, where others may write: it is read only
+ * as infile.h says (never a FIFO, which would block the dump thread; a regular
+ * file of ours or root's, nobody else may write, at most NG_TRIGGER_FILE_MAX
+ * bytes); a refused one is said once, and is no incident. */
 static int read_id(int dirfd, const char *name, char out[ID_MAX], struct stat *st)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = fstat(fd, st);
-    if (rc == 0) id_of(fd, st, out);
-    close(fd);
-    return rc;
+    char line[NG_TRIGGER_LINE_MAX], why[160];
+    ssize_t n = ncclguard_infile_read(dirfd, name, NG_INFILE_ROOT_OK, NG_TRIGGER_FILE_MAX, line,
+                                      sizeof line, st, why, sizeof why);
+    if (n < 0) {
+        if (errno == ENOENT) return -1;
+        char said[sizeof refused];
+        snprintf(said, sizeof said, "%s (%s)", shared_path, why);
+        if (strcmp(said, refused)) {
+            snprintf(refused, sizeof refused, "%s", said);
+            NG_WARN("trigger file %s ignored (%s): no incident from it; remove it (a trigger "
+                    "is a regular file of yours: touch it, or use ncclguard dump --dir)",
+                    shared_path, why);
+        }
+        return -1;
+    }
+    id_of(line, n, st, out);
+    return 0;
 }
 
 /* Writes text to dirfd/name through a temporary file and a rename (link
@@ -137,7 +152,9 @@ static int put_file(int dirfd, const char *name, const char *text, int exclusive
     int fd = openat(dirfd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     size_t len = strlen(text);
-    int rc = write(fd, text, len) == (ssize_t)len && fstat(fd, st) == 0 ? 0 : -1;
+    /* 0644 whatever the umask: a reader refuses a file that its group may write */
+    int rc = fchmod(fd, 0644) == 0 && write(fd, text, len) == (ssize_t)len && fstat(fd, st) == 0
+                 ? 0 : -1;
     close(fd);
     if (rc == 0)
         rc = exclusive ? linkat(dirfd, tmp, dirfd, name, 0) : renameat(dirfd, tmp, dirfd, name);
@@ -168,12 +185,10 @@ static int take(const char *id)
 /* The fan-out's content, as a plain id (its first line). */
 static int read_fanout(char out[ID_MAX], struct stat *st)
 {
-    int fd = openat(shm_dfd, fanout_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = fstat(fd, st) == 0 ? pread(fd, out, ID_MAX - 1, 0) : -1;
-    close(fd);
+    char why[160];
+    ssize_t n = ncclguard_infile_read(shm_dfd, fanout_name, 0, 4 * ID_MAX, out, ID_MAX, st, why,
+                                      sizeof why);
     if (n <= 0) return -1;
-    out[n] = '\0';
     out[strcspn(out, "\n")] = '\0';
     return 0;
 }
@@ -184,22 +199,22 @@ int ncclguard_trigger_raise(void)
     struct stat st;
     int dfd = ncclguard_dump_dir_fd();
     int64_t now = ng_clock_ns(CLOCK_REALTIME);
-    int have = dfd >= 0 && read_id(dfd, TRIGGER_NAME, id, &st) == 0;
+    int have = dfd >= 0 && read_id(dfd, NG_TRIGGER_NAME, id, &st) == 0;
     int fresh = have && mtime_ns(&st) >= start_ns &&
                 now - mtime_ns(&st) < TRIGGER_JOIN_S * 1000000000LL;
     if (dfd >= 0 && !fresh) {
         const struct ng_identity *me = ncclguard_identity();
-        char origin[40], text[48];
+        char origin[40], text[NG_TRIGGER_LINE_MAX];
         char host[NG_NAME_PART_MAX + 1];
         ncclguard_name_part(me->host, host);
         snprintf(origin, sizeof origin, "r%d@%.24s", me->rank, host);
         snprintf(text, sizeof text, "%s\n", origin);
         /* Exclusive when there is none, so that ranks timing out together
          * agree on the first one's incident; replacing when it is old. */
-        if (put_file(dfd, TRIGGER_NAME, text, !have, &st) == 0) {
+        if (put_file(dfd, NG_TRIGGER_NAME, text, !have, &st) == 0) {
             format_id(&st, origin, id);
             snprintf(raised, sizeof raised, "%s", id);
-        } else if (!(errno == EEXIST && read_id(dfd, TRIGGER_NAME, id, &st) == 0)) {
+        } else if (!(errno == EEXIST && read_id(dfd, NG_TRIGGER_NAME, id, &st) == 0)) {
             close(dfd);
             dfd = -1;
         }
@@ -252,6 +267,75 @@ int64_t ncclguard_trigger_next_ns(int64_t now_mono, int64_t period_ns)
     return next_poll_mono;
 }
 
+/* Takes the poller's lock: an flock of lock_name, then a check that the file
+ * locked is still the one of that name (a poller that left, or a sweep, removes
+ * the file while it holds the lock: a descriptor of the old file locks nothing
+ * that others see); else the name is opened again, once. 1: this process polls. */
+static int take_lock(void)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (lock_fd < 0)
+            lock_fd = openat(shm_dfd, lock_name,
+                             O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;
+        struct stat held, named;
+        if (fstat(lock_fd, &held) == 0 && S_ISREG(held.st_mode) &&
+            fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+            return 1;
+        close(lock_fd); /* a removed file: its lock goes with the descriptor */
+        lock_fd = -1;
+    }
+    return 0;
+}
+
+/* Removes dfd/name, a lock file, when nobody holds it: under its lock, and only
+ * if the name still names the file locked. */
+static void remove_if_free(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat held, named;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
+        fstatat(dfd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 && held.st_ino == named.st_ino &&
+        held.st_dev == named.st_dev)
+        unlinkat(dfd, name, 0);
+    close(fd);
+}
+
+/* The node's lock files of jobs that have no poller (gone: killed before they
+ * could remove theirs) are removed by the next process that becomes a poller.
+ * A live job whose poller just left makes a new file at its next try. */
+static void sweep_locks(void)
+{
+    int fd = openat(shm_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 12 && !strncmp(e->d_name, "poller-", 7) && !strcmp(e->d_name + n - 5, ".lock") &&
+            strcmp(e->d_name, lock_name))
+            remove_if_free(shm_dfd, e->d_name);
+    }
+    closedir(d);
+}
+
+void ncclguard_trigger_exit(void)
+{
+    /* the poller leaves: its file goes, under its lock; a process of the job that
+     * stays makes a new one at its next try (take_lock) */
+    if (is_poller && lock_fd >= 0 && shm_dfd >= 0) {
+        struct stat held, named;
+        if (fstat(lock_fd, &held) == 0 &&
+            fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+            unlinkat(shm_dfd, lock_name, 0);
+    }
+}
+
 int ncclguard_trigger_check(void)
 {
     int64_t now = ng_clock_ns(CLOCK_MONOTONIC);
@@ -264,7 +348,10 @@ int ncclguard_trigger_check(void)
     }
     if (now >= next_poll_mono) {
         next_poll_mono = now + poll_ns;
-        if (!is_poller && lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) == 0) is_poller = 1;
+        if (!is_poller && shm_dfd >= 0 && take_lock()) {
+            is_poller = 1;
+            sweep_locks();
+        }
         /* The one metadata operation per node and period on the shared file system. */
         if (is_poller && stat(shared_path, &st) == 0) {
             struct key k = key_of(&st);

@@ -12,7 +12,9 @@
  *  - /dev/shm/ncclguard-<uid>/poller-<h>.lock: one process per node holds its
  *    flock and stats TRIGGER every NCCLGUARD_TRIGGER_POLL_S seconds (default
  *    2): one metadata operation per node and period on the shared file system
- *    (<h> is a hash of the dump directory: one channel per job);
+ *    (<h> is a hash of the dump directory: one channel per job). The poller
+ *    removes it when it leaves, under its lock; a process that becomes a
+ *    poller removes the files that nobody holds (jobs killed before they could);
  *  - /dev/shm/ncclguard-<uid>/trigger-<h>: the poller (or a rank that timed
  *    out) writes the incident id there; every process of the node stats it
  *    when the directory changes (inotify: the dump thread sleeps on
@@ -26,7 +28,9 @@
  *
  * Threads: init under the start lock; the rest on the watchdog thread (the
  * thread that writes the dumps), between dumps. raise and check hand the
- * incident to the dump (dump_body.h).
+ * incident to the dump (dump_body.h). TRIGGER and the fan-out are read as
+ * base/infile.h says: a FIFO, a link or a stranger's file is refused with one
+ * line, never waited on. ncclguard_trigger_exit from the exit handler.
  */
 #ifndef NCCLGUARD_TRIGGER_H
 #define NCCLGUARD_TRIGGER_H
@@ -66,6 +70,10 @@ int ncclguard_trigger_is_reporter(const char *id);
 
 /* The incident this rank dumped for last; NULL before any. */
 const char *ncclguard_trigger_incident(void);
+
+/* The process leaves (its exit handler, or the kill action before _exit): the
+ * poller removes its lock file, under the lock. */
+void ncclguard_trigger_exit(void);
 
 /* fork(): the child holds no poller lock and has seen no incident. */
 void ncclguard_trigger_atfork_child(void);

@@ -8,10 +8,10 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +27,16 @@
 #define VERDICT_RUN_S 60   /* the analyzer's run, at most */
 #define VERDICT_LINES 20   /* lines of the verdict logged, at most */
 #define COUNT_PERIOD_MS 250
+/* The analyzer's address space, at most (RLIMIT_AS, docs/analysis.md): its model
+ * is bounded by its input, and this bounds what a damaged or hostile dump
+ * directory can take from the node. Not under a sanitizer, which reserves
+ * terabytes of shadow memory. */
+#define VERDICT_AS_BYTES (4ull << 30)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define VERDICT_AS_LIMITED 0
+#else
+#define VERDICT_AS_LIMITED 1
+#endif
 
 extern char **environ;
 
@@ -136,6 +146,45 @@ static void log_verdict(int fd, pid_t pid, long have)
     }
 }
 
+/*
+ * Starts argv[0] with stdout on out_fd, stderr on /dev/null and RLIMIT_AS set,
+ * like posix_spawn (which cannot set a limit in the child): vfork, so that no
+ * fork handler runs and no memory is copied; the child makes system calls only
+ * until execve. Every signal is blocked around it, and the child puts the
+ * handlers it inherited back to SIG_DFL before it unblocks them, so that no
+ * handler of the job runs in the child on the parent's memory. The child's pid,
+ * or -1 with errno set.
+ */
+static pid_t spawn_limited(char *const argv[], char *const env[], int out_fd)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        for (int sig = 1; sig < NSIG; sig++) {
+            struct sigaction cur;
+            if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_DFL &&
+                cur.sa_handler != SIG_IGN) {
+                struct sigaction dfl = {.sa_handler = SIG_DFL};
+                sigaction(sig, &dfl, NULL);
+            }
+        }
+        struct rlimit as = {VERDICT_AS_BYTES, VERDICT_AS_BYTES};
+        int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if ((VERDICT_AS_LIMITED && setrlimit(RLIMIT_AS, &as) != 0) ||
+            dup2(out_fd, STDOUT_FILENO) < 0 || nul < 0 || dup2(nul, STDERR_FILENO) < 0)
+            _exit(127);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execve(argv[0], argv, env);
+        _exit(127);
+    }
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return pid;
+}
+
 static void *run(void *arg)
 {
     struct job *j = arg;
@@ -154,14 +203,9 @@ static void *run(void *arg)
         free(j);
         return NULL;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     char *argv[] = {analyzer, "analyze", j->dir, "--incident", j->id, NULL};
-    pid_t pid;
-    int err = posix_spawn(&pid, analyzer, &fa, NULL, argv, env);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t pid = spawn_limited(argv, env, out[1]);
+    int err = pid < 0 ? errno : 0;
     close(out[1]);
     free(env);
     if (err) {

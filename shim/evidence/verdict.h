@@ -8,8 +8,9 @@
  *
  * The analyzer is a program of its own, found next to the library
  * (`<dir of libncclguard.so>/ncclguard`, else `<dir>/../bin/ncclguard`), and
- * started with posix_spawn without LD_PRELOAD: nothing of it runs inside the
- * job's process. Its run is bounded (VERDICT_RUN_S); one that takes longer is
+ * started without LD_PRELOAD (vfork and execve, as posix_spawn does, so that
+ * the child can set RLIMIT_AS first: 4 GiB, docs/analysis.md "Memory"): nothing
+ * of it runs inside the job's process. Its run is bounded (VERDICT_RUN_S); one that takes longer is
  * killed, and the job never waits for any of it.
  *
  * Threads: init under the start lock; ncclguard_verdict_after_dump on the

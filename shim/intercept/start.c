@@ -147,6 +147,7 @@ static void at_exit(void)
     /* A fork child that made no communicator of its own has nothing to say. */
     if (!ng_atomic_load_acquire(&started)) return;
     ncclguard_marker_remove();
+    ncclguard_trigger_exit();
     ncclguard_watchdog_at_exit();
     print_summary();
     ncclguard_spool_finish(NG_SPOOL_EXIT_MS);

@@ -16,6 +16,7 @@
 #include "base/spool.h"
 #include "base/thread.h"
 #include "evidence/marker.h"
+#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "track/comm.h"
 #include "watch/dumper.h"
@@ -120,6 +121,7 @@ void ncclguard_escalation_kill(const char *why)
     ncclguard_event("kill", "\"why\":%s,\"status\":%lld",
                     ncclguard_json_quote(why, quoted, sizeof quoted), (long long)s->kill_exit);
     ncclguard_marker_remove(); /* _exit runs no exit handler */
+    ncclguard_trigger_exit();
     ncclguard_spool_finish(NG_SPOOL_EXIT_MS); /* the lines above, if the files take them */
     if (s->kill_core) {
         signal(SIGABRT, SIG_DFL);

@@ -232,11 +232,13 @@ else
     fail "dump: the job's markers" "$(ls "$J/node" 2>&1)"; tail -n 5 "$J/out"
 fi
 kill -TERM ${launcher:-$job} 2>/dev/null; wait $job 2>/dev/null
-# The marker's checks, with markers planted for a process of this script's own.
+# The marker's checks, with markers planted for a process of this script's own. It maps
+# the library (preloaded, no communicator): dump proves that before it signals.
 M=$TMP/markers/ncclguard-$(id -u)
 mkdir -p "$M" && chmod 700 "$M"
-bash -c "trap 'echo got >$TMP/usr1; exit 0' USR1; while :; do sleep 0.1; done" &
-victim=$!
+env LD_PRELOAD="$(preload)" bash -c "trap 'echo got >$TMP/usr1; exit 0' USR1; while :; do sleep 0.1; done" &
+victim=$! # env execs: $! becomes bash
+wait_for 30 grep -q libncclguard "/proc/$victim/maps"
 start=$(python3 -c 'import sys; s = open("/proc/%s/stat" % sys.argv[1]).read()
 print(s[s.rindex(")") + 2:].split()[19])' $victim)
 plant() { # START SIGNAL
@@ -253,8 +255,13 @@ check "dump --all refuses a process whose dumps on request are off" \
     grep -q "pid $victim refused: its dumps on request are off" <<<"$out"
 plant "$start" 10
 out=$("$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
-if wait_for 60 [ -s "$TMP/usr1" ]; then pass "dump sends the marker's dump_signal (10) to a matching process"
-else fail "dump sends the marker's signal" "$out"; kill $victim; fi
+check "dump refuses a process whose marker names another signal than the configured one" \
+    grep -q "pid $victim refused: it takes signal 10 for a dump, and the dump signal here is 12 (SIGUSR2" \
+    <<<"$out"
+out=$(NCCLGUARD_DUMP_SIGNAL=SIGUSR1 "$NG" dump --node-dir "$TMP/markers" --all --job j 2>&1)
+if wait_for 60 [ -s "$TMP/usr1" ]; then
+    pass "dump sends the configured dump signal (NCCLGUARD_DUMP_SIGNAL=SIGUSR1) to a proved process"
+else fail "dump sends the configured signal" "$out"; kill $victim; fi
 wait $victim 2>/dev/null
 one_line_usage "dump with neither PID nor --all" "$NG" dump
 one_line_usage "dump --incident without --dir" "$NG" dump --incident x 1
@@ -346,7 +353,7 @@ print(len(a) == len(b) and len(a) > 0, max(abs(a[k] - b[k]) for k in a) < 1000)'
     f=$(ls "$J"/bad/ncclguard-r1-*.json); head -c 2000 "$f" >"$f.cut" && mv "$f.cut" "$f"
     got=$(trace_py bad "$J/bad" -- 'print(ranks(X))')
     check "trace: a truncated dump is named on stderr, the other ranks are traced" \
-        [ "$got" = "[0, 2, 3]" ] && grep -q "ncclguard-r1-.*not a complete JSON document" "$J/bad.err"
+        [ "$got" = "[0, 2, 3]" ] && grep -q "ncclguard-r1-.*: not valid JSON (truncated or corrupt).*; left out" "$J/bad.err"
     rm -rf "$J/bad" # not a dump of the shim's: dumps_sane below reads every dump under $TMP
 else
     fail "trace: the hang job's dumps" "$(ls "$J/dumps" 2>&1)"; tail -n 5 "$J/out"
@@ -355,7 +362,7 @@ one_line_usage "trace without -o" "$NG" trace "$J/dumps"
 one_line_usage "trace with bad --ranks" "$NG" trace "$J/dumps" -o "$J/x.json" --ranks 3-1
 one_line_usage "trace with bad --window" "$NG" trace "$J/dumps" -o "$J/x.json" --window -5
 out=$("$NG" trace "$TMP/emptyroot" -o "$J/x.json" 2>&1); rc=$?
-check "trace of a directory without dumps: exit 1, one line" [ $rc -eq 1 -a "$(wc -l <<<"$out")" -eq 1 ]
+check "trace of a directory without dumps: exit 3 (as analyze), one line" [ $rc -eq 3 -a "$(wc -l <<<"$out")" -eq 1 ]
 dumps_sane
 
 finish

@@ -334,4 +334,308 @@ else
     fail "marker removed at exit" "rc=$rc pid=${epid:-?} $(ls "$MARKERS" 2>&1)"
 fi
 
+# --- shared places: files and directories someone else planted (issue 19) ----------------
+# Each reader of a shared place (the trigger file, the node markers, a dump directory)
+# takes only a regular file or directory of ours that nobody else may write: a FIFO, a
+# symlink, a device, an oversized file or a stranger's file is refused with one line and
+# never waited on. A second user is simulated with setpriv (root only).
+OTHER=
+if [ "$(id -u)" -eq 0 ] && setpriv --reuid=nobody --regid=nogroup --clear-groups true 2>/dev/null
+then
+    chmod 711 "$TMP" # nobody may pass through, as through a shared working directory
+    OTHER="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+fi
+NOBODY=$(id -u nobody 2>/dev/null || echo 65534)
+# bg_job DIR VAR=value... -- TRAINLOOP ARGS...: a 2-rank job in the background, in a session
+# of its own ($bg: its id, for stop_job); combined output in DIR/out
+bg_job() {
+    local dir=$1 vars=(); shift
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    mkdir -p "$dir/node"
+    # exec: $! is setsid, which makes the session (its id is $!); no `timeout`, which
+    # would leave it for a process group of its own: launch --timeout bounds the job
+    (cd "$dir" && exec setsid env -i PATH="$PATH" HOME="$TMP/home" \
+        ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} \
+        LD_LIBRARY_PATH="$FAKES" "${vars[@]}" "$LAUNCH" -n 2 --timeout 280 -- \
+        env LD_PRELOAD="$(preload)" "$TRAIN" --quiet "$@" >"$dir/out" 2>&1) &
+    bg=$!
+}
+stop_job() { kill -KILL -- "-$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+ndumps() { find "$1" -maxdepth 1 -name 'ncclguard-r*.json' 2>/dev/null | wc -l; }
+nlines() { grep -c "$2" "$1" 2>/dev/null; }
+# (for wait_for, which runs its command again each time)
+dumps_ge() { [ "$(ndumps "$1")" -ge "$2" ]; }
+lines_gt() { [ "$(nlines "$1" "$2")" -gt "$3" ]; }
+markers_ge() { [ "$(find "$1" -name '[0-9]*' 2>/dev/null | wc -l)" -ge "$2" ]; }
+
+# A FIFO named TRIGGER in the dump directory before the job starts: the rank that times
+# out must still dump (it used to block in open(2) on it: no dump, no fan-out, no kill).
+d=$TMP/trigger-fifo
+mkdir -p "$d/dumps" && chmod 700 "$d/dumps" && mkfifo "$d/dumps/TRIGGER"
+bg_job "$d" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=60 NCCLGUARD_DUMP_DIR="$d/dumps" \
+    NCCLGUARD_NODE_DIR="$d/node" NCCLGUARD_TRIGGER_POLL_S=1 -- --steps 100 --hang-rank 1 \
+    --hang-step 3
+wait_for 120 dumps_ge "$d/dumps" 2
+stop_job $bg
+if [ "$(ndumps "$d/dumps")" -ge 2 ] && [ "$(nlines "$d/out" "trigger file $d/dumps/TRIGGER \
+ignored (a FIFO, not a regular file)")" -ge 1 ] && [ -p "$d/dumps/TRIGGER" ]; then
+    pass "a FIFO named TRIGGER before start: the timed-out rank dumps, the node fans out, one line"
+else
+    fail "FIFO TRIGGER before start" "dumps=$(ndumps "$d/dumps") $(grep -a 'ncclguard:' "$d/out" |
+        tail -n 4)"
+fi
+
+# After start, the elected poller stats TRIGGER every period: a FIFO, a symlink, a device,
+# an oversized file, one its group may write and one of another user are each refused with
+# one line and start nothing; the poller then still takes a real trigger.
+d=$TMP/trigger-kinds
+mkdir -p "$d/dumps" && chmod 700 "$d/dumps"
+bg_job "$d" NCCLGUARD_DUMP_DIR="$d/dumps" NCCLGUARD_NODE_DIR="$d/node" NCCLGUARD_TRIGGER_POLL_S=1 \
+    -- --steps 100000000 --compute-ms 20
+T=$d/dumps/TRIGGER
+wait_for 120 markers_ge "$d/node" 2 # both ranks have a communicator
+# plant NAME WHY CMD...: CMD makes $T.new, which replaces TRIGGER; then one more "ignored"
+# line saying WHY must come, and no dump
+plant_trigger() {
+    local name=$1 why=$2 before; shift 2
+    before=$(nlines "$d/out" "trigger file $T ignored")
+    rm -f "$T.new"; "$@" && mv -T "$T.new" "$T" || { skip "TRIGGER $name" "cannot make one"; return; }
+    if wait_for 60 lines_gt "$d/out" "trigger file $T ignored" "$before" &&
+        grep -q "trigger file $T ignored ($why)" "$d/out" && [ "$(ndumps "$d/dumps")" -eq 0 ]; then
+        pass "TRIGGER made after start is $name: refused with one line, no dump"
+    else
+        fail "TRIGGER after start: $name" "dumps=$(ndumps "$d/dumps") $(grep -a 'ncclguard:' \
+            "$d/out" | tail -n 3)"
+    fi
+}
+printf 'r0@h\n' >"$d/target"
+plant_trigger "a FIFO" "a FIFO, not a regular file" mkfifo "$T.new"
+plant_trigger "a symlink" "a symbolic link, which is not followed" ln -s "$d/target" "$T.new"
+plant_trigger "a device" "a character device, not a regular file" mknod "$T.new" c 1 5
+plant_trigger "an oversized file" "too large (5000 bytes; the limit is 4096)" \
+    sh -c "head -c 5000 /dev/zero | tr '\\0' x >'$T.new'"
+plant_trigger "group-writable" "writable by its group (mode 0664)" \
+    sh -c "printf 'x\\n' >'$T.new' && chmod 664 '$T.new'"
+plant_trigger "another user's" "owned by uid $NOBODY, not by you (uid $(id -u)) nor by root" \
+    sh -c "printf 'x\\n' >'$T.new' && chown nobody '$T.new'"
+rm -f "$T"
+"$NG" dump --dir "$d/dumps" --incident after-hostile >/dev/null 2>&1
+if wait_for 120 dumps_ge "$d/dumps" 2; then
+    pass "after the refused TRIGGER files, the poller still takes a real trigger (2 dumps)"
+else
+    fail "poller alive after hostile TRIGGER files" "$(grep -a 'ncclguard:' "$d/out" | tail -n 3)"
+fi
+stop_job $bg
+
+# The poller's lock files in the node directory: removed when their job ends, and a stale
+# one (no process holds it) is swept by the next poller; one that is held stays.
+d=$TMP/locks
+N=$d/node/ncclguard-$(id -u)
+mkdir -p "$N" && chmod 700 "$N"
+: >"$N/poller-00000000deadbeef.lock"
+: >"$N/poller-00000000cafef00d.lock"
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(300)' "$N/poller-00000000cafef00d.lock" &
+holder=$!
+wait_for 30 sh -c "! flock -n '$N/poller-00000000cafef00d.lock' true"
+(cd "$TMP" && mkdir -p "$d" && clean LD_LIBRARY_PATH="$FAKES" NCCLGUARD_NODE_DIR="$d/node" \
+    NCCLGUARD_TRIGGER_POLL_S=1 NCCLGUARD_DUMP_DIR="$d/dumps" -- timeout 120 "$LAUNCH" -n 2 \
+    --timeout 100 -- env LD_PRELOAD="$(preload)" "$TRAIN" --steps 60 --compute-ms 40 --quiet \
+    >"$d/out" 2>&1)
+rc=$?
+locks=$(cd "$N" && ls poller-*.lock 2>/dev/null | tr '\n' ' ')
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+if [ $rc -eq 0 ] && [ "$locks" = "poller-00000000cafef00d.lock " ]; then
+    pass "lock files: the job's own is gone after it, a stale one swept, a held one kept"
+else
+    fail "poller lock files" "rc=$rc left: $locks"
+fi
+
+# Node markers that prove nothing: no start time, a signal of their own (9), a process
+# without the library, a FIFO, a symlink, an oversized or group-writable file. `dump --all`
+# signals none of them, says why for each, and does not hang; the targets live on.
+F=$TMP/forge/ncclguard-$(id -u)
+mkdir -p "$F" && chmod 700 "$F"
+start_of() { python3 -c 'import sys; s = open("/proc/%s/stat" % sys.argv[1]).read()
+print(s[s.rindex(")") + 2:].split()[19])' "$1"; }
+forged() { # PID START SIGNAL
+    printf '{"schema":"ncclguard.marker/1","pid":%s,"start_time":%s,"rank":0,"local_rank":0,"host":"h","job":"j","dump_signal":%s}\n' \
+        "$1" "$2" "$3"
+}
+victims=()
+for _ in 1 2 3 4 5 6 7; do
+    env -i PATH="$PATH" LD_PRELOAD="$(preload)" sleep 300 & # env execs: $! becomes sleep
+    victims+=($!)
+done
+sleep 300 & # the same without the library
+plain=$!
+for v in "${victims[@]}"; do wait_for 30 grep -q libncclguard "/proc/$v/maps"; done
+v=("${victims[@]}")
+forged "${v[0]}" 0 9 >"$F/${v[0]}"
+forged "${v[1]}" "$(start_of "${v[1]}")" 9 >"$F/${v[1]}"
+forged "$plain" "$(start_of "$plain")" 12 >"$F/$plain"
+mkfifo "$F/${v[2]}"
+forged "${v[3]}" "$(start_of "${v[3]}")" 12 >"$TMP/forge/elsewhere" && ln -s "$TMP/forge/elsewhere" "$F/${v[3]}"
+{ forged "${v[4]}" "$(start_of "${v[4]}")" 12; head -c 5000 /dev/zero | tr '\0' ' '; } >"$F/${v[4]}"
+forged "${v[5]}" "$(start_of "${v[5]}")" 12 >"$F/${v[5]}" && chmod 660 "$F/${v[5]}"
+out=$(timeout 30 "$NG" dump --node-dir "$TMP/forge" --all 2>&1); rc=$?
+alive=0
+for p in "${v[@]:0:6}" $plain; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+refused=$(grep -c 'refused: ' <<<"$out")
+if [ $rc -eq 1 ] && [ $alive -eq 7 ] && [ "$refused" -eq 7 ] &&
+    grep -q "pid ${v[0]} refused: its marker .* names no start time" <<<"$out" &&
+    grep -q "pid ${v[1]} refused: it takes signal 9 for a dump, and the dump signal here is 12 (SIGUSR2" \
+        <<<"$out" &&
+    grep -q "pid $plain refused: libncclguard.so is not mapped in it" <<<"$out" &&
+    grep -q "pid ${v[2]} refused: its marker .* is refused (a FIFO, not a regular file)" <<<"$out" &&
+    grep -q "pid ${v[3]} refused: .*(a symbolic link, which is not followed)" <<<"$out" &&
+    grep -q "pid ${v[4]} refused: .*(too large (" <<<"$out" &&
+    grep -q "pid ${v[5]} refused: .*(writable by its group (mode 0660))" <<<"$out"; then
+    pass "dump --all: forged markers (start time 0, signal 9, no library, FIFO, symlink, \
+oversized, group-writable) signal nothing, one line each, every target alive"
+else
+    fail "forged markers" "rc=$rc alive=$alive/7 refused=$refused: $out"
+fi
+rm -rf "$F"
+# A process of another user, with the library and a marker in our directory that names it
+# rightly: not ours to signal (root could).
+if [ -n "$OTHER" ]; then
+    mkdir -p "$F" && chmod 700 "$F"
+    env -i PATH="$PATH" LD_PRELOAD="$(preload)" $OTHER sleep 300 &
+    theirs=$!
+    wait_for 30 grep -q libncclguard "/proc/$theirs/maps"
+    forged "$theirs" "$(start_of "$theirs")" 12 >"$F/$theirs"
+    out=$(timeout 30 "$NG" dump --node-dir "$TMP/forge" --all 2>&1); rc=$?
+    if [ $rc -eq 1 ] && kill -0 "$theirs" 2>/dev/null &&
+        grep -q "pid $theirs refused: it runs as uid $NOBODY/$NOBODY, not as you" <<<"$out"; then
+        pass "dump --all: a marker naming another user's process signals nothing"
+    else
+        fail "another user's process" "rc=$rc: $out"
+    fi
+    kill "$theirs" 2>/dev/null; wait "$theirs" 2>/dev/null
+    rm -rf "$F"
+fi
+# A marker directory another user made first, open to everyone: refused whole, even with a
+# marker that would prove its process (start time, library, the configured signal).
+if [ -n "$OTHER" ]; then
+    mkdir -p "$TMP/foreign" && chmod 1777 "$TMP/foreign"
+    $OTHER sh -c "mkdir -m 0777 '$TMP/foreign/ncclguard-$(id -u)'"
+    chmod 0777 "$TMP/foreign/ncclguard-$(id -u)" # whatever nobody's umask was
+    $OTHER sh -c "$(declare -f forged); forged ${v[6]} $(start_of "${v[6]}") 12 \
+        >'$TMP/foreign/ncclguard-$(id -u)/${v[6]}'"
+    out=$(timeout 30 "$NG" dump --node-dir "$TMP/foreign" --all 2>&1); rc=$?
+    if [ $rc -eq 1 ] && kill -0 "${v[6]}" 2>/dev/null && [ "$(wc -l <<<"$out")" -eq 1 ] &&
+        grep -q "the marker directory $TMP/foreign/ncclguard-$(id -u) is refused (owned by uid \
+$NOBODY, not by you (uid $(id -u))): nothing signalled" <<<"$out"; then
+        pass "dump --all: a 0777 marker directory of another user is refused with one line"
+    else
+        fail "foreign marker directory" "rc=$rc: $out"
+    fi
+    # the shim itself neither writes nor trusts it: the job runs, nothing of ours lands there
+    d=$TMP/foreign-job
+    job "$d" NCCLGUARD_NODE_DIR="$TMP/foreign" NCCLGUARD_TRIGGER_POLL_S=1
+    if [ $rc -eq 0 ] && [ "$(ls "$TMP/foreign/ncclguard-$(id -u)")" = "${v[6]}" ]; then
+        pass "the shim writes no marker or lock into another user's node directory"
+    else
+        fail "shim and a foreign node directory" "rc=$rc $(ls "$TMP/foreign/ncclguard-$(id -u)")"
+    fi
+    # our own directory, but open to everyone: refused too
+    chown root "$TMP/foreign/ncclguard-$(id -u)"
+    out=$(timeout 30 "$NG" dump --node-dir "$TMP/foreign" --all 2>&1); rc=$?
+    check "dump --all: a marker directory of ours that everyone may write is refused" \
+        grep -q "is refused (writable by everyone (mode 0777))" <<<"$out"
+else
+    skip "foreign marker directory" "needs root and setpriv to play another user"
+fi
+for p in "${v[@]}" $plain; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+
+# The default dump directory ./ncclguard-<job> in a working directory that others may write
+# to: a symlink someone planted there is not followed, and a directory of theirs is not used;
+# the dumps go to $TMPDIR, with one line.
+if [ -n "$OTHER" ]; then
+    W=$TMP/shared-cwd
+    mkdir -p "$W" "$TMP/victim" "$TMP/tmpdir2" && chmod 1777 "$W" && chmod 700 "$TMP/victim"
+    $OTHER ln -s "$TMP/victim" "$W/ncclguard-symjob"
+    $OTHER mkdir -m 0777 "$W/ncclguard-ownjob"
+    for jobid in symjob ownjob; do
+        case $jobid in
+        symjob) why="EPERM: a symbolic link, not followed" ;;
+        ownjob) why="EPERM: owned by uid $NOBODY, not by you" ;;
+        esac
+        job "$W" SLURM_JOB_ID=$jobid TMPDIR="$TMP/tmpdir2" NCCLGUARD_DUMP_AT_EXIT=1
+        got=$(ls "$TMP"/tmpdir2/ncclguard-$jobid/ncclguard-r0-*.json 2>/dev/null | wc -l)
+        if [ $rc -eq 0 ] && [ "$got" -eq 1 ] && [ -z "$(find "$TMP/victim" "$W/ncclguard-ownjob" -mindepth 1)" ] &&
+            [ "$(grep -c "cannot write dumps to $W/ncclguard-$jobid ($why): dumps go to \
+$TMP/tmpdir2/ncclguard-$jobid" "$W/out")" -eq 1 ]; then
+            pass "default dump directory is ${why#EPERM: }: not used, dumps in \$TMPDIR, one line"
+        else
+            fail "default dump directory ($jobid)" "rc=$rc dumps=$got victim: $(ls -A "$TMP/victim") \
+$(grep 'dump' "$W/out" | tail -n 2)"
+        fi
+    done
+else
+    skip "default dump directory planted by another user" "needs root and setpriv"
+fi
+
+# The analyzer's memory is bounded by its input: a dump whose 50 communicators claim 4M
+# ranks each (16 MiB of members each), and 5 more with ops 2M seqs apart (144 MB of seqs
+# each), against the same dump as it was written.
+src=$(ls "$TMP"/tmpdir2/ncclguard-symjob/*.json "$TMP"/secrets/dumps/*.json 2>/dev/null | head -n 1)
+if [ -n "$src" ]; then
+    mkdir -p "$TMP/mem/plain" "$TMP/mem/claims"
+    cp "$src" "$TMP/mem/plain/"
+    python3 - "$src" "$TMP/mem/claims/$(basename "$src")" <<'PY'
+import copy, json, sys
+d = json.load(open(sys.argv[1]))
+c0, op0 = d["comms"][0], copy.deepcopy(d["ops"][0])
+for i in range(55):  # 50 that claim 4M ranks, 5 of one rank whose ops are 2M seqs apart
+    c = copy.deepcopy(c0)
+    n = 4 << 20 if i < 50 else 1
+    c.update(id="%016x" % (0x7e57000000000000 + i), nranks=n, rank=0, peers=[])
+    d["comms"].append(c)
+    for seq in (1, 2000000) if i >= 50 else (1,):
+        o = copy.deepcopy(op0)
+        o.update(comm=c["id"], seq=seq, p2p_seq=None, op="AllReduce", comm_nranks=n)
+        d["ops"].append(o)
+json.dump(d, open(sys.argv[2], "w"))
+PY
+    rss() { /usr/bin/time -f '%M' "$NG" analyze "$1" 2>&1 >"$1.out" | tail -n 1; }
+    base=$(rss "$TMP/mem/plain") big=$(rss "$TMP/mem/claims")
+    size=$(stat -c %s "$TMP/mem/claims/$(basename "$src")")
+    bound=$((base + size * 100 / 1024)) # KiB: 100 bytes of memory per byte of input, generously
+    notes=$(grep -c 'claims 4194304 ranks, more than the .* bytes of dumps read can bound' \
+        "$TMP/mem/claims.out")
+    spans=$(grep -c 'seqs 1 and 2000000 are too far apart for this input' "$TMP/mem/claims.out")
+    if [ "${big:-0}" -gt 0 ] && [ "$big" -le "$bound" ] && [ "$notes" -eq 50 ] &&
+        [ "$spans" -eq 5 ]; then
+        pass "analyze: 50 communicators claiming 4M ranks: ${big} KiB RSS (plain ${base} KiB, \
+bound ${bound} KiB for $size bytes), each left out with one line"
+    else
+        fail "analyzer memory" "rss=${big:-?} KiB plain=$base bound=$bound notes=$notes/$spans"
+    fi
+else
+    skip "analyzer memory" "no dump to build the input from"
+fi
+
+# trace and analyze on a dump directory holding a FIFO, an oversized (sparse) file and a
+# symlink to a device, each named like a dump: one line each, exit 3, no hang.
+H=$TMP/hostile-dumps
+mkdir -p "$H"
+mkfifo "$H/ncclguard-r0-h-1.json"
+truncate -s 1100M "$H/ncclguard-r1-h-2.json"
+ln -s /dev/zero "$H/ncclguard-r2-h-3.json"
+for cmd in trace analyze; do
+    if [ $cmd = trace ]; then out=$(timeout 30 "$NG" trace "$H" -o "$TMP/t.json" 2>&1); rc=$?
+    else out=$(timeout 30 "$NG" analyze "$H" 2>&1 >/dev/null); rc=$?; fi
+    if [ $rc -eq 3 ] && grep -q "r0-h-1.json: .*a FIFO" <<<"$out" &&
+        grep -q "r1-h-2.json: too large (1153433600 bytes" <<<"$out" &&
+        grep -q "r2-h-3.json: a character device, not a regular file" <<<"$out" &&
+        [ "$(grep -c 'h-[123].json' <<<"$out")" -eq 3 ]; then
+        pass "$cmd: a FIFO, an oversized file and a device named *.json: one line each, exit 3"
+    else
+        fail "$cmd on hostile files" "rc=$rc: $out"
+    fi
+done
+
 finish

@@ -18,6 +18,7 @@ cat >"$TMP/lib/ncclguard" <<'SH'
 n=$(grep -l "\"incident\":\"$4\"" "$2"/ncclguard-*.json | wc -l)
 echo "culprit: stand-in saw $n dumps of incident $4 in $2 ($1)"
 echo "LD_PRELOAD=${LD_PRELOAD:-unset}"
+echo "address space: $(ulimit -v)"
 echo
 echo "evidence: not part of the verdict"
 SH
@@ -36,10 +37,19 @@ hang hang "grep -q 'verdict (.*LD_PRELOAD=' $TMP/hang/out && sleep 1" NCCLGUARD_
 lines=$(grep -c 'verdict (4 dumps): ' "$TMP/hang/out")
 if grep -q "ncclguard: \[rank [0-9] .*verdict (4 dumps): culprit: stand-in saw 4 dumps of incident [0-9.]*-r[0-9]@[^ ]* in $TMP/hang/dumps (analyze)" \
         "$TMP/hang/out" &&
-    grep -q 'verdict (4 dumps): LD_PRELOAD=unset$' "$TMP/hang/out" && [ "$lines" = 2 ]; then
+    grep -q 'verdict (4 dumps): LD_PRELOAD=unset$' "$TMP/hang/out" && [ "$lines" = 3 ]; then
     pass "one rank logs the verdict once, after all 4 dumps, from the command beside the library, without LD_PRELOAD"
 else
     fail "verdict in the log" "$lines verdict lines"; grep -a 'ncclguard:' "$TMP/hang/out" | tail -n 12
+fi
+
+# The analyzer runs under an address-space limit of 4 GiB (RLIMIT_AS; none under a
+# sanitizer, which reserves terabytes of shadow memory).
+case "${SANITIZE:-}" in 1|thread) want=unlimited ;; *) want=$((4 << 20)) ;; esac
+if grep -q "verdict (4 dumps): address space: $want\$" "$TMP/hang/out"; then
+    pass "the analyzer runs under RLIMIT_AS ($want KiB)"
+else
+    fail "the analyzer's address-space limit" "$(grep -a 'address space' "$TMP/hang/out")"
 fi
 
 hang off "[ \$(ls $TMP/off/dumps/*.json 2>/dev/null | wc -l) -ge 4 ] && sleep 2" \
