@@ -335,20 +335,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_basic");
-    TCase *tc = tcase_create("basic");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_calls_fail_before_cuinit);
-    tcase_add_test(tc, test_devices_follow_env);
-    tcase_add_test(tc, test_no_device);
-    tcase_add_test(tc, test_no_current_context_rejected);
-    tcase_add_test(tc, test_context_stack);
-    tcase_add_test(tc, test_destroyed_handles_rejected);
-    tcase_add_test(tc, test_primary_context);
-    tcase_add_test(tc, test_error_strings);
-    tcase_add_test(tc, test_exports_real_names_only);
-    tcase_add_test(tc, test_get_proc_address_versions);
-    tcase_add_test(tc, test_host_function_may_not_call_cuda);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {test_calls_fail_before_cuinit, test_devices_follow_env, test_no_device,
+                            test_no_current_context_rejected, test_context_stack,
+                            test_destroyed_handles_rejected, test_primary_context,
+                            test_error_strings, test_exports_real_names_only,
+                            test_get_proc_address_versions, test_host_function_may_not_call_cuda,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakecuda_basic", "basic", 120, tests, NULL));
 }

@@ -441,24 +441,17 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_capture");
-    TCase *tc = tcase_create("capture");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_captured_work_runs_at_each_launch);
-    tcase_add_test(tc, test_captured_event_not_queryable);
-    tcase_add_test(tc, test_external_event_record_node);
-    tcase_add_test(tc, test_own_unsafe_call_invalidates);
-    tcase_add_test(tc, test_cross_thread_global_breaks_capture);
-    tcase_add_test(tc, test_cross_thread_thread_local_is_exempt);
-    tcase_add_test(tc, test_cross_thread_relaxed_is_exempt);
-    tcase_add_test(tc, test_cross_thread_capture_not_global_is_ignored);
-    tcase_add_test(tc, test_legacy_stream_implicit_dependency);
-    tcase_add_test(tc, test_capture_misuse);
-    tcase_add_test(tc, test_end_capture_on_wrong_thread);
-    tcase_add_test(tc, test_fork_join_streams_in_capture);
-    tcase_add_test(tc, test_wait_on_uncaptured_event_is_isolation);
-    tcase_add_test(tc, test_test_kernels_obey_capture);
-    tcase_add_test(tc, test_capture_on_per_thread_stream);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {test_captured_work_runs_at_each_launch,
+                            test_captured_event_not_queryable, test_external_event_record_node,
+                            test_own_unsafe_call_invalidates,
+                            test_cross_thread_global_breaks_capture,
+                            test_cross_thread_thread_local_is_exempt,
+                            test_cross_thread_relaxed_is_exempt,
+                            test_cross_thread_capture_not_global_is_ignored,
+                            test_legacy_stream_implicit_dependency, test_capture_misuse,
+                            test_end_capture_on_wrong_thread, test_fork_join_streams_in_capture,
+                            test_wait_on_uncaptured_event_is_isolation,
+                            test_test_kernels_obey_capture, test_capture_on_per_thread_stream,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakecuda_capture", "capture", 180, tests, NULL));
 }

@@ -625,31 +625,20 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_stream");
-    TCase *tc = tcase_create("stream");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_fifo_order);
-    tcase_add_test(tc, test_event_not_ready_until_reached);
-    tcase_add_test(tc, test_elapsed_time_lower_bound);
-    tcase_add_test(tc, test_elapsed_refuses_untimed_events);
-    tcase_add_test(tc, test_thread_call_counters);
-    tcase_add_test(tc, test_rerecord_moves_event);
-    tcase_add_test(tc, test_stream_wait_event);
-    tcase_add_test(tc, test_legacy_waits_for_blocking_streams_only);
-    tcase_add_test(tc, test_blocking_streams_wait_for_legacy);
-    tcase_add_test(tc, test_per_thread_default_stream);
-    tcase_add_test(tc, test_stream_destroy_lets_work_finish);
-    tcase_add_test(tc, test_event_of_other_context_rejected);
-    tcase_add_test(tc, test_ctx_synchronize);
-    tcase_add_test(tc, test_memory);
-    tcase_add_test(tc, test_sync_copy_waits_for_blocking_streams);
-    tcase_add_test(tc, test_record_and_query_allocate_nothing);
-    tcase_add_test(tc, test_op_delay_env);
-    tcase_add_test(tc, test_stall_env);
+    TCase *tc;
+    const TTest *tests[] = {test_fifo_order, test_event_not_ready_until_reached,
+                            test_elapsed_time_lower_bound, test_elapsed_refuses_untimed_events,
+                            test_thread_call_counters, test_rerecord_moves_event,
+                            test_stream_wait_event, test_legacy_waits_for_blocking_streams_only,
+                            test_blocking_streams_wait_for_legacy, test_per_thread_default_stream,
+                            test_stream_destroy_lets_work_finish,
+                            test_event_of_other_context_rejected, test_ctx_synchronize, test_memory,
+                            test_sync_copy_waits_for_blocking_streams,
+                            test_record_and_query_allocate_nothing, test_op_delay_env,
+                            test_stall_env, test_event_synchronize_blocks_while_stalled,
+                            test_queue_depth_blocks_enqueue, NULL};
+    Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, tests, &tc);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
-    tcase_add_test(tc, test_event_synchronize_blocks_while_stalled);
-    tcase_add_test(tc, test_queue_depth_blocks_enqueue);
     tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);
-    suite_add_tcase(s, tc);
     return ng_check_run(s);
 }

@@ -246,14 +246,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("output");
-    TCase *t = tcase_create("output");
+    TCase *t;
+    const TTest *tests[] = {refuses_what_is_not_a_regular_file, creates_files_0600,
+                            log_to_a_fifo_falls_back_to_stderr_once,
+                            lines_a_file_cannot_take_are_lost_counted_and_said_once,
+                            a_stuck_writer_never_blocks_the_callers, NULL};
+    Suite *s = ng_check_suite("output", "output", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, refuses_what_is_not_a_regular_file);
-    tcase_add_test(t, creates_files_0600);
-    tcase_add_test(t, log_to_a_fifo_falls_back_to_stderr_once);
-    tcase_add_test(t, lines_a_file_cannot_take_are_lost_counted_and_said_once);
-    tcase_add_test(t, a_stuck_writer_never_blocks_the_callers);
-    suite_add_tcase(s, t);
     return ng_check_run(s);
 }
