@@ -136,10 +136,9 @@ END_TEST
 START_TEST(test_destroyed_handles_rejected)
 {
     CUcontext ctx = fct_init_ctx(), other;
-    CUstream s, s2;
-    CUevent e;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&e, 0));
+    CUstream s = fct_stream(0);
+    CUstream s2;
+    CUevent e = fct_event(0);
     CU_OK(cuStreamDestroy(s));
     CU_IS(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
     CU_IS(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
@@ -185,8 +184,7 @@ START_TEST(test_primary_context)
     ck_assert_int_eq(active, 1);
     ck_assert_uint_eq(flags, CU_CTX_SCHED_BLOCKING_SYNC);
     CU_OK(cuCtxSetCurrent(p1));
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, 0));
+    CUstream s = fct_stream(0);
     CU_IS(cuCtxDestroy(p1), CUDA_ERROR_INVALID_CONTEXT);
     CU_OK(cuDevicePrimaryCtxRelease(0));
     CU_OK(cuStreamQuery(s)); /* still retained once */
@@ -325,8 +323,7 @@ START_TEST(test_host_function_may_not_call_cuda)
 {
     fct_init_ctx();
     CUresult seen = CUDA_SUCCESS;
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, 0));
+    CUstream s = fct_stream(0);
     CU_OK(cuLaunchHostFunc(s, call_cuda_from_host_fn, &seen));
     CU_OK(cuStreamSynchronize(s));
     CU_IS(seen, CUDA_ERROR_NOT_PERMITTED);

@@ -51,11 +51,9 @@ static int child_after_initialised_parent(CUstream s, CUevent ev)
 START_TEST(test_child_of_busy_parent_does_not_hang)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev;
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(0);
     int release = 0;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuEventRecord(ev, s));
     CU_IS(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
