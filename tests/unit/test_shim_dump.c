@@ -504,7 +504,7 @@ END_TEST
 START_TEST(checker_reads_1x_and_rejects_3)
 {
     char old[PATH_MAX], cmd[3 * PATH_MAX];
-    fmt_path(old, "%s/tests/unit/dump-1.2.json", repo);
+    fmt_path(old, "%s/tests/fixtures/dumps/dump-1.2.json", repo);
     run_checker(old, NULL);
     make_root();
     char three[PATH_MAX];
