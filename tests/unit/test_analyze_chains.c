@@ -54,15 +54,12 @@ static struct an g_an;
 
 static void setup(void)
 {
-    strcpy(g_dir, "/tmp/ng-chains-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    ng_check_tmpdir(g_dir, sizeof g_dir, "chains");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd)) { /* a leftover temp directory is no failure */ }
+    (void)ng_check_rmtree(g_dir); /* a leftover temp directory is no failure */
 }
 
 static void comm(struct fdump *d, const char *id, int rank, int nranks, int last, int done,

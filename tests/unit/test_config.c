@@ -33,30 +33,20 @@ static char dir[64];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-config-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "config");
     capture_reset();
     ncclguard_facts_reset();
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 /* Writes text to dir/name with mode; returns the path (static storage per name slot). */
 static const char *file(const char *name, const char *text, mode_t mode)
 {
-    static char paths[8][128];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 128, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    const char *p = ng_check_write(dir, name, text);
     ck_assert_int_eq(chmod(p, mode), 0);
     return p;
 }

@@ -28,8 +28,7 @@ static char dir[64];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-policy-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "policy");
     capture_reset();
     ncclguard_facts_reset();
     unsetenv("LOCAL_RANK");
@@ -40,22 +39,12 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 static const char *write_conf(const char *name, const char *text)
 {
-    static char paths[4][128];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, 128, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    return p;
+    return ng_check_write(dir, name, text);
 }
 
 /* Loads a site file (no user file) from the current environment and applies it. */

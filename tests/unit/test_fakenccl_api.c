@@ -344,8 +344,8 @@ static char *read_log(const char *dir, const char *prefix)
 
 START_TEST(call_log_is_identical_across_runs)
 {
-    char dir[] = "/tmp/fnt-log-XXXXXX", log[128], cmd[160];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], log[128];
+    ng_check_tmpdir(dir, sizeof dir, "fnt-log");
     snprintf(log, sizeof log, "%s/run1-%%r-%%p.log", dir);
     ck_assert_int_eq(run_child(log, "7"), 0);
     snprintf(log, sizeof log, "%s/run2-%%r-%%p.log", dir);
@@ -383,8 +383,7 @@ START_TEST(call_log_is_identical_across_runs)
                   "an address leaked into the log");
     free(one);
     free(two);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 END_TEST
 

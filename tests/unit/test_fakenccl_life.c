@@ -512,8 +512,8 @@ static int fork_child(void)
 
 START_TEST(fork_child_starts_clean)
 {
-    char dir[] = "/tmp/fnt-fork-XXXXXX", path[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], path[96];
+    ng_check_tmpdir(dir, sizeof dir, "fnt-fork");
     snprintf(path, sizeof path, "%s/log-%%p", dir);
     setenv("FAKENCCL_CALL_LOG", path, 1); /* the call log's lock is taken in the loop too */
     pthread_t t;
@@ -532,9 +532,7 @@ START_TEST(fork_child_starts_clean)
     }
     __atomic_store_n(&stop_calls, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
-    char cmd[96];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 END_TEST
 

@@ -31,15 +31,12 @@ static char dir[64], path[128];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-output-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "output");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 static const char *at(const char *name)
