@@ -1,4 +1,8 @@
-/* check_main.h: how every Check program in tests/unit builds and runs its suite. */
+/*
+ * check_main.h: how every Check program in tests/unit builds and runs its suite, and the
+ * temporary directory and files its tests write. Called from main and from the tests (one
+ * thread each: Check runs every test in a process of its own).
+ */
 #ifndef NCCLGUARD_CHECK_MAIN_H
 #define NCCLGUARD_CHECK_MAIN_H
 
