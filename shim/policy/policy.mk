@@ -19,7 +19,7 @@ POLICY_UNIT := $(B)/tests/unit/test_config $(B)/tests/unit/test_config_policy \
     $(B)/tests/unit/test_envaudit
 
 $(POLICY_UNIT): $(B)/tests/unit/%: tests/unit/%.c tests/unit/log_capture.c \
-        tests/unit/log_capture.h $(POLICY_OBJS) $(POLICY_TEST_DEPS)
+        tests/unit/log_capture.h tests/unit/check_main.h $(POLICY_OBJS) $(POLICY_TEST_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< tests/unit/log_capture.c $(POLICY_OBJS) \
 	    $(POLICY_TEST_DEPS) $(LDFLAGS) $(CHECK_LIBS) -ldl

@@ -257,7 +257,7 @@ fi
 ECHO=$ROOT/$B/tests/unit/dumpread_echo
 if [ -x "$ECHO" ] && out=$(python3 "$ROOT/tests/unit/check_dumpread.py" "$ECHO" \
     "$TMP"/hang/dumps/*.json "$TMP"/crash/dumps/*.json "$TMP"/healthy/dumps/*.json \
-    "$ROOT"/tests/unit/dump-1.*.json "$ROOT"/tests/unit/dump-bad-*.json 2>&1); then
+    "$ROOT"/tests/fixtures/dumps/dump-{1.*,bad-*}.json 2>&1); then
     pass "round trip: ${out#check_dumpread: }"
 else
     fail "round trip of the dumps" "${out:-dumpread_echo not built}"

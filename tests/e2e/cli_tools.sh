@@ -12,12 +12,6 @@ if [ ! -x "$NG" ] || [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "cli tools" "ncclguard or the harness not built"; finish; exit
 fi
 
-# wait_for N CMD...: polls CMD every 0.2 s, up to N seconds (a bound for a broken run)
-wait_for() {
-    local n=$1; shift
-    for _ in $(seq $((n * 5))); do "$@" && return 0; sleep 0.2; done
-    return 1
-}
 # The sanitizer runtime alone (empty in a plain build): what LD_PRELOAD holds before `run`.
 SANRT=$(p=$(preload); [ "$p" = "$SHIM" ] && echo "" || echo "${p%:*}")
 # ng_run ARGS...: `ncclguard run ARGS` with the fakes on the library path

@@ -36,6 +36,19 @@ wait_for() {
     return 1
 }
 
+# clean VAR=value... -- CMD...: CMD with nothing else in its environment (but PATH, HOME in
+# $TMP/home, and the sanitizers' options where set)
+clean() {
+    local vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
+        ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} "${vars[@]}" "$@"
+}
+
+# show NAME [N]: the last N (12) lines of job NAME's output, printed after a failed case
+show() { echo "--- $1 (last lines)"; tail -n "${2:-12}" "$TMP/$1/out"; }
+
 # job NAME LAUNCH_ARGS -- TRAINLOOP_ARGS: trainloop under launch and the shim, in
 # $TMP/NAME, with dumps in $TMP/NAME/dumps and the combined output (the
 # launcher's too) in $TMP/NAME/out; sets $rc. A script may define a job of its own.
@@ -71,6 +84,16 @@ job() {
     kill -KILL -- -$pid 2>/dev/null
     wait $pid 2>/dev/null
     return 0
+}
+
+# hang NAME RANKS UNTIL VAR=value...: a job of RANKS ranks whose rank 1 hangs in host code at
+# step 3, with these variables, a 2 s timeout and 600 s for the first op, stopped once the
+# shell command UNTIL succeeds (see job; in a subshell, so $rc is not set)
+hang() {
+    local name=$1 ranks=$2 until=$3; shift 3
+    (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
+     UNTIL=$until job "$name" -n "$ranks" --timeout 120 -- --steps 100 --hang-rank 1 \
+        --hang-step 3 --quiet)
 }
 
 # LD_PRELOAD value for the shim; under SANITIZE=1 the ASan runtime must come first.

@@ -29,7 +29,6 @@ no_dry_pool() {
     ! grep -q 'CUDA event pairs of a context are in use' "$TMP/$1/out" ||
         { echo "the marker pool ran dry" >"$TMP/$1/check"; return 1; }
 }
-show() { echo "--- $1 (last lines)"; tail -n 8 "$TMP/$1/out"; }
 # probed NAME: the dump with three ops held (paths.c's probe) is consistent: each of
 # the three has a marker of its own
 probed() {

@@ -15,14 +15,6 @@ mkdir -p "$TMP/home"
 RECIPE=(NCCL_IBEXT_DISABLE=1 NCCL_TIMEOUT=1800 NCCL_BUFFSIZE=1048576
         NCCL_IB_TC=106 NCCL_IB_MTU=4096 NCCL_MAX_RINGS=8 NCCL_MIN_NRINGS=4)
 
-# clean VAR=value... -- CMD...: CMD in an environment with nothing but these
-clean() {
-    local vars=()
-    while [ "$1" != -- ]; do vars+=("$1"); shift; done
-    shift
-    env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
-        "${vars[@]}" "$@"
-}
 # probe CONFIG ARGS...: the probe with CONFIG as the site file (NCCLGUARD_TEST_SITE_CONFIG:
 # tests/e2e/hostile.sh checks that it cannot replace a real /etc/ncclguard.conf) and the
 # variables of EXTRA;

@@ -10,6 +10,8 @@ TRAIN=$APPS/trainloop
 if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "ras" "harness not built"; finish; exit
 fi
+# the jobs (hang, lib.sh) end without waiting for a verdict
+export NCCLGUARD_VERDICT_WAIT_S=0
 # serve NAME MODE: a stand-in service in $TMP/NAME; sets $port and $server
 serve() {
     mkdir -p "$TMP/$1"
@@ -17,14 +19,6 @@ serve() {
     server=$!
     wait_for 30 test -s "$TMP/$1/port"
     port=$(cat "$TMP/$1/port")
-}
-# hang NAME UNTIL ENV...: a 2-rank job whose rank 1 hangs in host code, stopped once
-# the shell command UNTIL succeeds
-hang() {
-    local name=$1 until=$2; shift 2
-    (export "$@" NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 NCCLGUARD_VERDICT_WAIT_S=0
-     UNTIL=$until job "$name" -n 2 --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 \
-        --quiet)
 }
 # ras_dumped NAME: the shell command that is true once rank 0 wrote its "ras" dump
 # and rank 1 its dump of the incident
@@ -40,7 +34,7 @@ print(json.dumps([d["reason"], d["ras"]]))' "$TMP/$1/dumps" "$2"
 }
 
 serve json json
-hang json "$(ras_dumped json)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang json 2 "$(ras_dumped json)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 r0=$(ras_of json 0) r1=$(ras_of json 1)
 cmds=$(tr '\n' '|' <"$TMP/json/log")
@@ -60,7 +54,7 @@ else
 fi
 
 serve text text
-hang text "$(ras_dumped text)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang text 2 "$(ras_dumped text)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 if python3 -c 'import json, sys; r = json.loads(sys.argv[1])[1]
 assert r["format"] == "text" and r["status"].startswith("Communicators"), r' "$(ras_of text 0)"; then
@@ -71,7 +65,7 @@ fi
 
 serve off json
 # both dumps, then 2 s: the time a query would have had
-hang off "[ \$(ls $TMP/off/dumps/*.json 2>/dev/null | wc -l) -ge 2 ] && sleep 2" \
+hang off 2 "[ \$(ls $TMP/off/dumps/*.json 2>/dev/null | wc -l) -ge 2 ] && sleep 2" \
     NCCL_RAS_ADDR=127.0.0.1:$port
 kill $server
 if [ ! -s "$TMP/off/log" ] && [ "$(ras_of off 0)" = '["timeout", null]' ]; then
@@ -81,7 +75,7 @@ else
 fi
 
 # a port where nothing listens: the stand-in's, now closed
-hang absent "$(ras_dumped absent)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
+hang absent 2 "$(ras_dumped absent)" NCCLGUARD_RAS=1 NCCL_RAS_ADDR=127.0.0.1:$port
 ok=1
 for name in absent; do
     python3 -c 'import json, sys; reason, r = json.loads(sys.argv[1])

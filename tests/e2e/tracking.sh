@@ -9,8 +9,6 @@ if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "tracking" "harness not built"; finish; exit
 fi
 
-show() { echo "--- $1 (last lines)"; tail -n 15 "$TMP/$1/out"; }
-
 # --- healthy: no timeout, no slow op, every op counted and completed ----------------------
 # The harness's "GPU" is host threads sharing two cores with eight others, where a
 # 10 ms blip of a 1 ms op is ordinary; the slow rule's factor is raised so that

@@ -54,15 +54,12 @@ static struct an g_an;
 
 static void setup(void)
 {
-    strcpy(g_dir, "/tmp/ng-chains-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    ng_check_tmpdir(g_dir, sizeof g_dir, "chains");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd)) { /* a leftover temp directory is no failure */ }
+    (void)ng_check_rmtree(g_dir); /* a leftover temp directory is no failure */
 }
 
 static void comm(struct fdump *d, const char *id, int rank, int nranks, int last, int done,
@@ -521,31 +518,23 @@ START_TEST(p2p_one_fewer_is_the_link)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    Suite *s = suite_create("analyze_chains");
-    TCase *t = tcase_create("chains");
+    TCase *t;
+    const TTest *tests[] = {missing_then_own_gpu_not_started,
+                            missing_where_the_other_comm_explains_nothing,
+                            missing_follows_to_another_rank, missing_follows_its_oldest_op,
+                            missing_without_an_op_in_flight_ends,
+                            precedence_at_the_place_of_the_wait, tie_at_the_place_of_the_wait,
+                            one_finding_at_the_place_of_the_wait,
+                            scheduled_behind_an_older_op_of_another_stream,
+                            scheduled_behind_a_newer_op_of_another_stream,
+                            inferred_wait_is_said_to_be_inferred,
+                            p2p_link_broken_behind_stuck_streams, p2p_link_whole_is_no_culprit,
+                            p2p_stopper_went_past_the_link, p2p_stopper_held_by_a_collective,
+                            p2p_equal_counts_gpu_not_started, p2p_one_fewer_is_the_link, NULL};
+    /* a few ms each; a loaded machine can take seconds */
+    Suite *s = ng_check_suite("analyze_chains", "chains", 120, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_set_timeout(t, 120); /* a few ms each; a loaded machine can take seconds */
-    tcase_add_test(t, missing_then_own_gpu_not_started);
-    tcase_add_test(t, missing_where_the_other_comm_explains_nothing);
-    tcase_add_test(t, missing_follows_to_another_rank);
-    tcase_add_test(t, missing_follows_its_oldest_op);
-    tcase_add_test(t, missing_without_an_op_in_flight_ends);
-    tcase_add_test(t, precedence_at_the_place_of_the_wait);
-    tcase_add_test(t, tie_at_the_place_of_the_wait);
-    tcase_add_test(t, one_finding_at_the_place_of_the_wait);
-    tcase_add_test(t, scheduled_behind_an_older_op_of_another_stream);
-    tcase_add_test(t, scheduled_behind_a_newer_op_of_another_stream);
-    tcase_add_test(t, inferred_wait_is_said_to_be_inferred);
-    tcase_add_test(t, p2p_link_broken_behind_stuck_streams);
-    tcase_add_test(t, p2p_link_whole_is_no_culprit);
-    tcase_add_test(t, p2p_stopper_went_past_the_link);
-    tcase_add_test(t, p2p_stopper_held_by_a_collective);
-    tcase_add_test(t, p2p_equal_counts_gpu_not_started);
-    tcase_add_test(t, p2p_one_fewer_is_the_link);
-    suite_add_tcase(s, t);
-    return s;
+    return ng_check_run(s);
 }
-
-int main(void) { return ng_check_run(suite()); }

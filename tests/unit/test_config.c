@@ -33,30 +33,20 @@ static char dir[64];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-config-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "config");
     capture_reset();
     ncclguard_facts_reset();
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 /* Writes text to dir/name with mode; returns the path (static storage per name slot). */
 static const char *file(const char *name, const char *text, mode_t mode)
 {
-    static char paths[8][128];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 128, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    const char *p = ng_check_write(dir, name, text);
     ck_assert_int_eq(chmod(p, mode), 0);
     return p;
 }
@@ -728,37 +718,21 @@ START_TEST(json_object)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("config");
-    TCase *t = tcase_create("config");
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, values_parse);
-    tcase_add_test(t, lines_limits);
-    tcase_add_test(t, open_refuses_unsafe_files);
-    tcase_add_test(t, grammar_entries_and_comments);
-    tcase_add_test(t, grammar_bad_lines_are_reported_and_skipped);
-    tcase_add_test(t, range_bounds_are_inclusive);
-    tcase_add_test(t, grammar_messages_are_capped);
-    tcase_add_test(t, binary_file_refused_whole);
-    tcase_add_test(t, refused_file_gives_one_message_and_defaults);
-    tcase_add_test(t, quiet_processes_log_at_debug);
-    tcase_add_test(t, conditions_match_facts);
-    tcase_add_test(t, conditions_unknown_facts_and_errors);
-    tcase_add_test(t, conditional_sections_in_files);
-    tcase_add_loop_test(t, precedence_matrix, 0, 32);
-    tcase_add_test(t, job_file_adds_never_removes);
-    tcase_add_test(t, env_rules_precedence);
-    tcase_add_test(t, lock_rules);
-    tcase_add_test(t, env_variables_checked);
-    tcase_add_test(t, defaults_and_derived_values);
-    tcase_add_test(t, timeouts_scale_with_size);
-    tcase_add_test(t, json_object);
-    suite_add_tcase(s, t);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    TCase *t;
+    const TTest *tests[] = {values_parse, lines_limits, open_refuses_unsafe_files,
+                            grammar_entries_and_comments,
+                            grammar_bad_lines_are_reported_and_skipped, range_bounds_are_inclusive,
+                            grammar_messages_are_capped, binary_file_refused_whole,
+                            refused_file_gives_one_message_and_defaults,
+                            quiet_processes_log_at_debug, conditions_match_facts,
+                            conditions_unknown_facts_and_errors, conditional_sections_in_files,
+                            job_file_adds_never_removes, env_rules_precedence, lock_rules,
+                            env_variables_checked, defaults_and_derived_values,
+                            timeouts_scale_with_size, json_object, NULL};
+    Suite *s = ng_check_suite("config", "config", 0, tests, &t);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_loop_test(t, precedence_matrix, 0, 32);
+    return ng_check_run(s);
 }

@@ -28,8 +28,7 @@ static char dir[64];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-policy-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "policy");
     capture_reset();
     ncclguard_facts_reset();
     unsetenv("LOCAL_RANK");
@@ -40,22 +39,12 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 static const char *write_conf(const char *name, const char *text)
 {
-    static char paths[4][128];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, 128, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    return p;
+    return ng_check_write(dir, name, text);
 }
 
 /* Loads a site file (no user file) from the current environment and applies it. */
@@ -338,30 +327,19 @@ START_TEST(json_lists_changes)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("config_policy");
-    TCase *t = tcase_create("policy");
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, default_sets_unset_variable);
-    tcase_add_test(t, default_keeps_user_value);
-    tcase_add_test(t, force_overrides_user_value);
-    tcase_add_test(t, forbid_removes_names_and_patterns);
-    tcase_add_test(t, forbid_pattern_beyond_the_change_list);
-    tcase_add_test(t, second_application_changes_nothing);
-    tcase_add_test(t, child_with_other_conditions_replaces_parent_default);
-    tcase_add_test(t, user_change_after_parent_is_respected);
-    tcase_add_test(t, only_local_rank_zero_talks);
-    tcase_add_test(t, no_config_file_changes_nothing);
-    tcase_add_test(t, user_file_from_xdg);
-    tcase_add_test(t, disable_applies_nothing);
-    tcase_add_test(t, dry_run_leaves_environment);
-    tcase_add_test(t, json_lists_changes);
-    suite_add_tcase(s, t);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    TCase *t;
+    const TTest *tests[] = {default_sets_unset_variable, default_keeps_user_value,
+                            force_overrides_user_value, forbid_removes_names_and_patterns,
+                            forbid_pattern_beyond_the_change_list,
+                            second_application_changes_nothing,
+                            child_with_other_conditions_replaces_parent_default,
+                            user_change_after_parent_is_respected, only_local_rank_zero_talks,
+                            no_config_file_changes_nothing, user_file_from_xdg,
+                            disable_applies_nothing, dry_run_leaves_environment, json_lists_changes,
+                            NULL};
+    Suite *s = ng_check_suite("config_policy", "policy", 0, tests, &t);
+    tcase_add_checked_fixture(t, setup, teardown);
+    return ng_check_run(s);
 }

@@ -367,31 +367,17 @@ START_TEST(first_comm_hook)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("envaudit");
-    TCase *t = tcase_create("envaudit");
-    tcase_add_checked_fixture(t, setup, NULL);
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, recipe_against_2_28_names);
-    tcase_add_test(t, recipe_against_a_smaller_library);
-    tcase_add_test(t, misparsed_values);
-    tcase_add_test(t, buffsize_values);
-    tcase_add_test(t, contradictions);
-    tcase_add_test(t, debug_settings_and_retired_names);
-    tcase_add_test(t, typos_get_suggestions);
-    tcase_add_test(t, empty_known_list_skips_unknown_checks);
-    tcase_add_test(t, findings_are_bounded);
-    tcase_add_test(t, provenance_of_policy_values);
-    tcase_add_test(t, scan_own_binary);
-    tcase_add_test(t, scan_without_section_headers);
-    tcase_add_test(t, scan_real_nccl);
-    tcase_add_loop_test(t, first_comm_hook, 0, 4);
-    suite_add_tcase(s, t);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    TCase *t;
+    const TTest *tests[] = {recipe_against_2_28_names, recipe_against_a_smaller_library,
+                            misparsed_values, buffsize_values, contradictions,
+                            debug_settings_and_retired_names, typos_get_suggestions,
+                            empty_known_list_skips_unknown_checks, findings_are_bounded,
+                            provenance_of_policy_values, scan_own_binary,
+                            scan_without_section_headers, scan_real_nccl, NULL};
+    Suite *s = ng_check_suite("envaudit", "envaudit", 60, tests, &t);
+    tcase_add_checked_fixture(t, setup, NULL);
+    tcase_add_loop_test(t, first_comm_hook, 0, 4);
+    return ng_check_run(s);
 }

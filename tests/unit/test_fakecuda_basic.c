@@ -136,10 +136,9 @@ END_TEST
 START_TEST(test_destroyed_handles_rejected)
 {
     CUcontext ctx = fct_init_ctx(), other;
-    CUstream s, s2;
-    CUevent e;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&e, 0));
+    CUstream s = fct_stream(0);
+    CUstream s2;
+    CUevent e = fct_event(0);
     CU_OK(cuStreamDestroy(s));
     CU_IS(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
     CU_IS(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
@@ -185,8 +184,7 @@ START_TEST(test_primary_context)
     ck_assert_int_eq(active, 1);
     ck_assert_uint_eq(flags, CU_CTX_SCHED_BLOCKING_SYNC);
     CU_OK(cuCtxSetCurrent(p1));
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, 0));
+    CUstream s = fct_stream(0);
     CU_IS(cuCtxDestroy(p1), CUDA_ERROR_INVALID_CONTEXT);
     CU_OK(cuDevicePrimaryCtxRelease(0));
     CU_OK(cuStreamQuery(s)); /* still retained once */
@@ -325,8 +323,7 @@ START_TEST(test_host_function_may_not_call_cuda)
 {
     fct_init_ctx();
     CUresult seen = CUDA_SUCCESS;
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, 0));
+    CUstream s = fct_stream(0);
     CU_OK(cuLaunchHostFunc(s, call_cuda_from_host_fn, &seen));
     CU_OK(cuStreamSynchronize(s));
     CU_IS(seen, CUDA_ERROR_NOT_PERMITTED);
@@ -335,20 +332,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_basic");
-    TCase *tc = tcase_create("basic");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_calls_fail_before_cuinit);
-    tcase_add_test(tc, test_devices_follow_env);
-    tcase_add_test(tc, test_no_device);
-    tcase_add_test(tc, test_no_current_context_rejected);
-    tcase_add_test(tc, test_context_stack);
-    tcase_add_test(tc, test_destroyed_handles_rejected);
-    tcase_add_test(tc, test_primary_context);
-    tcase_add_test(tc, test_error_strings);
-    tcase_add_test(tc, test_exports_real_names_only);
-    tcase_add_test(tc, test_get_proc_address_versions);
-    tcase_add_test(tc, test_host_function_may_not_call_cuda);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {test_calls_fail_before_cuinit, test_devices_follow_env, test_no_device,
+                            test_no_current_context_rejected, test_context_stack,
+                            test_destroyed_handles_rejected, test_primary_context,
+                            test_error_strings, test_exports_real_names_only,
+                            test_get_proc_address_versions, test_host_function_may_not_call_cuda,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakecuda_basic", "basic", 120, tests, NULL));
 }

@@ -26,11 +26,10 @@ static void end_ok_and_launch(CUstream s, CUstream on, int times, CUgraph *g_out
 START_TEST(test_captured_work_runs_at_each_launch)
 {
     fct_init_ctx();
-    CUstream s;
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
     int count = 0, release = 1;
     static struct fct_log log;
     static struct fct_entry e[3];
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CUstreamCaptureStatus st;
     cuuint64_t id = 0;
@@ -61,11 +60,9 @@ END_TEST
 START_TEST(test_captured_event_not_queryable)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev;
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(0);
     float ms;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU_OK(cuEventRecord(ev, s));
     CUgraph g;
@@ -87,11 +84,9 @@ END_TEST
 START_TEST(test_external_event_record_node)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev;
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(0);
     int release = 0;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_IS(cuEventRecordWithFlags(ev, s, CU_EVENT_RECORD_EXTERNAL), CUDA_ERROR_INVALID_VALUE);
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU_OK(cuEventRecordWithFlags(ev, s, CU_EVENT_RECORD_EXTERNAL));
@@ -111,12 +106,10 @@ END_TEST
 START_TEST(test_own_unsafe_call_invalidates)
 {
     fct_init_ctx();
-    CUstream s, other;
-    CUevent ev;
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream other = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent ev = fct_event(0);
     CUdeviceptr d;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     CU_IS(cuStreamQuery(other), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CUstreamCaptureStatus st;
@@ -181,10 +174,8 @@ static CUresult cross_thread(CUstreamCaptureMode capture_mode, CUstreamCaptureMo
                              struct capturer *c)
 {
     CUcontext ctx = fct_init_ctx();
-    CUstream s;
-    CUevent ev;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&ev, 0));
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent ev = fct_event(0);
     CU_OK(cuEventRecord(ev, s));
     CU_OK(cuEventSynchronize(ev));
     *c = (struct capturer){ .ctx = ctx, .mode = capture_mode };
@@ -252,11 +243,10 @@ END_TEST
 START_TEST(test_legacy_stream_implicit_dependency)
 {
     fct_init_ctx();
-    CUstream b, nb;
+    CUstream b = fct_stream(0);
+    CUstream nb = fct_stream(CU_STREAM_NON_BLOCKING);
     CUdeviceptr d;
     int ran = 0;
-    CU_OK(cuStreamCreate(&b, 0));
-    CU_OK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
     CU_OK(cuMemAlloc(&d, 64));
     CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
     CU_OK(cuThreadExchangeStreamCaptureMode(&m));
@@ -287,9 +277,8 @@ END_TEST
 START_TEST(test_capture_misuse)
 {
     fct_init_ctx();
-    CUstream s;
+    CUstream s = fct_stream(0);
     CUgraph g;
-    CU_OK(cuStreamCreate(&s, 0));
     CU_IS(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
     CU_IS(cuStreamBeginCapture(s, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -339,13 +328,11 @@ END_TEST
 START_TEST(test_fork_join_streams_in_capture)
 {
     fct_init_ctx();
-    CUstream s1, s2;
-    CUevent fork_ev, join_ev;
+    CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream s2 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent fork_ev = fct_event(CU_EVENT_DISABLE_TIMING);
+    CUevent join_ev = fct_event(CU_EVENT_DISABLE_TIMING);
     int count = 0;
-    CU_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&fork_ev, CU_EVENT_DISABLE_TIMING));
-    CU_OK(cuEventCreate(&join_ev, CU_EVENT_DISABLE_TIMING));
     CU_OK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU_OK(cuEventRecord(fork_ev, s1));
     CU_OK(cuStreamWaitEvent(s2, fork_ev, 0)); /* s2 joins the capture */
@@ -376,11 +363,9 @@ END_TEST
 START_TEST(test_wait_on_uncaptured_event_is_isolation)
 {
     fct_init_ctx();
-    CUstream s1, s2;
-    CUevent ev;
-    CU_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&ev, 0));
+    CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream s2 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent ev = fct_event(0);
     CU_OK(cuEventRecord(ev, s2));
     CU_OK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU_IS(cuStreamWaitEvent(s1, ev, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
@@ -408,9 +393,8 @@ END_TEST
 START_TEST(test_test_kernels_obey_capture)
 {
     fct_init_ctx();
-    CUstream s;
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
     int never = 0, ran = 0;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CU_OK(fakecuda_test_spin(s, &never));
     CU_OK(fakecuda_test_kernel(s, 1000000000ull * 3600));
@@ -441,24 +425,17 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_capture");
-    TCase *tc = tcase_create("capture");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_captured_work_runs_at_each_launch);
-    tcase_add_test(tc, test_captured_event_not_queryable);
-    tcase_add_test(tc, test_external_event_record_node);
-    tcase_add_test(tc, test_own_unsafe_call_invalidates);
-    tcase_add_test(tc, test_cross_thread_global_breaks_capture);
-    tcase_add_test(tc, test_cross_thread_thread_local_is_exempt);
-    tcase_add_test(tc, test_cross_thread_relaxed_is_exempt);
-    tcase_add_test(tc, test_cross_thread_capture_not_global_is_ignored);
-    tcase_add_test(tc, test_legacy_stream_implicit_dependency);
-    tcase_add_test(tc, test_capture_misuse);
-    tcase_add_test(tc, test_end_capture_on_wrong_thread);
-    tcase_add_test(tc, test_fork_join_streams_in_capture);
-    tcase_add_test(tc, test_wait_on_uncaptured_event_is_isolation);
-    tcase_add_test(tc, test_test_kernels_obey_capture);
-    tcase_add_test(tc, test_capture_on_per_thread_stream);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {test_captured_work_runs_at_each_launch,
+                            test_captured_event_not_queryable, test_external_event_record_node,
+                            test_own_unsafe_call_invalidates,
+                            test_cross_thread_global_breaks_capture,
+                            test_cross_thread_thread_local_is_exempt,
+                            test_cross_thread_relaxed_is_exempt,
+                            test_cross_thread_capture_not_global_is_ignored,
+                            test_legacy_stream_implicit_dependency, test_capture_misuse,
+                            test_end_capture_on_wrong_thread, test_fork_join_streams_in_capture,
+                            test_wait_on_uncaptured_event_is_isolation,
+                            test_test_kernels_obey_capture, test_capture_on_per_thread_stream,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakecuda_capture", "capture", 180, tests, NULL));
 }

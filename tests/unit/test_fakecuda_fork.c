@@ -51,11 +51,9 @@ static int child_after_initialised_parent(CUstream s, CUevent ev)
 START_TEST(test_child_of_busy_parent_does_not_hang)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev;
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(0);
     int release = 0;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuEventRecord(ev, s));
     CU_IS(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
@@ -144,12 +142,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_fork");
-    TCase *tc = tcase_create("fork");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_child_of_busy_parent_does_not_hang);
-    tcase_add_test(tc, test_fork_while_other_threads_call_cuda);
-    tcase_add_test(tc, test_child_of_uninitialised_parent_starts_clean);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {test_child_of_busy_parent_does_not_hang,
+                            test_fork_while_other_threads_call_cuda,
+                            test_child_of_uninitialised_parent_starts_clean, NULL};
+    return ng_check_run(ng_check_suite("fakecuda_fork", "fork", 180, tests, NULL));
 }

@@ -12,8 +12,7 @@
 START_TEST(test_fifo_order)
 {
     fct_init_ctx();
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
     static struct fct_log log;
     static struct fct_entry e[2000];
     for (int i = 0; i < 2000; i++) {
@@ -30,12 +29,10 @@ END_TEST
 START_TEST(test_event_not_ready_until_reached)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev, never;
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(CU_EVENT_DEFAULT);
+    CUevent never = fct_event(CU_EVENT_DISABLE_TIMING);
     int release = 0;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, CU_EVENT_DEFAULT));
-    CU_OK(cuEventCreate(&never, CU_EVENT_DISABLE_TIMING));
     CU_OK(cuEventQuery(never)); /* never recorded: complete, like CUDA */
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuEventRecord(ev, s));
@@ -56,13 +53,11 @@ END_TEST
 START_TEST(test_elapsed_time_lower_bound)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent a, b, notiming;
+    CUstream s = fct_stream(0);
+    CUevent a = fct_event(0);
+    CUevent b = fct_event(CU_EVENT_BLOCKING_SYNC);
+    CUevent notiming = fct_event(CU_EVENT_DISABLE_TIMING);
     int release = 0;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&a, 0));
-    CU_OK(cuEventCreate(&b, CU_EVENT_BLOCKING_SYNC));
-    CU_OK(cuEventCreate(&notiming, CU_EVENT_DISABLE_TIMING));
     float ms = -1;
     CU_IS(cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE); /* never recorded */
     CU_OK(cuEventRecord(a, s));
@@ -96,12 +91,10 @@ END_TEST
 START_TEST(test_elapsed_refuses_untimed_events)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent timed, untimed, untimed2;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&timed, CU_EVENT_DEFAULT));
-    CU_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
-    CU_OK(cuEventCreate(&untimed2, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+    CUstream s = fct_stream(0);
+    CUevent timed = fct_event(CU_EVENT_DEFAULT);
+    CUevent untimed = fct_event(CU_EVENT_DISABLE_TIMING);
+    CUevent untimed2 = fct_event(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
     CU_OK(cuEventRecord(timed, s));
     CU_OK(cuEventRecord(untimed, s));
     CU_OK(cuEventRecord(untimed2, s));
@@ -120,11 +113,9 @@ END_TEST
 START_TEST(test_thread_call_counters)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent timed, untimed;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&timed, CU_EVENT_DEFAULT));
-    CU_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+    CUstream s = fct_stream(0);
+    CUevent timed = fct_event(CU_EVENT_DEFAULT);
+    CUevent untimed = fct_event(CU_EVENT_DISABLE_TIMING);
     unsigned long long c0 = fakecuda_thread_calls(), t0 = fakecuda_thread_timed_records();
     CU_OK(cuEventRecord(untimed, s));
     CU_OK(cuEventRecord(untimed, s));
@@ -138,12 +129,10 @@ END_TEST
 START_TEST(test_rerecord_moves_event)
 {
     fct_init_ctx();
-    CUstream s1, s2;
-    CUevent ev;
+    CUstream s1 = fct_stream(0);
+    CUstream s2 = fct_stream(0);
+    CUevent ev = fct_event(0);
     int release = 0;
-    CU_OK(cuStreamCreate(&s1, 0));
-    CU_OK(cuStreamCreate(&s2, 0));
-    CU_OK(cuEventCreate(&ev, 0));
     CU_OK(cuEventRecord(ev, s1));
     CU_OK(cuEventSynchronize(ev));
     CU_OK(fakecuda_test_spin(s2, &release));
@@ -158,12 +147,10 @@ END_TEST
 START_TEST(test_stream_wait_event)
 {
     fct_init_ctx();
-    CUstream s1, s2;
-    CUevent ev;
+    CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream s2 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent ev = fct_event(CU_EVENT_DISABLE_TIMING);
     int release = 0, ran = 0;
-    CU_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
     CU_OK(fakecuda_test_spin(s1, &release));
     CU_OK(cuEventRecord(ev, s1));
     CU_OK(cuStreamWaitEvent(s2, ev, 0));
@@ -182,10 +169,9 @@ END_TEST
 START_TEST(test_legacy_waits_for_blocking_streams_only)
 {
     fct_init_ctx();
-    CUstream blocking, nonblocking;
+    CUstream blocking = fct_stream(CU_STREAM_DEFAULT);
+    CUstream nonblocking = fct_stream(CU_STREAM_NON_BLOCKING);
     int rel_b = 0, rel_nb = 0, legacy_ran = 0;
-    CU_OK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
-    CU_OK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
     unsigned flags = 7;
     CU_OK(cuStreamGetFlags(nonblocking, &flags));
     ck_assert_uint_eq(flags, CU_STREAM_NON_BLOCKING);
@@ -207,10 +193,9 @@ END_TEST
 START_TEST(test_blocking_streams_wait_for_legacy)
 {
     fct_init_ctx();
-    CUstream blocking, nonblocking;
+    CUstream blocking = fct_stream(0);
+    CUstream nonblocking = fct_stream(CU_STREAM_NON_BLOCKING);
     int release = 0, b_ran = 0, nb_ran = 0, ptds_ran = 0;
-    CU_OK(cuStreamCreate(&blocking, 0));
-    CU_OK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
     CU_OK(fakecuda_test_spin(CU_STREAM_LEGACY, &release));
     CU_OK(cuLaunchHostFunc(blocking, fct_set, &b_ran));
     CU_OK(cuLaunchHostFunc(CU_STREAM_PER_THREAD, fct_set, &ptds_ran));
@@ -291,10 +276,8 @@ START_TEST(test_stream_destroy_lets_work_finish)
 {
     fct_init_ctx();
     int base = fakecuda_live_threads(), release = 0, ran = 0;
-    CUstream s;
-    CUevent ev;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&ev, 0));
+    CUstream s = fct_stream(0);
+    CUevent ev = fct_event(0);
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuEventRecord(ev, s));
     CU_OK(cuLaunchHostFunc(s, fct_set, &ran));
@@ -316,10 +299,9 @@ END_TEST
 START_TEST(test_event_of_other_context_rejected)
 {
     CUcontext a = fct_init_ctx(), b;
-    CUevent ev;
-    CUstream sa, sb;
-    CU_OK(cuEventCreate(&ev, 0));
-    CU_OK(cuStreamCreate(&sa, 0));
+    CUevent ev = fct_event(0);
+    CUstream sa = fct_stream(0);
+    CUstream sb;
     CU_OK(cuCtxCreate(&b, NULL, 0, 1));
     CU_OK(cuStreamCreate(&sb, 0));
     CUcontext got;
@@ -338,9 +320,8 @@ END_TEST
 START_TEST(test_ctx_synchronize)
 {
     fct_init_ctx();
-    CUstream s1, s2;
-    CU_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&s2, 0));
+    CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream s2 = fct_stream(0);
     CU_OK(fakecuda_test_kernel(s1, 30 * 1000000ull));
     CU_OK(fakecuda_test_kernel(s2, 30 * 1000000ull));
     CU_OK(fakecuda_test_kernel(CU_STREAM_PER_THREAD, 30 * 1000000ull));
@@ -370,8 +351,7 @@ START_TEST(test_memory)
     CU_OK(cuMemsetD32(d, 0x01020304u, 1024));
     CU_OK(cuMemcpyDtoH(out, d, 8));
     ck_assert_int_eq(((uint32_t *)out)[1], 0x01020304);
-    CUstream s;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
     CU_OK(cuMemsetD8Async(d2, 0xAB, 4096, s));
     CU_OK(cuMemcpyDtoHAsync(out, d2, 4096, s));
     CU_OK(cuStreamSynchronize(s));
@@ -408,10 +388,9 @@ static void *release_after_quiet(void *arg)
 START_TEST(test_sync_copy_waits_for_blocking_streams)
 {
     fct_init_ctx();
-    CUstream b;
+    CUstream b = fct_stream(0);
     CUdeviceptr d;
     int release = 0;
-    CU_OK(cuStreamCreate(&b, 0));
     CU_OK(cuMemAlloc(&d, 64));
     CU_OK(cuMemsetD8(d, 0, 64));
     CU_OK(fakecuda_test_spin(b, &release));
@@ -430,10 +409,8 @@ END_TEST
 START_TEST(test_record_and_query_allocate_nothing)
 {
     fct_init_ctx();
-    CUstream s;
-    CUevent ev;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent ev = fct_event(CU_EVENT_DISABLE_TIMING);
     /* grow the op pool: 200 ops queued at once behind a held stream, more than the
      * loop below ever has queued (at most 100 between synchronisations) */
     volatile int release = 0;
@@ -461,11 +438,9 @@ START_TEST(test_op_delay_env)
 {
     setenv("FAKECUDA_OP_DELAY_US", "40000", 1);
     fct_init_ctx();
-    CUstream s;
-    CUevent a, b;
-    CU_OK(cuStreamCreate(&s, 0));
-    CU_OK(cuEventCreate(&a, 0));
-    CU_OK(cuEventCreate(&b, 0));
+    CUstream s = fct_stream(0);
+    CUevent a = fct_event(0);
+    CUevent b = fct_event(0);
     CU_OK(cuEventRecord(a, s));
     CU_OK(fakecuda_test_kernel(s, 0));
     CU_OK(cuEventRecord(b, s));
@@ -480,9 +455,8 @@ START_TEST(test_stall_env)
 {
     setenv("FAKECUDA_STALL_AFTER_OPS", "2", 1);
     fct_init_ctx();
-    CUstream s;
+    CUstream s = fct_stream(0);
     int ran[3] = { 0, 0, 0 };
-    CU_OK(cuStreamCreate(&s, 0));
     for (int i = 0; i < 3; i++) CU_OK(cuLaunchHostFunc(s, fct_set, &ran[i]));
     ck_assert(fct_wait_int(&ran[1], 1));
     fct_sleep_ms(FCT_QUIET_MS);
@@ -498,13 +472,11 @@ START_TEST(test_instant_events_env)
     const int instant = _i;
     if (instant) setenv("FAKECUDA_INSTANT_EVENTS", "1", 1);
     fct_init_ctx();
-    CUstream s, t;
-    CUevent e;
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream t = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUevent e = fct_event(0);
     int ran = 0;
     volatile int release = 0;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuEventCreate(&e, 0));
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuEventRecord(e, s));
     CU_IS(cuEventQuery(e), instant ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
@@ -600,11 +572,10 @@ START_TEST(test_max_connections_shares_one_queue)
     const int shared = _i;
     if (shared) setenv("FAKECUDA_MAX_CONNECTIONS", "1", 1);
     fct_init_ctx();
-    CUstream s, t;
+    CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
+    CUstream t = fct_stream(CU_STREAM_NON_BLOCKING);
     volatile int release = 0;
     int on_s = 0, on_t = 0;
-    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CU_OK(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
     CU_OK(fakecuda_test_spin(s, &release));
     CU_OK(cuLaunchHostFunc(s, fct_set, &on_s));
     CU_OK(cuLaunchHostFunc(t, fct_set, &on_t));
@@ -625,31 +596,20 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fakecuda_stream");
-    TCase *tc = tcase_create("stream");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_fifo_order);
-    tcase_add_test(tc, test_event_not_ready_until_reached);
-    tcase_add_test(tc, test_elapsed_time_lower_bound);
-    tcase_add_test(tc, test_elapsed_refuses_untimed_events);
-    tcase_add_test(tc, test_thread_call_counters);
-    tcase_add_test(tc, test_rerecord_moves_event);
-    tcase_add_test(tc, test_stream_wait_event);
-    tcase_add_test(tc, test_legacy_waits_for_blocking_streams_only);
-    tcase_add_test(tc, test_blocking_streams_wait_for_legacy);
-    tcase_add_test(tc, test_per_thread_default_stream);
-    tcase_add_test(tc, test_stream_destroy_lets_work_finish);
-    tcase_add_test(tc, test_event_of_other_context_rejected);
-    tcase_add_test(tc, test_ctx_synchronize);
-    tcase_add_test(tc, test_memory);
-    tcase_add_test(tc, test_sync_copy_waits_for_blocking_streams);
-    tcase_add_test(tc, test_record_and_query_allocate_nothing);
-    tcase_add_test(tc, test_op_delay_env);
-    tcase_add_test(tc, test_stall_env);
+    TCase *tc;
+    const TTest *tests[] = {test_fifo_order, test_event_not_ready_until_reached,
+                            test_elapsed_time_lower_bound, test_elapsed_refuses_untimed_events,
+                            test_thread_call_counters, test_rerecord_moves_event,
+                            test_stream_wait_event, test_legacy_waits_for_blocking_streams_only,
+                            test_blocking_streams_wait_for_legacy, test_per_thread_default_stream,
+                            test_stream_destroy_lets_work_finish,
+                            test_event_of_other_context_rejected, test_ctx_synchronize, test_memory,
+                            test_sync_copy_waits_for_blocking_streams,
+                            test_record_and_query_allocate_nothing, test_op_delay_env,
+                            test_stall_env, test_event_synchronize_blocks_while_stalled,
+                            test_queue_depth_blocks_enqueue, NULL};
+    Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, tests, &tc);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
-    tcase_add_test(tc, test_event_synchronize_blocks_while_stalled);
-    tcase_add_test(tc, test_queue_depth_blocks_enqueue);
     tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);
-    suite_add_tcase(s, tc);
     return ng_check_run(s);
 }

@@ -48,6 +48,22 @@ static inline CUcontext fct_init_ctx(void)
     return ctx;
 }
 
+/* A new stream of the current context (cuStreamCreate's flags), checked. */
+static inline CUstream fct_stream(unsigned flags)
+{
+    CUstream s = NULL;
+    CU_OK(cuStreamCreate(&s, flags));
+    return s;
+}
+
+/* A new event (cuEventCreate's flags), checked. */
+static inline CUevent fct_event(unsigned flags)
+{
+    CUevent ev = NULL;
+    CU_OK(cuEventCreate(&ev, flags));
+    return ev;
+}
+
 static inline int fct_load(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void fct_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 

@@ -344,8 +344,8 @@ static char *read_log(const char *dir, const char *prefix)
 
 START_TEST(call_log_is_identical_across_runs)
 {
-    char dir[] = "/tmp/fnt-log-XXXXXX", log[128], cmd[160];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], log[128];
+    ng_check_tmpdir(dir, sizeof dir, "fnt-log");
     snprintf(log, sizeof log, "%s/run1-%%r-%%p.log", dir);
     ck_assert_int_eq(run_child(log, "7"), 0);
     snprintf(log, sizeof log, "%s/run2-%%r-%%p.log", dir);
@@ -383,32 +383,19 @@ START_TEST(call_log_is_identical_across_runs)
                   "an address leaked into the log");
     free(one);
     free(two);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 END_TEST
-
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_api");
-    TCase *tc = tcase_create("api");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, error_strings_are_nccls);
-    tcase_add_test(tc, version_and_unique_ids);
-    tcase_add_test(tc, arguments_are_checked_like_nccl);
-    tcase_add_test(tc, group_simulate_end_launches_nothing);
-    tcase_add_test(tc, only_nccl_names_are_exported);
-    tcase_add_test(tc, read_only_data_names_only_the_variables_read);
-    tcase_add_test(tc, noop_enqueues_nothing);
-    tcase_add_test(tc, nccl_debug_warn_prints_warnings);
-    tcase_add_test(tc, call_log_is_identical_across_runs);
-    suite_add_tcase(s, tc);
-    return s;
-}
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "calllog-child"))
         return calllog_scenario();
-    return ng_check_run(suite());
+    const TTest *tests[] = {error_strings_are_nccls, version_and_unique_ids,
+                            arguments_are_checked_like_nccl, group_simulate_end_launches_nothing,
+                            only_nccl_names_are_exported,
+                            read_only_data_names_only_the_variables_read, noop_enqueues_nothing,
+                            nccl_debug_warn_prints_warnings, call_log_is_identical_across_runs,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakenccl_api", "api", 120, tests, NULL));
 }

@@ -52,18 +52,11 @@ static long expected(ncclRedOp_t op, int n, size_t i)
     }
 }
 
-static ncclComm_t init(int rank, int n, const struct args *a)
-{
-    ncclComm_t comm;
-    FNT_NCCL(ncclCommInitRank(&comm, n, a->id, rank));
-    return comm;
-}
-
 static void allreduce_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     void *send = malloc(count * 8), *recv = malloc(count * 8);
     for (int k = 0; k < NTYPES; k++) {
@@ -103,8 +96,8 @@ END_TEST
 static void allreduce_big_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     float *buf = malloc(count * sizeof *buf);
     for (size_t i = 0; i < count; i++)
@@ -127,8 +120,8 @@ END_TEST
 static void broadcast_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     int32_t *send = malloc(count * 4), *recv = malloc(count * 4);
     for (int root = 0; root < n; root++) {
@@ -159,8 +152,8 @@ END_TEST
 static void reduce_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     double *send = malloc(count * 8), *recv = malloc(count * 8);
     for (int root = 0; root < n; root++) {
@@ -191,8 +184,8 @@ END_TEST
 static void allgather_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     uint16_t *send = malloc(count * 2), *recv = malloc(count * 2 * (size_t)n);
     for (size_t i = 0; i < count; i++)
@@ -223,8 +216,8 @@ END_TEST
 static void reducescatter_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t rc = a->count, total = rc * (size_t)n;
     int64_t *send = malloc(total * 8), *recv = malloc(rc * 8);
     for (size_t i = 0; i < total; i++)
@@ -262,8 +255,8 @@ END_TEST
 static void alltoall_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t c = a->count, total = c * (size_t)n;
     uint32_t *send = malloc(total * 4), *recv = malloc(total * 4);
     for (int j = 0; j < n; j++)
@@ -292,8 +285,8 @@ END_TEST
 static void gather_scatter_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t c = a->count, total = c * (size_t)n;
     int8_t *mine = malloc(c), *all = malloc(total), *got = malloc(c);
     for (int root = 0; root < n; root++) {
@@ -327,8 +320,8 @@ END_TEST
 static void premulsum_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     float *send = malloc(count * 4), *recv = malloc(count * 4);
     float scalar = (float)(rank + 1);
@@ -370,8 +363,8 @@ END_TEST
 static void zero_count_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     int v = rank + 1, out = 0;
     FNT_NCCL(ncclAllReduce(NULL, NULL, 0, ncclInt32, ncclSum, comm, s));
     FNT_NCCL(ncclAllGather(NULL, NULL, 0, ncclInt32, comm, s));
@@ -391,8 +384,8 @@ END_TEST
 static void memalloc_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm = init(rank, n, a);
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     int32_t *buf;
     void *reg;
     FNT_NCCL(ncclMemAlloc((void **)&buf, 64 * sizeof *buf));
@@ -415,27 +408,15 @@ START_TEST(memalloc_register_buffers)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_coll");
-    TCase *tc = tcase_create("coll");
-    tcase_set_timeout(tc, 240);
-    tcase_add_loop_test(tc, allreduce_every_type_and_op, 0, 4);
-    tcase_add_test(tc, allreduce_in_place_many_chunks);
-    tcase_add_test(tc, broadcast_and_bcast_every_root);
-    tcase_add_test(tc, reduce_every_root_and_op);
-    tcase_add_test(tc, allgather_in_rank_order);
-    tcase_add_test(tc, reducescatter_blocks_and_in_place);
-    tcase_add_test(tc, alltoall_blocks_and_in_place);
-    tcase_add_test(tc, gather_and_scatter_every_root);
-    tcase_add_test(tc, premulsum_immediate_and_device_scalars);
-    tcase_add_test(tc, zero_count_ops_complete);
-    tcase_add_test(tc, memalloc_register_buffers);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    TCase *tc;
+    const TTest *tests[] = {allreduce_in_place_many_chunks, broadcast_and_bcast_every_root,
+                            reduce_every_root_and_op, allgather_in_rank_order,
+                            reducescatter_blocks_and_in_place, alltoall_blocks_and_in_place,
+                            gather_and_scatter_every_root, premulsum_immediate_and_device_scalars,
+                            zero_count_ops_complete, memalloc_register_buffers, NULL};
+    Suite *s = ng_check_suite("fakenccl_coll", "coll", 240, tests, &tc);
+    tcase_add_loop_test(tc, allreduce_every_type_and_op, 0, 4);
+    return ng_check_run(s);
 }

@@ -32,10 +32,9 @@ static struct shared *new_shared(void)
 static void fail_nth_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     int v = rank + 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     for (int call = 1; call <= (rank == 1 ? 3 : 2); call++) {
         ncclResult_t r = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s);
         if (rank == 1 && call == 2) {
@@ -89,14 +88,11 @@ END_TEST
 static void delay_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent before, after;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent before = fnt_event(), after = fnt_event();
     float ms;
     int v = 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&before, CU_EVENT_DEFAULT));
-    FNT_CU(cuEventCreate(&after, CU_EVENT_DEFAULT));
     FNT_CU(cuEventRecord(before, s));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuEventRecord(after, s));
@@ -161,11 +157,10 @@ END_TEST
 static void async_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     ncclResult_t st;
     int v = 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     for (int k = 0; k < 2; k++) {
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
         FNT_CHECK(st == ncclSuccess, "async error before op %d", k);
@@ -226,22 +221,10 @@ START_TEST(async_error_result_and_later_ops_fail)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_faults");
-    TCase *tc = tcase_create("faults");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, fail_op_nth_call_on_one_rank);
-    tcase_add_test(tc, fail_group_end_drops_the_group);
-    tcase_add_test(tc, delay_slows_one_ranks_stream);
-    tcase_add_test(tc, delay_rank_follows_the_rank_variable);
-    tcase_add_test(tc, async_error_after_n_ops);
-    tcase_add_test(tc, async_error_result_and_later_ops_fail);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {fail_op_nth_call_on_one_rank, fail_group_end_drops_the_group,
+                            delay_slows_one_ranks_stream, delay_rank_follows_the_rank_variable,
+                            async_error_after_n_ops, async_error_result_and_later_ops_fail, NULL};
+    return ng_check_run(ng_check_suite("fakenccl_faults", "faults", 240, tests, NULL));
 }

@@ -130,10 +130,10 @@ END_TEST
 static void split_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm, child, child2;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    ncclComm_t child, child2;
     int count, me, dev, out = 0, gathered[8];
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     FNT_NCCL(ncclCommSplit(comm, rank % 2, -rank, &child, NULL));
     FNT_CHECK(child != NULL, "no child");
     FNT_NCCL(ncclCommCount(child, &count));
@@ -182,12 +182,11 @@ END_TEST
 static void shrink_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm, small, smaller;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
+    ncclComm_t small, smaller;
     int count, me, out = 0, excl[1] = {2}, excl2[1] = {1};
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank == 2) {
         FNT_NCCL(ncclCommDestroy(comm));
         return;
@@ -228,13 +227,11 @@ END_TEST
 static void abort_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
     ncclResult_t st;
     int v = 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank < 2) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
         FNT_CU(cuEventRecord(ev, s));
@@ -296,12 +293,11 @@ static void notify_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
     setenv("FAKENCCL_ABORT_NOTIFY", "1", 1);
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     CUevent ev;
     ncclResult_t st;
     int v = 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     if (rank == 0) {
         arrive(sh, n);
         *(volatile uint64_t *)&sh->t0 = mono_ns(); /* before the abort marks its time */
@@ -337,13 +333,12 @@ END_TEST
 static void revoke_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm, again;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
+    ncclComm_t again;
     ncclResult_t st;
     int v = 1, out = 0, count;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank == 0) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
         FNT_CU(cuEventRecord(ev, s));
@@ -402,11 +397,10 @@ static void *destroy_thread(void *p)
 static void destroy_waits_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     int v = 1, out = 0;
     pthread_t t;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     if (rank == 1)
         FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
@@ -518,8 +512,8 @@ static int fork_child(void)
 
 START_TEST(fork_child_starts_clean)
 {
-    char dir[] = "/tmp/fnt-fork-XXXXXX", path[64];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64], path[96];
+    ng_check_tmpdir(dir, sizeof dir, "fnt-fork");
     snprintf(path, sizeof path, "%s/log-%%p", dir);
     setenv("FAKENCCL_CALL_LOG", path, 1); /* the call log's lock is taken in the loop too */
     pthread_t t;
@@ -538,9 +532,7 @@ START_TEST(fork_child_starts_clean)
     }
     __atomic_store_n(&stop_calls, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
-    char cmd[96];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 END_TEST
 
@@ -583,9 +575,7 @@ static void lonely_rank(int rank, int n, void *arg)
 static void one_rank(int rank, int n, void *arg)
 {
     ncclUniqueId *id = arg;
-    ncclComm_t comm;
-    fnt_setup_rank(rank);
-    FNT_NCCL(ncclCommInitRank(&comm, n, *id, rank));
+    ncclComm_t comm = fnt_join(rank, n, *id, NULL);
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
@@ -605,28 +595,15 @@ START_TEST(killed_ranks_leave_nothing_behind)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_life");
-    TCase *tc = tcase_create("life");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, nonblocking_init_op_group_finalize);
-    tcase_add_test(tc, nccl_comm_blocking_env);
-    tcase_add_test(tc, split_membership_and_results);
-    tcase_add_test(tc, shrink_membership_and_abort_mode);
-    tcase_add_test(tc, abort_is_local);
-    tcase_add_test(tc, abort_notify_gives_remote_error_after_delay);
-    tcase_add_test(tc, revoke_ends_pending_ops_and_keeps_handle);
-    tcase_add_test(tc, destroy_and_finalize_wait_for_outstanding_ops);
-    tcase_add_test(tc, use_after_destroy_is_rejected_loudly);
-    tcase_add_test(tc, fork_child_starts_clean);
-    tcase_add_test(tc, fork_child_refuses_parent_comm);
-    tcase_add_test(tc, killed_ranks_leave_nothing_behind);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {nonblocking_init_op_group_finalize, nccl_comm_blocking_env,
+                            split_membership_and_results, shrink_membership_and_abort_mode,
+                            abort_is_local, abort_notify_gives_remote_error_after_delay,
+                            revoke_ends_pending_ops_and_keeps_handle,
+                            destroy_and_finalize_wait_for_outstanding_ops,
+                            use_after_destroy_is_rejected_loudly, fork_child_starts_clean,
+                            fork_child_refuses_parent_comm, killed_ranks_leave_nothing_behind,
+                            NULL};
+    return ng_check_run(ng_check_suite("fakenccl_life", "life", 240, tests, NULL));
 }

@@ -229,21 +229,11 @@ START_TEST(overlapping_calls_on_one_comm_are_reported)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_nb");
-    TCase *tc = tcase_create("nb");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, first_launch_waits_for_every_rank);
-    tcase_add_test(tc, nb_seed_mixes_results_deterministically);
-    tcase_add_test(tc, without_seed_ops_are_in_progress);
-    tcase_add_test(tc, nonblocking_simulate_end_launches);
-    tcase_add_test(tc, overlapping_calls_on_one_comm_are_reported);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {first_launch_waits_for_every_rank,
+                            nb_seed_mixes_results_deterministically,
+                            without_seed_ops_are_in_progress, nonblocking_simulate_end_launches,
+                            overlapping_calls_on_one_comm_are_reported, NULL};
+    return ng_check_run(ng_check_suite("fakenccl_nb", "nb", 240, tests, NULL));
 }

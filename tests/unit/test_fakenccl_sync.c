@@ -45,12 +45,10 @@ static void stays_pending(CUevent ev, int ms)
 static void peers_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
     int v = rank + 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank == 1)
         FNT_CU(fakecuda_test_spin(s, &sh->release));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
@@ -78,12 +76,10 @@ END_TEST
 static void late_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
     int v = rank + 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank == 2)
         FNT_CHECK(fnt_wait_flag(&sh->go, 1, 30), "never told to go");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
@@ -118,12 +114,11 @@ END_TEST
 static void mismatch_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm, comm2;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
+    ncclComm_t comm2;
     int32_t buf[32] = {0}, out[32] = {0};
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     FNT_NCCL(ncclAllReduce(buf, out, 4, ncclInt32, ncclSum, comm, s)); /* #0 matches */
     FNT_NCCL(ncclAllReduce(buf, out, rank == 0 ? 10 : 20, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuEventRecord(ev, s));
@@ -162,12 +157,10 @@ END_TEST
 static void p2p_mismatch_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
     int32_t buf[16] = {0};
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     if (rank == 0)
         FNT_NCCL(ncclSend(buf, 5, ncclInt32, 1, comm, s));
     else
@@ -197,13 +190,12 @@ END_TEST
 static void ring_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     size_t count = 300000;
     int32_t *send = malloc(count * 4), *recv = malloc(count * 4), self = rank * 7, got = -1;
     for (size_t i = 0; i < count; i++)
         send[i] = (int32_t)((size_t)rank * count + i);
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     for (int round = 0; round < 2; round++) {
         memset(recv, 0, count * 4);
         FNT_NCCL(ncclGroupStart());
@@ -280,15 +272,12 @@ END_TEST
 static void two_streams_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s1 = fnt_setup_rank(rank), s2;
-    ncclComm_t comm;
-    CUevent before, after;
+    CUstream s1, s2;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s1);
+    CUevent before = fnt_event(), after = fnt_event();
     int va = rank + 1, vb = 10 * (rank + 1), oa = 0, ob = 0;
     double sendv = rank, recvv = -1;
     FNT_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    FNT_CU(cuEventCreate(&before, CU_EVENT_DEFAULT));
-    FNT_CU(cuEventCreate(&after, CU_EVENT_DEFAULT));
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     FNT_CU(fakecuda_test_spin(s1, &sh->release));
     FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
     FNT_CU(cuEventRecord(before, s2));
@@ -323,12 +312,10 @@ END_TEST
 static void nested_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
-    CUevent ev;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
+    CUevent ev = fnt_event();
     int v = rank + 1, out = 0;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
-    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
     FNT_NCCL(ncclGroupStart());
     FNT_NCCL(ncclGroupStart());
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
@@ -505,12 +492,11 @@ END_TEST
 static void graph_rank(int rank, int n, void *arg)
 {
     struct shared *sh = arg;
-    CUstream s = fnt_setup_rank(rank);
-    ncclComm_t comm;
+    CUstream s;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     CUgraph graph;
     CUgraphExec exec;
     int v = 0, out = -1;
-    FNT_NCCL(ncclCommInitRank(&comm, n, sh->id, rank));
     FNT_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuStreamEndCapture(s, &graph));
@@ -539,28 +525,14 @@ START_TEST(captured_allreduce_runs_at_each_graph_launch)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fakenccl_sync");
-    TCase *tc = tcase_create("sync");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, op_completes_only_when_all_peers_arrived);
-    tcase_add_test(tc, missing_rank_keeps_peers_waiting);
-    tcase_add_test(tc, mismatch_hangs_every_rank_and_says_so);
-    tcase_add_test(tc, send_recv_mismatch_hangs_both);
-    tcase_add_test(tc, send_recv_ring_in_a_group);
-    tcase_add_test(tc, group_spans_two_comms_and_two_streams);
-    tcase_add_test(tc, one_comm_serializes_its_streams);
-    tcase_add_test(tc, group_launches_at_outermost_end);
-    tcase_add_test(tc, group_state_is_per_thread);
-    tcase_add_test(tc, init_all_in_one_process);
-    tcase_add_test(tc, ranks_as_threads);
-    tcase_add_test(tc, captured_allreduce_runs_at_each_graph_launch);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {op_completes_only_when_all_peers_arrived,
+                            missing_rank_keeps_peers_waiting, mismatch_hangs_every_rank_and_says_so,
+                            send_recv_mismatch_hangs_both, send_recv_ring_in_a_group,
+                            group_spans_two_comms_and_two_streams, one_comm_serializes_its_streams,
+                            group_launches_at_outermost_end, group_state_is_per_thread,
+                            init_all_in_one_process, ranks_as_threads,
+                            captured_allreduce_runs_at_each_graph_launch, NULL};
+    return ng_check_run(ng_check_suite("fakenccl_sync", "sync", 240, tests, NULL));
 }

@@ -161,6 +161,23 @@ CUstream fnt_setup_rank(int rank)
     return s;
 }
 
+ncclComm_t fnt_join(int rank, int nranks, ncclUniqueId id, CUstream *s)
+{
+    ncclComm_t comm;
+    CUstream stream = fnt_setup_rank(rank);
+    if (s)
+        *s = stream;
+    FNT_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
+    return comm;
+}
+
+CUevent fnt_event(void)
+{
+    CUevent ev;
+    FNT_CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+    return ev;
+}
+
 ncclUniqueId fnt_unique_id(void)
 {
     ncclUniqueId id;

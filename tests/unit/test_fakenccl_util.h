@@ -75,6 +75,12 @@ void *fnt_shared(size_t bytes);
 
 /* In a rank: cuInit, the primary context of device (rank % 8) made current, a new stream. */
 CUstream fnt_setup_rank(int rank);
+/* In a rank, the set-up most rank bodies begin with: fnt_setup_rank, then the communicator
+ * of id joined as rank of nranks (ncclCommInitRank, checked). Returns it; *s gets the
+ * rank's stream (s may be NULL). */
+ncclComm_t fnt_join(int rank, int nranks, ncclUniqueId id, CUstream *s);
+/* A new event (CU_EVENT_DEFAULT) in the current context, checked. */
+CUevent fnt_event(void);
 /* A fresh unique id (in the parent, before forking). */
 ncclUniqueId fnt_unique_id(void);
 /* True when the communicator of id left nothing in /dev/shm. */

@@ -504,7 +504,7 @@ END_TEST
 START_TEST(checker_reads_1x_and_rejects_3)
 {
     char old[PATH_MAX], cmd[3 * PATH_MAX];
-    fmt_path(old, "%s/tests/unit/dump-1.2.json", repo);
+    fmt_path(old, "%s/tests/fixtures/dumps/dump-1.2.json", repo);
     run_checker(old, NULL);
     make_root();
     char three[PATH_MAX];
@@ -1011,31 +1011,19 @@ int main(void)
     if (!getcwd(repo, sizeof repo) || strlen(repo) + 32 > sizeof checker) return EXIT_FAILURE;
     strcpy(checker, repo);
     strcat(checker, "/tests/unit/check_dump.py");
-    Suite *s = suite_create("shim_dump");
-    TCase *tc = tcase_create("dump");
-    tcase_set_timeout(tc, 60);
+    TCase *tc;
+    const TTest *tests[] = {round_trip, ops_bytes_as_printf_writes_them, schema_header_docs_agree,
+                            checker_reads_1x_and_rejects_3, large_dump_streams_through_the_buffer,
+                            dump_while_writers_append, comm_counters_cover_the_listed_ops,
+                            later_dump_replaces_earlier, symlink_at_final_name_not_followed,
+                            symlink_at_temp_name_not_followed, unwritable_dir_falls_back_to_tmpdir,
+                            foreign_fallback_dir_is_refused, hostile_job_id_stays_inside,
+                            hostile_host_and_long_job_are_sanitised,
+                            second_concurrent_dump_is_refused_and_config_hook,
+                            config_hook_that_writes_nothing_gives_null, fork_child_may_dump,
+                            dump_from_signal_handler, dump_before_init_fails,
+                            dump_dir_from_config_file, relative_dir_is_resolved_at_init, NULL};
+    Suite *s = ng_check_suite("shim_dump", "dump", 60, tests, &tc);
     tcase_add_checked_fixture(tc, NULL, cleanup);
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, ops_bytes_as_printf_writes_them);
-    tcase_add_test(tc, schema_header_docs_agree);
-    tcase_add_test(tc, checker_reads_1x_and_rejects_3);
-    tcase_add_test(tc, large_dump_streams_through_the_buffer);
-    tcase_add_test(tc, dump_while_writers_append);
-    tcase_add_test(tc, comm_counters_cover_the_listed_ops);
-    tcase_add_test(tc, later_dump_replaces_earlier);
-    tcase_add_test(tc, symlink_at_final_name_not_followed);
-    tcase_add_test(tc, symlink_at_temp_name_not_followed);
-    tcase_add_test(tc, unwritable_dir_falls_back_to_tmpdir);
-    tcase_add_test(tc, foreign_fallback_dir_is_refused);
-    tcase_add_test(tc, hostile_job_id_stays_inside);
-    tcase_add_test(tc, hostile_host_and_long_job_are_sanitised);
-    tcase_add_test(tc, second_concurrent_dump_is_refused_and_config_hook);
-    tcase_add_test(tc, config_hook_that_writes_nothing_gives_null);
-    tcase_add_test(tc, fork_child_may_dump);
-    tcase_add_test(tc, dump_from_signal_handler);
-    tcase_add_test(tc, dump_before_init_fails);
-    tcase_add_test(tc, dump_dir_from_config_file);
-    tcase_add_test(tc, relative_dir_is_resolved_at_init);
-    suite_add_tcase(s, tc);
     return ng_check_run(s);
 }

@@ -323,16 +323,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("flight");
-    TCase *tc = tcase_create("ring");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, append_copy_and_wrap);
-    tcase_add_test(tc, copy_derives_the_rest);
-    tcase_add_test(tc, drop_without_events);
-    tcase_add_test(tc, advance_is_compare_and_swap);
-    tcase_add_test(tc, deferral_end_belongs_to_its_record);
-    tcase_add_test(tc, watchdog_values_never_reach_a_newer_record);
-    tcase_add_test(tc, concurrent_writers_and_reader);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {append_copy_and_wrap, copy_derives_the_rest, drop_without_events,
+                            advance_is_compare_and_swap, deferral_end_belongs_to_its_record,
+                            watchdog_values_never_reach_a_newer_record,
+                            concurrent_writers_and_reader, NULL};
+    return ng_check_run(ng_check_suite("flight", "ring", 120, tests, NULL));
 }

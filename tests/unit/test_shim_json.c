@@ -731,23 +731,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("shim_json");
-    TCase *tc = tcase_create("json");
-    tcase_add_test(tc, exact_across_flushes);
-    tcase_add_test(tc, newline_layout);
-    tcase_add_test(tc, string_escapes);
-    tcase_add_test(tc, escape_at_every_position);
-    tcase_add_test(tc, string_utf8);
-    tcase_add_test(tc, memory_and_count_modes);
-    tcase_add_test(tc, numbers_without_trailing_zeros);
-    tcase_add_test(tc, format_helpers);
-    tcase_add_test(tc, integers_as_printf_writes_them);
-    tcase_add_test(tc, hex_as_printf_writes_it);
-    tcase_add_test(tc, runs_write_what_the_calls_write);
-    tcase_add_test(tc, runs_refused_where_members_cannot_go);
-    tcase_add_test(tc, quote_for_json_lines);
-    tcase_add_test(tc, misuse_is_sticky_einval);
-    tcase_add_test(tc, write_errors_are_reported);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {exact_across_flushes, newline_layout, string_escapes,
+                            escape_at_every_position, string_utf8, memory_and_count_modes,
+                            numbers_without_trailing_zeros, format_helpers,
+                            integers_as_printf_writes_them, hex_as_printf_writes_it,
+                            runs_write_what_the_calls_write, runs_refused_where_members_cannot_go,
+                            quote_for_json_lines, misuse_is_sticky_einval,
+                            write_errors_are_reported, NULL};
+    return ng_check_run(ng_check_suite("shim_json", "json", 0, tests, NULL));
 }

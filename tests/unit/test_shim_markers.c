@@ -157,11 +157,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("markers");
-    TCase *t = tcase_create("homes");
-    tcase_add_test(t, a_thread_gets_back_its_own);
-    tcase_add_test(t, none_out_of_reach);
-    tcase_add_test(t, threads_at_once_lose_none);
-    suite_add_tcase(suite, t);
-    return ng_check_run(suite);
+    const TTest *tests[] = {a_thread_gets_back_its_own, none_out_of_reach,
+                            threads_at_once_lose_none, NULL};
+    return ng_check_run(ng_check_suite("markers", "homes", 0, tests, NULL));
 }

@@ -523,21 +523,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("observer");
-    TCase *t = tcase_create("lanes");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, lane_oldest_first);
-    tcase_add_test(t, many_streams_and_comms);
-    tcase_add_test(t, as_many_lanes_as_slots);
-    tcase_add_test(t, overwritten_in_flight);
-    tcase_add_test(t, overwritten_while_passes_run);
-    tcase_add_test(t, comm_waits_for_its_other_stream);
-    tcase_add_test(t, group_shares_marker);
-    tcase_add_test(t, group_without_marker_untracked);
-    tcase_add_test(t, group_end_without_marker);
-    tcase_add_test(t, deferred_op_passed_over);
-    tcase_add_test(t, aborted_comm_ends_its_ops);
-    tcase_add_test(t, reused_handle_names_new_comm);
-    suite_add_tcase(s, t);
-    return ng_check_run(s);
+    const TTest *tests[] = {lane_oldest_first, many_streams_and_comms, as_many_lanes_as_slots,
+                            overwritten_in_flight, overwritten_while_passes_run,
+                            comm_waits_for_its_other_stream, group_shares_marker,
+                            group_without_marker_untracked, group_end_without_marker,
+                            deferred_op_passed_over, aborted_comm_ends_its_ops,
+                            reused_handle_names_new_comm, NULL};
+    return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }

@@ -31,15 +31,12 @@ static char dir[64], path[128];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/ng-output-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ng_check_tmpdir(dir, sizeof dir, "output");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert(ng_check_rmtree(dir));
 }
 
 static const char *at(const char *name)
@@ -246,14 +243,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("output");
-    TCase *t = tcase_create("output");
+    TCase *t;
+    const TTest *tests[] = {refuses_what_is_not_a_regular_file, creates_files_0600,
+                            log_to_a_fifo_falls_back_to_stderr_once,
+                            lines_a_file_cannot_take_are_lost_counted_and_said_once,
+                            a_stuck_writer_never_blocks_the_callers, NULL};
+    Suite *s = ng_check_suite("output", "output", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, refuses_what_is_not_a_regular_file);
-    tcase_add_test(t, creates_files_0600);
-    tcase_add_test(t, log_to_a_fifo_falls_back_to_stderr_once);
-    tcase_add_test(t, lines_a_file_cannot_take_are_lost_counted_and_said_once);
-    tcase_add_test(t, a_stuck_writer_never_blocks_the_callers);
-    suite_add_tcase(s, t);
     return ng_check_run(s);
 }

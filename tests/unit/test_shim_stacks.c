@@ -147,14 +147,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stacks");
-    TCase *tc = tcase_create("table");
-    tcase_add_test(tc, one_id_per_stack);
-    tcase_add_test(tc, depth_cuts_the_stack);
-    tcase_add_test(tc, off_without_depth);
-    tcase_add_test(tc, full_table_keeps_what_it_has);
-    tcase_add_test(tc, threads_agree);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {one_id_per_stack, depth_cuts_the_stack, off_without_depth,
+                            full_table_keeps_what_it_has, threads_agree, NULL};
+    return ng_check_run(ng_check_suite("stacks", "table", 60, tests, NULL));
 }

@@ -108,14 +108,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stats");
-    TCase *t = tcase_create("stats");
-    tcase_add_test(t, warm_up_then_the_median);
-    tcase_add_test(t, median_of_a_spread);
-    tcase_add_test(t, classes_are_kept_apart);
-    tcase_add_test(t, ageing_follows_a_drift);
-    tcase_add_test(t, durations_out_of_range);
-    tcase_add_test(t, slow_only_when_persistent);
-    suite_add_tcase(s, t);
-    return ng_check_run(s);
+    const TTest *tests[] = {warm_up_then_the_median, median_of_a_spread, classes_are_kept_apart,
+                            ageing_follows_a_drift, durations_out_of_range,
+                            slow_only_when_persistent, NULL};
+    return ng_check_run(ng_check_suite("stats", "stats", 0, tests, NULL));
 }

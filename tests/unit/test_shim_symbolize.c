@@ -89,11 +89,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("symbolize");
-    TCase *tc = tcase_create("names");
-    tcase_add_test(tc, static_function_named_from_symtab);
-    tcase_add_test(tc, stripped_gives_module_and_offset_only);
-    tcase_add_test(tc, sizeless_symbol_names_nothing);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {static_function_named_from_symtab,
+                            stripped_gives_module_and_offset_only, sizeless_symbol_names_nothing,
+                            NULL};
+    return ng_check_run(ng_check_suite("symbolize", "names", 0, tests, NULL));
 }

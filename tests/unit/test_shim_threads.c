@@ -277,11 +277,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("shim_threads");
-    TCase *tc = tcase_create("threads");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, syscalls_are_left_alone_and_stacks_are_taken);
-    tcase_add_test(tc, signal_choice_respects_handlers_and_nccl);
-    suite_add_tcase(s, tc);
-    return ng_check_run(s);
+    const TTest *tests[] = {syscalls_are_left_alone_and_stacks_are_taken,
+                            signal_choice_respects_handlers_and_nccl, NULL};
+    return ng_check_run(ng_check_suite("shim_threads", "threads", 60, tests, NULL));
 }

@@ -184,14 +184,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("timeouts");
-    TCase *t = tcase_create("timeouts");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, younger_first_timeout_behind_older);
-    tcase_add_test(t, size_scaled_timeouts);
-    tcase_add_test(t, agenda_order);
-    tcase_add_test(t, idle_enforcer_sleeps_long);
-    tcase_add_test(t, op_appended_during_sleep_is_due_no_sooner);
-    suite_add_tcase(s, t);
-    return ng_check_run(s);
+    const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
+                            idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
+                            NULL};
+    return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }
