@@ -64,20 +64,30 @@ static __attribute__((noinline)) uint32_t first_of_class(const struct ng_comm *c
     return (uint32_t)every + k % (uint32_t)every;
 }
 
-/* Whether this op is one of its class's timing samples (above). A count down,
- * not a count and a remainder: a division costs more than the rest of this. c
- * is a registry record (its slot is below NG_MAX_COMMS), type one of the
- * wrappers' enum ng_op_type. */
+/* An op enqueued this long after its communicator's previous one is a sample
+ * too: the first op of a training step, the one where a late rank makes the
+ * others wait (the rest of the step follows in lockstep). At most one such
+ * sample per millisecond and communicator. */
+#define SAMPLE_GAP_NS 1000000
+static ng_atomic(int64_t) last_enqueue[NG_MAX_COMMS];
+
+/* Whether this op is a timing sample: by its class's count (above), or after a
+ * gap. A count down, not a count and a remainder: a division costs more than
+ * the rest of this. c is a registry record (its slot is below NG_MAX_COMMS),
+ * type one of the wrappers' enum ng_op_type, now its enqueue time. */
 static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c, int type,
-                                                         uint64_t bytes)
+                                                         uint64_t bytes, int64_t now)
 {
     int every = ncclguard_timing_sample;
     if (!every) return 0;
+    int64_t prev = ng_atomic_load_relaxed(&last_enqueue[c->slot]);
+    ng_atomic_store_relaxed(&last_enqueue[c->slot], now);
+    int gap = now - prev > SAMPLE_GAP_NS;
     ng_atomic(uint32_t) *n = &class_ops[c->slot][type][ng_size_class(bytes)];
     uint32_t v = ng_atomic_load_relaxed(n);
     if (v > 1) {
         ng_atomic_store_relaxed(n, v - 1);
-        return 0;
+        return gap;
     }
     ng_atomic_store_relaxed(n, v ? (uint32_t)every : first_of_class(c, every));
     return 1;
@@ -167,12 +177,13 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
             group_nstreams++;
         }
         group_streams[i].refs++;
-        group_streams[i].timed |= sampled(c, type, bytes);
+        group_streams[i].timed |= sampled(c, type, bytes, r->enqueue_mono_ns);
         t->group_slot = i;
         return 0;
     }
     int marker;
-    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sampled(c, type, bytes),
+    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL,
+                                   sampled(c, type, bytes, r->enqueue_mono_ns),
                                    &marker, &t->end_event)) {
     case NG_MARKER_OK: r->marker = marker; break;
     case NG_MARKER_CAPTURED: t->captured = 1; break;

@@ -155,7 +155,8 @@ else
     fail "slow ops" "rc=$rc"; show slow
 fi
 
-# --- timing samples: the first op of a class, then one in N (staggered per class) -----------
+# --- timing samples: the first op of a class, then one in N (staggered per class), and an op
+# that comes after a gap --------------------------------------------------------------------
 # The others' events are created without timing: they have discovery times only,
 # and the fake driver refuses their elapsed time (a misuse line would show it).
 for every in 4 0; do
@@ -168,6 +169,7 @@ every = int(sys.argv[1])
 seen = {}  # class -> ops of it so far, in enqueue order
 phase = {}  # class -> its phase: the k-th class its communicator met, mod every
 classes = {}  # communicator -> classes met
+last = {}  # communicator -> enqueue_mono_ns of its previous op
 counts = {"sampled": 0, "discovered": 0}
 for path in sys.argv[2:]:
     d = json.load(open(path))
@@ -179,10 +181,13 @@ for path in sys.argv[2:]:
         if n == 0 and every:
             k = classes[key[:2]] = classes.get(key[:2], -1) + 1
             phase[key] = k % every
+        gap = o["enqueue_mono_ns"] - last.get(key[:2], 0) > 1000000
+        last[key[:2]] = o["enqueue_mono_ns"]
         if o["state"] != "completed" or o["group"] is not None:
             continue
-        # the first of a class, then every + phase ops later, then one in every
-        is_sample = every and (n == 0 or (n >= every and (n - phase[key]) % every == 0))
+        # the first of a class, then every + phase ops later, then one in every;
+        # and an op that comes more than 1 ms after its communicator's previous one
+        is_sample = every and (n == 0 or (n >= every and (n - phase[key]) % every == 0) or gap)
         want = "sampled" if is_sample else "discovered"
         assert o["times"] == want, (o["index"], o["op"], n, o["times"], want)
         gpu = o["gpu_start_ns"] is not None and o["gpu_end_ns"] is not None
