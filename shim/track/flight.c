@@ -302,6 +302,16 @@ void ncclguard_flight_end_deferred(uint64_t index)
     if (slot(index)) ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
 }
 
+int ncclguard_flight_publish_end(uint64_t index)
+{
+    struct slot *s = slot(index);
+    if (!s) return -1;
+    uint64_t w = ng_atomic_load_acquire(&s->w[WORD(state_word)]);
+    if ((w >> STATE_BITS) != index || ng_op_state_final((int)(w & STATE_MASK))) return -1;
+    ng_atomic_store_release(&sides[index & mask].deferred_ended, index + 1);
+    return 0;
+}
+
 void ncclguard_flight_walk(ng_flight_fn fn, void *ctx)
 {
     uint64_t head = ncclguard_flight_head();

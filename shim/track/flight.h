@@ -95,7 +95,7 @@ static inline int ng_record_state(const struct ng_op_record *r)
 
 #define NG_REC_SLOW 0x1u      /* reported as slow (watchdog) */
 #define NG_REC_TIMEOUT 0x2u   /* reported as timed out (watchdog) */
-#define NG_REC_DEFERRED 0x4u  /* nonblocking: end marker not yet recorded */
+#define NG_REC_DEFERRED 0x4u  /* end marker not yet recorded (nonblocking, or being recorded) */
 #define NG_REC_FIRST 0x8u     /* first op on its communicator */
 #define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
 #define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
@@ -157,6 +157,15 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
 /* The application thread recorded the deferred end marker of record `index`:
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
+
+/* The hot path's short deferral: an op is appended with NG_REC_DEFERRED before
+ * its end marker is recorded, since that record can block behind a full launch
+ * queue (a stuck GPU), and the op must be in the ring by then. Once the record
+ * returns, this publishes the end marker of record `index` (as
+ * ncclguard_flight_end_deferred): 0; or -1 when the record meanwhile finished
+ * (its communicator aborted) or left the ring, whose marker the caller then
+ * returns, as nobody else will. Hot path: three loads and a store. */
+int ncclguard_flight_publish_end(uint64_t index);
 
 /* What a reader or a walk hands its callback: record `index`, a consistent
  * copy of it. */
