@@ -12,6 +12,7 @@
 #include "evidence/dump.h"
 #include "evidence/python.h"
 #include "evidence/threads.h"
+#include "track/comm.h"
 #include "track/flight.h"
 
 static struct sigaction app;       /* the disposition we chain to */
@@ -33,6 +34,16 @@ static int op_in_flight(void)
     return 0;
 }
 
+/* True when a communicator is being created (init, split, shrink; a nonblocking
+ * one until NCCL says it is ready): a job stopped there, by its launcher or a
+ * time limit, leaves this dump or none. */
+static int comm_being_created(void)
+{
+    for (int i = 0; i < ncclguard_comm_count(); i++)
+        if (ng_comm_state(ncclguard_comm_at(i)) == NG_COMM_INITIALIZING) return 1;
+    return 0;
+}
+
 /* How long SIGTERM waits for a dump under way on another thread (a timeout's,
  * a peer's incident): launchers give a process about 30 s between SIGTERM and
  * SIGKILL (torchrun, Slurm's KillWait, Kubernetes' grace period), and a dump
@@ -47,7 +58,8 @@ static void on_sigterm(int sig, siginfo_t *si, void *uc)
     ncclguard_dump_wait(DUMP_WAIT_MS);
     /* A process that dumped already (an incident, a request) has left evidence
      * richer than a handler can write (every thread, Python): it is kept. */
-    if (!ncclguard_dump_written() && op_in_flight() && !ng_atomic_exchange_acq_rel(&dumped, 1)) {
+    if (!ncclguard_dump_written() && (op_in_flight() || comm_being_created()) &&
+        !ng_atomic_exchange_acq_rel(&dumped, 1)) {
         ncclguard_threads_take_self();
         ncclguard_python_forget();
         ncclguard_dump_write_signal("sigterm", NULL, 0);

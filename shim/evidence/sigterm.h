@@ -1,7 +1,8 @@
 /*
  * sigterm.h: evidence before teardown. SIGTERM is how torchrun ends the other
  * ranks once one has failed; those are often the only dumps left of a job. A
- * SIGTERM that arrives while an op is in flight writes a dump ("reason":
+ * SIGTERM that arrives while an op is in flight, or while a communicator is
+ * being created (init, split, shrink), writes a dump ("reason":
  * "sigterm", from the handler: the receiving thread's stack as bare
  * addresses), unless the process dumped already (for an incident, on request:
  * that dump is richer, and it is kept). A dump that another thread is writing

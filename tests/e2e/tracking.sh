@@ -253,6 +253,21 @@ else
     fail "init timeout" "state=$state"; tail -n 5 "$TMP/init/out"
 fi
 
+# --- SIGTERM while the communicator is being created: a dump (reason sigterm) -------------
+# (the init timeout far off, so that only SIGTERM can dump; timeout(1) sends it)
+mkdir -p "$TMP/initterm"
+(cd "$TMP/initterm" && NCCLGUARD_INIT_TIMEOUT=600 NCCLGUARD_DUMP_DIR=$TMP/initterm/dumps \
+    under_shim timeout -s TERM 3 "$E2E/stuck_init" >"$TMP/initterm/out" 2>&1)
+rc=$?
+state=$(python3 -c 'import glob,json,sys
+d=[json.load(open(p)) for p in glob.glob(sys.argv[1]+"/*.json")]
+print(len(d), d[0]["reason"], d[0]["comms"][0]["state"])' "$TMP/initterm/dumps" 2>/dev/null)
+if [ "$state" = "1 sigterm initializing" ] && [ $rc = 124 ]; then
+    pass "SIGTERM in ncclCommInitRank: a dump (sigterm, comm initializing), then SIGTERM's end"
+else
+    fail "SIGTERM in init" "rc=$rc state=$state"; tail -n 5 "$TMP/initterm/out"
+fi
+
 # --- the ring overflows: drops counted -----------------------------------------------------
 NCCLGUARD_RING=64 NCCLGUARD_DUMP_AT_EXIT=1 job ring -n 2 --timeout 300 -- --steps 20 --quiet
 if [ $rc -eq 0 ] && $CHECK flight "$TMP/ring/dumps" 64 >"$TMP/ring/check"; then
