@@ -50,6 +50,33 @@ static int comm_being_created(void)
  * takes milliseconds unless its file system hangs. */
 #define DUMP_WAIT_MS 10000
 
+/*
+ * Calls the application's handler a as the kernel would have: with its sa_mask
+ * blocked and SIGTERM too unless SA_NODEFER, and with SA_RESETHAND the
+ * disposition back to the default first, so that the next SIGTERM kills. Our
+ * own handler stays installed: it finds the default then. The mask is put
+ * back after the handler returns (sigprocmask is async-signal-safe).
+ */
+static void chain(const struct sigaction *a, int sig, siginfo_t *si, void *uc)
+{
+    sigset_t mask, saved;
+    sigprocmask(SIG_BLOCK, NULL, &mask);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&a->sa_mask, s) == 1) sigaddset(&mask, s);
+    if (a->sa_flags & SA_NODEFER) sigdelset(&mask, sig);
+    else sigaddset(&mask, sig);
+    if (a->sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        app = dfl;
+    }
+    sigprocmask(SIG_SETMASK, &mask, &saved);
+    if (a->sa_flags & SA_SIGINFO) a->sa_sigaction(sig, si, uc);
+    else a->sa_handler(sig);
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+}
+
 static void on_sigterm(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
@@ -70,10 +97,8 @@ static void on_sigterm(int sig, siginfo_t *si, void *uc)
         /* The default: die of SIGTERM, which is blocked until we return. */
         signal(sig, SIG_DFL);
         raise(sig);
-    } else if (a.sa_flags & SA_SIGINFO) {
-        a.sa_sigaction(sig, si, uc);
     } else if (a.sa_handler != SIG_IGN) {
-        a.sa_handler(sig);
+        chain(&a, sig, si, uc);
     }
 }
 

@@ -71,4 +71,11 @@ term_case none 143 1
 term_case before 42 1
 term_case after 42 1
 term_case idle 143 0
+# The application's sa_flags hold when its handler is chained: SA_RESETHAND (its
+# handler runs once, the second SIGTERM kills), SA_SIGINFO, SA_NODEFER and sa_mask.
+term_case resethand 143 1
+[ "$(grep -c "application's handler ran" "$TMP/term-resethand.out")" = 1 ] &&
+    pass "SIGTERM (resethand): the handler ran once" ||
+    fail "SIGTERM (resethand): the handler ran once" "$(cat "$TMP/term-resethand.out")"
+term_case flags 42 1
 finish
