@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/altstack.h"
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "track/comm.h"
@@ -75,6 +76,14 @@ static void note_group_comm(struct ng_comm *c)
     if (group_ncomms < GROUP_COMMS) group_comms[group_ncomms++] = c;
 }
 
+/* A thread's first op: its id, and room for the crash handler (an alternate
+ * signal stack), once per thread, off the path of every later op. */
+static __attribute__((noinline, cold)) void first_op_of_thread(void)
+{
+    thread_id = (uint64_t)gettid();
+    ncclguard_altstack_ensure();
+}
+
 /* The thread's last communicator: most ops are on the same one as the thread's
  * last, and the map's probe costs more than the rest of the lookup. */
 static NG_TLS ncclComm_t last_handle;
@@ -110,7 +119,7 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
         t->entered = ncclguard_comm_enter(c);
         ncclguard_flush_deferred(ncclguard_comm_index(c));
     }
-    if (!thread_id) thread_id = (uint64_t)gettid();
+    if (__builtin_expect(!thread_id, 0)) first_op_of_thread();
     struct ng_op_record *r = &t->rec;
     /* Field by field: a compound literal would be zeroed first with rep stos,
      * which costs more than the rest of the hook. The communicator's fields,
