@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/atomic.h"
 #include "base/ops.h"
 
 #define NG_NO_MARKER (-1)
@@ -158,14 +159,34 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
 
-/* The hot path's short deferral: an op is appended with NG_REC_DEFERRED before
- * its end marker is recorded, since that record can block behind a full launch
- * queue (a stuck GPU), and the op must be in the ring by then. Once the record
- * returns, this publishes the end marker of record `index` (as
- * ncclguard_flight_end_deferred): 0; or -1 when the record meanwhile finished
- * (its communicator aborted) or left the ring, whose marker the caller then
- * returns, as nobody else will. Hot path: three loads and a store. */
-int ncclguard_flight_publish_end(uint64_t index);
+/*
+ * The hot path's short deferral. An op goes into the ring before its end marker
+ * is recorded, since that record blocks behind a full launch queue (a stuck
+ * GPU), and the op must be there by then: ncclguard_flight_append_pending
+ * appends it in state NG_OP_SCHEDULED with the NG_FLIGHT_END_PENDING bit of its
+ * state word set. While the bit is set, copies show the op scheduled with
+ * NG_REC_DEFERRED (its marker is not asked), and nobody can advance it
+ * (ncclguard_flight_advance fails; the observer tries again at its next pass).
+ * Once the record returns, ncclguard_flight_publish_end clears the bit with a
+ * compare-and-swap on the slot just written: 1; or 0 when the record left the
+ * ring meanwhile (dropped, its marker left to its writer), whose marker the
+ * caller then returns. Whoever wins the swap owns the marker: never two, never
+ * none. Hot path: the append, and one compare-and-swap, inline.
+ */
+#define NG_FLIGHT_END_PENDING 0x80
+#define NG_FLIGHT_STATE_BITS 8 /* a state word: (index << 8) | state */
+struct ng_flight_pending {
+    ng_atomic(uint64_t) *word; /* the record's state word, NULL without a ring */
+    uint64_t value;            /* its value as appended */
+};
+uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
+                                         struct ng_flight_pending *p);
+static inline int ncclguard_flight_publish_end(struct ng_flight_pending *p)
+{
+    uint64_t expected = p->value;
+    return p->word && ng_atomic_cas_acq_rel(p->word, &expected,
+                                            expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
+}
 
 /* What a reader or a walk hands its callback: record `index`, a consistent
  * copy of it. */

@@ -214,12 +214,12 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
     }
     /* In the ring first, then the end marker: with the GPU stuck, the launch
      * queue is full and the record blocks, so the op must be there already
-     * (scheduled, its marker not yet to be asked: NG_REC_DEFERRED) for the
-     * watchdog to time it out and a dump to show it. */
-    r->flags |= NG_REC_DEFERRED;
-    uint64_t i = ncclguard_flight_append(r, NG_OP_SCHEDULED);
+     * (scheduled, its marker not yet to be asked: flight.h) for the watchdog
+     * to time it out and a dump to show it. */
+    struct ng_flight_pending p;
+    ncclguard_flight_append_pending(r, &p);
     ncclguard_marker_end_event(t->end_event, (void *)(uintptr_t)r->stream);
-    if (__builtin_expect(ncclguard_flight_publish_end(i) != 0, 0))
+    if (__builtin_expect(!ncclguard_flight_publish_end(&p), 0))
         ncclguard_marker_release((int)r->marker);
 }
 
