@@ -33,6 +33,7 @@
 #include "policy/config.h"
 #include "policy/config_json.h"
 #include "policy/policy.h"
+#include "policy/testswitch.h"
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
@@ -184,9 +185,12 @@ static void hand_over_nccl(void)
 static void start_all(void)
 {
     const struct ng_settings *s = ncclguard_settings();
-    /* NCCLGUARD_TEST_ANCHOR_MS: a test-only knob (docs/harness.md), not a setting */
-    static const char *const anchor_var[] = {"NCCLGUARD_TEST_ANCHOR_MS", NULL};
-    long anchor_ms = ncclguard_env_long(anchor_var, 1, 3600 * 1000);
+    /* NCCLGUARD_TEST_ANCHOR_MS: a test-only knob (docs/harness.md), not a setting,
+     * and a test switch: never where a site file exists */
+    const char *anchor = ncclguard_test_switch("NCCLGUARD_TEST_ANCHOR_MS");
+    char *end = NULL;
+    long anchor_ms = anchor ? strtol(anchor, &end, 10) : 0;
+    if (!end || *end || anchor_ms < 1 || anchor_ms > 3600 * 1000) anchor_ms = 0;
     struct ng_track_params tp = {
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,

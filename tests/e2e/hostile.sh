@@ -200,6 +200,22 @@ replace it"
     else
         fail "real site file" "$(cat "$TMP/out" "$TMP/err")"
     fi
+    # Nor can a faked system root (NCCLGUARD_TEST_SYSROOT) switch a conditional
+    # section of it: test switches are off where a site file exists, said once.
+    mkdir -p "$TMP/fakeroot/proc/driver/nvidia/gpus/0000:01:00.0"
+    printf 'Model: \t\t NVIDIA H100 80GB HBM3\n' \
+        >"$TMP/fakeroot/proc/driver/nvidia/gpus/0000:01:00.0/information"
+    { cat "$TMP/site.conf"; printf '%s\n' '[when gpu=H100*]' 'slow_ms = 55'; } \
+        >"$TMP/etc/ncclguard.conf"
+    clean NCCLGUARD_TEST_SYSROOT="$TMP/fakeroot" NCCLGUARD_TEST_ANCHOR_MS=5 -- \
+        unshare -m sh -c 'mount --bind "$1" /etc && exec timeout 20 "$2" --setting slow_ms' \
+        sh "$TMP/etc" "$PROBE" >"$TMP/out" 2>"$TMP/err"
+    if grep -q '^slow_ms=0 (built-in)$' "$TMP/out" &&
+        [ "$(grep -c 'ignored (environment): test switches (NCCLGUARD_TEST_\*) apply only on a machine without a site file' "$TMP/err")" = 1 ]; then
+        pass "a faked system root does not switch a section of a real site file (one line says so)"
+    else
+        fail "faked system root with a real site file" "$(cat "$TMP/out" "$TMP/err")"
+    fi
 else
     skip "real site file" "needs root and unshare -m to put a site file at /etc/ncclguard.conf"
 fi
