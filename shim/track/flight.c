@@ -210,15 +210,11 @@ static __attribute__((noinline, cold)) void append_over(struct slot *s, uint64_t
     write_slot(s, i, rec);
 }
 
-/* Appends *rec in `state` as record i, in slot *out; NG_FLIGHT_NONE without a ring. */
-static inline __attribute__((always_inline)) uint64_t append(const struct ng_op_record *rec,
-                                                             int state, struct slot **out)
+/* Writes *rec as record i, in `state`, into slot s of the ring at base. */
+static inline __attribute__((always_inline)) void append_at(struct slot *base, struct slot *s,
+                                                            uint64_t i, int state,
+                                                            const struct ng_op_record *rec)
 {
-    struct slot *base = ng_atomic_load_acquire(&ring);
-    if (!base) return NG_FLIGHT_NONE;
-    uint64_t i = ng_atomic_add_relaxed(&head, 1);
-    struct slot *s = &base[i & mask];
-    *out = s;
     /* Only this writer owns index i. A finished old record never changes
      * again, so a load and a store replace it (no locked instruction in the
      * common case); so does an unfinished one that holds no CUDA events. */
@@ -226,7 +222,7 @@ static inline __attribute__((always_inline)) uint64_t append(const struct ng_op_
     uint64_t old = ng_atomic_load_acquire(sw);
     if (__builtin_expect(i >= capacity && !ng_op_state_final(STATE_OF(old)), 0)) {
         append_over(s, i, old, rec, state);
-        return i;
+        return;
     }
     ng_atomic_store_relaxed(sw, pack(i, state));
     write_slot(s, i, rec);
@@ -235,26 +231,32 @@ static inline __attribute__((always_inline)) uint64_t append(const struct ng_op_
     const char *next = (const char *)&base[(i + 1) & mask];
 #pragma GCC unroll 16
     for (size_t off = 0; off < sizeof *s; off += 64) __builtin_prefetch(next + off, 1, 3);
-    return i;
 }
 
 uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
 {
-    struct slot *s;
-    return append(rec, state, &s);
+    struct slot *base = ng_atomic_load_acquire(&ring);
+    if (!base) return NG_FLIGHT_NONE;
+    uint64_t i = ng_atomic_add_relaxed(&head, 1);
+    append_at(base, &base[i & mask], i, state, rec);
+    return i;
 }
 
 uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
                                          struct ng_flight_pending *p)
 {
-    struct slot *s;
-    uint64_t i = append(rec, NG_OP_SCHEDULED | NG_FLIGHT_END_PENDING, &s);
-    if (__builtin_expect(i == NG_FLIGHT_NONE, 0)) {
-        p->word = NULL;
-        return i;
+    struct slot *base = ng_atomic_load_acquire(&ring);
+    if (__builtin_expect(!base, 0)) { /* a word the swap never matches */
+        static ng_atomic(uint64_t) none = NG_FLIGHT_NONE;
+        p->word = &none;
+        p->value = 0;
+        return NG_FLIGHT_NONE;
     }
+    uint64_t i = ng_atomic_add_relaxed(&head, 1);
+    struct slot *s = &base[i & mask];
     p->word = &s->w[WORD(state_word)];
     p->value = pack(i, NG_OP_SCHEDULED | NG_FLIGHT_END_PENDING);
+    append_at(base, s, i, NG_OP_SCHEDULED | NG_FLIGHT_END_PENDING, rec);
     return i;
 }
 

@@ -176,7 +176,8 @@ void ncclguard_flight_end_deferred(uint64_t index);
 #define NG_FLIGHT_END_PENDING 0x80
 #define NG_FLIGHT_STATE_BITS 8 /* a state word: (index << 8) | state */
 struct ng_flight_pending {
-    ng_atomic(uint64_t) *word; /* the record's state word, NULL without a ring */
+    ng_atomic(uint64_t) *word; /* the record's state word (without a ring, one the
+                                * swap never matches) */
     uint64_t value;            /* its value as appended */
 };
 uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
@@ -184,8 +185,8 @@ uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
 static inline int ncclguard_flight_publish_end(struct ng_flight_pending *p)
 {
     uint64_t expected = p->value;
-    return p->word && ng_atomic_cas_acq_rel(p->word, &expected,
-                                            expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
+    return ng_atomic_cas_acq_rel(p->word, &expected,
+                                 expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
 }
 
 /* What a reader or a walk hands its callback: record `index`, a consistent
