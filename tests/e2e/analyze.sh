@@ -97,6 +97,11 @@ d = json.load(open(sys.argv[1]))
 for c in d["comms"]:
     seqs = [o["seq"] for o in d["ops"] if o["comm"] == c["id"] and o["seq"]]
     assert c["last_seq"] in seqs, (c["id"], c["last_seq"], seqs)
+    # an op left unfinished (its end marker perhaps still being recorded) was
+    # never counted completed
+    last = [o for o in d["ops"] if o["comm"] == c["id"] and o["seq"] == c["last_seq"]]
+    if last[0]["state"] != "completed":
+        assert c["last_completed_seq"] < c["last_seq"], c
 assert any("timeout" in o["flags"] for o in d["ops"]), "rank 0 timed out no op"
 PY
 then
