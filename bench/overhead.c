@@ -275,6 +275,9 @@ static void child_setup(const void *ctx)
      * but for the exit summary's count of records dropped. */
     setenv("FAKENCCL_NOOP", c->is_inflight ? "0" : "1", 1);
     setenv("FAKECUDA_INSTANT_EVENTS", c->is_inflight ? "0" : "1", 1);
+    /* ops held in flight behind one stream's kernel: more than a launch queue
+     * holds (docs/harness.md), so an unbounded one, or the host would block */
+    if (c->is_inflight) setenv("FAKECUDA_QUEUE_DEPTH", "0", 1);
     setenv("NCCLGUARD_POLL_MS", "1", 1);
     if (c->preload) setenv("LD_PRELOAD", c->preload, 1);
     else unsetenv("LD_PRELOAD");

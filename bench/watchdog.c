@@ -318,7 +318,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) {
             char ring[64];
             snprintf(ring, sizeof ring, "NCCLGUARD_RING=%s", shape[i].ring ? shape[i].ring : "4096");
-            char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0", NULL};
+            /* an unbounded launch queue: N ops held behind one kernel are more
+             * than a real one holds (docs/harness.md), and the host would block */
+            char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0",
+                           "FAKECUDA_QUEUE_DEPTH=0", NULL};
             char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops, "5",
                             NULL};
             cpu[i][l] = obs[i][l] = enf[i][l] = dmp[i][l] = -1;

@@ -523,7 +523,7 @@ int ncclguard_cli_diagnose(int argc, char **argv)
                         USAGE_LINE "\n", root);
         return NG_EXIT_USAGE;
     }
-    if (*root) setenv("NCCLGUARD_TEST_SYSROOT", root, 1); /* facts.c reads under it too */
+    if (*root) ncclguard_facts_set_root(root); /* facts.c reads under it too */
     ncclguard_identity_init();
     ncclguard_log_init();
     ncclguard_config_load(&(struct ng_config_paths){0}, environ, 1);

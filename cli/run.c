@@ -29,15 +29,16 @@ static void run_usage(FILE *out)
 {
     fprintf(out,
             "usage: ncclguard run [--config FILE] [--dump-dir DIR] -- CMD [ARGS...]\n\n"
-            "Runs CMD with " LIB_NAME " preloaded (prepended to LD_PRELOAD), found next to\n"
-            "this command: DIR/" LIB_NAME " for DIR/ncclguard, PREFIX/lib/" LIB_NAME " for\n"
-            "PREFIX/bin/ncclguard. CMD may be torchrun, srun or mpirun: the environment is\n"
-            "inherited, NCCLGUARD_* included; for Open MPI's mpirun, -x LD_PRELOAD and -x for\n"
-            "each NCCLGUARD_* variable are added so that remote ranks get them too.\n\n"
+            "Runs CMD with " LIB_NAME " preloaded (prepended to LD_PRELOAD, in place of\n"
+            "any other copy there), found next to this command: DIR/" LIB_NAME " for\n"
+            "DIR/ncclguard, PREFIX/lib/" LIB_NAME " for PREFIX/bin/ncclguard. CMD may be\n"
+            "torchrun, srun or mpirun: the environment is inherited, NCCLGUARD_* included;\n"
+            "for Open MPI's mpirun, -x LD_PRELOAD and -x for each NCCLGUARD_* variable are\n"
+            "added so that remote ranks get them too.\n\n"
             "  --config FILE  sets NCCLGUARD_CONFIG (the job's configuration file)\n"
             "  --dump-dir DIR sets NCCLGUARD_DUMP_DIR (made absolute)\n\n"
             "Exit status: CMD's; 126 or 127 when CMD cannot be run, 64 (usage), 2 (no "
-            LIB_NAME ").\n");
+            LIB_NAME ",\nor one in a path with a space or ':', which LD_PRELOAD cannot carry).\n");
 }
 
 static int is_file(const char *p)
@@ -84,8 +85,27 @@ static int is_sanitizer_runtime(const char *entry, size_t len)
     return 0;
 }
 
-/* LD_PRELOAD with lib added after any sanitizer runtime and before the rest;
- * unchanged when it lists lib already. Entries are separated by ':' or blanks. */
+/* Whether the LD_PRELOAD entry (len bytes) is a copy of our library: its file
+ * name is LIB_NAME, or it is the same file as lib (a link, another name). */
+static int is_our_library(const char *entry, size_t len, const struct stat *lib)
+{
+    const char *base = entry;
+    for (size_t i = 0; i < len; i++)
+        if (entry[i] == '/') base = entry + i + 1;
+    size_t blen = len - (size_t)(base - entry);
+    if (blen == strlen(LIB_NAME) && !strncmp(base, LIB_NAME, blen)) return 1;
+    char path[PATH_MAX];
+    struct stat st;
+    if (!lib || len >= sizeof path) return 0;
+    memcpy(path, entry, len);
+    path[len] = '\0';
+    return stat(path, &st) == 0 && st.st_dev == lib->st_dev && st.st_ino == lib->st_ino;
+}
+
+/* LD_PRELOAD with lib added after any sanitizer runtime and before the rest,
+ * and any other copy of the library taken out (two copies would both
+ * interpose: two summaries, two exit dumps to one file). ld.so separates
+ * entries with ':' or spaces (ld.so(8)). */
 static char *preload_value(const char *lib, const char *old)
 {
     size_t cap = strlen(lib) + (old ? strlen(old) : 0) + 2;
@@ -94,23 +114,20 @@ static char *preload_value(const char *lib, const char *old)
         perror("ncclguard: run");
         exit(71);
     }
+    struct stat lst;
+    int have_lib = stat(lib, &lst) == 0;
     front[0] = rest[0] = '\0';
-    int have = 0;
     for (const char *p = old ? old : ""; *p;) {
-        size_t len = strcspn(p, ": \t");
-        if (len) {
-            have |= len == strlen(lib) && !strncmp(p, lib, len);
+        size_t len = strcspn(p, ": ");
+        if (len && !is_our_library(p, len, have_lib ? &lst : NULL)) {
             char *to = is_sanitizer_runtime(p, len) ? front : rest;
             if (*to) strcat(to, ":");
             strncat(to, p, len);
         }
         p += len;
-        p += strspn(p, ": \t");
+        p += strspn(p, ": ");
     }
-    if (have)
-        snprintf(out, cap, "%s", old);
-    else
-        snprintf(out, cap, "%s%s%s%s%s", front, *front ? ":" : "", lib, *rest ? ":" : "", rest);
+    snprintf(out, cap, "%s%s%s%s%s", front, *front ? ":" : "", lib, *rest ? ":" : "", rest);
     free(front);
     free(rest);
     return out;
@@ -210,6 +227,11 @@ int ncclguard_cli_run(int argc, char **argv)
     }
     char lib[PATH_MAX], buf[PATH_MAX];
     if (find_library(lib) != 0) return 2;
+    if (strpbrk(lib, ": ")) { /* ld.so would split the path there, and run the job without it */
+        fprintf(stderr, "ncclguard: run: the library's path has a space or ':', which LD_PRELOAD "
+                        "cannot carry (%s): install ncclguard in a directory without them\n", lib);
+        return 2;
+    }
     if (config) {
         if (access(config, R_OK) != 0) {
             fprintf(stderr, "ncclguard: run: cannot read --config %s (%s); " USAGE_LINE "\n",

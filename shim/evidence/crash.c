@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "base/altstack.h"
 #include "base/atomic.h"
 #include "evidence/dump.h"
 #include "evidence/python.h"
@@ -51,6 +52,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc)
 void ncclguard_crash_init(void)
 {
     ng_atomic_store_relaxed(&in_child, 0); /* a fork child with a communicator of its own */
+    ncclguard_altstack_ensure(); /* SA_ONSTACK: room to run on a thread whose stack overflowed */
     for (int i = 0; i < NSIGS; i++) {
         if (ng_atomic_load_acquire(&installed[i])) continue;
         struct sigaction sa;

@@ -11,6 +11,10 @@
  * Owns: those handlers, installed at the first communicator, and the
  * dispositions saved then.
  *
+ * The handler runs on an alternate signal stack (base/altstack.h), which the
+ * threads that create a communicator or issue an op get from the shim when
+ * they have none big enough, so that a stack overflow still leaves a dump.
+ *
  * Threads: init under the start lock; the handler on the crashing thread.
  */
 #ifndef NCCLGUARD_CRASH_H

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/identity.h"
 #include "base/ops.h"
+#include "base/secret.h"
 #include "base/version.h"
 #include "evidence/dump_format.h"
 #include "evidence/modmap.h"
@@ -542,7 +543,8 @@ static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const stru
         memcpy(name, env[i], n);
         name[n] = '\0';
         ncclguard_json_key(j, name);
-        ncclguard_json_string(j, eq + 1);
+        /* an allowed name that says secret (NCCL_PASSWORD): set, its value not shown */
+        ncclguard_json_string(j, ng_secret_name(name, n) ? "<not shown>" : eq + 1);
     }
     ncclguard_json_end_object(j);
 }

@@ -12,6 +12,7 @@
 #include "evidence/dump.h"
 #include "evidence/python.h"
 #include "evidence/threads.h"
+#include "track/comm.h"
 #include "track/flight.h"
 
 static struct sigaction app;       /* the disposition we chain to */
@@ -33,11 +34,48 @@ static int op_in_flight(void)
     return 0;
 }
 
+/* True when a communicator is being created (init, split, shrink; a nonblocking
+ * one until NCCL says it is ready): a job stopped there, by its launcher or a
+ * time limit, leaves this dump or none. */
+static int comm_being_created(void)
+{
+    for (int i = 0; i < ncclguard_comm_count(); i++)
+        if (ng_comm_state(ncclguard_comm_at(i)) == NG_COMM_INITIALIZING) return 1;
+    return 0;
+}
+
 /* How long SIGTERM waits for a dump under way on another thread (a timeout's,
  * a peer's incident): launchers give a process about 30 s between SIGTERM and
  * SIGKILL (torchrun, Slurm's KillWait, Kubernetes' grace period), and a dump
  * takes milliseconds unless its file system hangs. */
 #define DUMP_WAIT_MS 10000
+
+/*
+ * Calls the application's handler a as the kernel would have: with its sa_mask
+ * blocked and SIGTERM too unless SA_NODEFER, and with SA_RESETHAND the
+ * disposition back to the default first, so that the next SIGTERM kills. Our
+ * own handler stays installed: it finds the default then. The mask is put
+ * back after the handler returns (sigprocmask is async-signal-safe).
+ */
+static void chain(const struct sigaction *a, int sig, siginfo_t *si, void *uc)
+{
+    sigset_t mask, saved;
+    sigprocmask(SIG_BLOCK, NULL, &mask);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&a->sa_mask, s) == 1) sigaddset(&mask, s);
+    if (a->sa_flags & SA_NODEFER) sigdelset(&mask, sig);
+    else sigaddset(&mask, sig);
+    if (a->sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        app = dfl;
+    }
+    sigprocmask(SIG_SETMASK, &mask, &saved);
+    if (a->sa_flags & SA_SIGINFO) a->sa_sigaction(sig, si, uc);
+    else a->sa_handler(sig);
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+}
 
 static void on_sigterm(int sig, siginfo_t *si, void *uc)
 {
@@ -47,7 +85,8 @@ static void on_sigterm(int sig, siginfo_t *si, void *uc)
     ncclguard_dump_wait(DUMP_WAIT_MS);
     /* A process that dumped already (an incident, a request) has left evidence
      * richer than a handler can write (every thread, Python): it is kept. */
-    if (!ncclguard_dump_written() && op_in_flight() && !ng_atomic_exchange_acq_rel(&dumped, 1)) {
+    if (!ncclguard_dump_written() && (op_in_flight() || comm_being_created()) &&
+        !ng_atomic_exchange_acq_rel(&dumped, 1)) {
         ncclguard_threads_take_self(uc);
         ncclguard_python_forget();
         ncclguard_dump_write_signal("sigterm", NULL, 0);
@@ -58,10 +97,8 @@ static void on_sigterm(int sig, siginfo_t *si, void *uc)
         /* The default: die of SIGTERM, which is blocked until we return. */
         signal(sig, SIG_DFL);
         raise(sig);
-    } else if (a.sa_flags & SA_SIGINFO) {
-        a.sa_sigaction(sig, si, uc);
     } else if (a.sa_handler != SIG_IGN) {
-        a.sa_handler(sig);
+        chain(&a, sig, si, uc);
     }
 }
 

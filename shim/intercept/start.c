@@ -9,9 +9,13 @@
  */
 #include "intercept/start.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/atomic.h"
 #include "base/events.h"
@@ -34,6 +38,7 @@
 #include "policy/config.h"
 #include "policy/config_json.h"
 #include "policy/policy.h"
+#include "policy/testswitch.h"
 #include "track/comm.h"
 #include "track/flight.h"
 #include "track/markers.h"
@@ -47,14 +52,62 @@
 static ng_atomic(int) started; /* the first communicator was created */
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static int another_copy_first(void);
+
 void ncclguard_process_init(void)
 {
     ncclguard_identity_init();
     ncclguard_log_init(); /* from the environment, for messages of the policy itself */
+    if (another_copy_first()) return; /* tracking stays 0: every call passes through */
     ncclguard_policy_apply_at_start();
     const struct ng_settings *s = ncclguard_settings();
     ncclguard_log_configure(s->log_level, s->log);
     ng_atomic_store_release(&ncclguard_tracking, !s->disable);
+}
+
+/* dl_iterate_phdr: whether a copy of this library (a file named libncclguard*)
+ * is loaded before this one, whose base is *ctx. */
+struct twin_search {
+    uintptr_t self;
+    int self_seen;
+    char other[256];
+};
+
+static int twin_visit(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    struct twin_search *t = ctx;
+    if (info->dlpi_addr == t->self) {
+        t->self_seen = 1;
+        return 1; /* what comes after us is the other copy's to find */
+    }
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, "libncclguard", 12)) return 0;
+    snprintf(t->other, sizeof t->other, "%s", name);
+    return 1;
+}
+
+/*
+ * Two copies of the library in one process (two in LD_PRELOAD, or one
+ * preloaded and one loaded by the job) would both interpose: two summaries,
+ * two exit dumps to one file, and the second's set-up turns the first's dump
+ * signal off. The copy loaded first (the one whose NCCL symbols the job's calls
+ * reach) stays; any later one says so in one line and passes every call
+ * through, as with NCCLGUARD_DISABLE.
+ */
+static int another_copy_first(void)
+{
+    Dl_info me;
+    struct twin_search t = {0};
+    if (!dladdr((void *)another_copy_first, &me) || !me.dli_fbase) return 0;
+    t.self = (uintptr_t)me.dli_fbase;
+    dl_iterate_phdr(twin_visit, &t);
+    if (t.self_seen || !t.other[0]) return 0;
+    NG_WARN("another copy of the library is loaded first (%s; this one %s): this one stays "
+            "off; preload one copy only", t.other, me.dli_fname ? me.dli_fname : "?");
+    return 1;
 }
 
 __attribute__((constructor)) static void ncclguard_constructor(void)
@@ -186,9 +239,12 @@ static void hand_over_nccl(void)
 static void start_all(void)
 {
     const struct ng_settings *s = ncclguard_settings();
-    /* NCCLGUARD_TEST_ANCHOR_MS: a test-only knob (docs/harness.md), not a setting */
-    static const char *const anchor_var[] = {"NCCLGUARD_TEST_ANCHOR_MS", NULL};
-    long anchor_ms = ncclguard_env_long(anchor_var, 1, 3600 * 1000);
+    /* NCCLGUARD_TEST_ANCHOR_MS: a test-only knob (docs/harness.md), not a setting,
+     * and a test switch: never where a site file exists */
+    const char *anchor = ncclguard_test_switch("NCCLGUARD_TEST_ANCHOR_MS");
+    char *end = NULL;
+    long anchor_ms = anchor ? strtol(anchor, &end, 10) : 0;
+    if (!end || *end || anchor_ms < 1 || anchor_ms > 3600 * 1000) anchor_ms = 0;
     struct ng_track_params tp = {
         .mode = (enum ng_track_mode)s->track,
         .ring = (uint64_t)s->ring,

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "policy/confvalue.h"
 #include "policy/strdist.h"
+#include "policy/testswitch.h"
 
 static const struct ng_setting_info infos[NG_KEY_COUNT] = {
 #define NG_SETTING(ID, key, type, def, lo, hi, choices)                                  \
@@ -429,6 +430,7 @@ static int other_variable(const char *name, size_t n)
 static void apply_env(char *const *envp)
 {
     char name[128], why[320], buf[160];
+    int test_said = 0; /* one line for the test switches a site file turns off */
     /* a level the site locked also governs the lines below, which may refuse the
      * job's NCCLGUARD_LOG_LEVEL: a lower level set from it must not hide them */
     if (lock_line[NG_KEY_LOG_LEVEL]) ncclguard_log_set_level(eff.log_level);
@@ -436,6 +438,13 @@ static void apply_env(char *const *envp)
         const char *e = *envp, *eq = strchr(e, '=');
         if (strncmp(e, "NCCLGUARD_", 10) || !eq || !eq[1]) continue;
         size_t n = (size_t)(eq - e);
+        if (n > 15 && !strncmp(e, "NCCLGUARD_TEST_", 15) && !test_said &&
+            !ncclguard_test_switches_on()) {
+            test_said = 1;
+            ncclguard_conf_say("%.*s ignored (environment): test switches (NCCLGUARD_TEST_*) "
+                               "apply only on a machine without a site file (%s)", (int)n, e,
+                               NG_SITE_CONFIG);
+        }
         if (other_variable(e, n)) continue;
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), e);
         int k = -1;

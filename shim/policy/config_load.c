@@ -12,6 +12,7 @@
 
 #include "policy/condition.h"
 #include "policy/confread.h"
+#include "policy/testswitch.h"
 
 enum section { SEC_MAIN, SEC_DEFAULT, SEC_FORCE, SEC_FORBID, SEC_SKIP };
 
@@ -268,10 +269,8 @@ void ncclguard_config_add_buffer(enum ng_source src, const char *name, const cha
  * NG_SITE_CONFIG does not exist (config_load.h says why that is safe). */
 static const char *site_path(void)
 {
-    struct stat st;
-    const char *test = getenv("NCCLGUARD_TEST_SITE_CONFIG");
-    if (test && lstat(NG_SITE_CONFIG, &st) != 0 && errno == ENOENT) return test;
-    return NG_SITE_CONFIG;
+    const char *test = ncclguard_test_switch("NCCLGUARD_TEST_SITE_CONFIG");
+    return test ? test : NG_SITE_CONFIG;
 }
 
 void ncclguard_config_default_paths(struct ng_config_paths *p, char *user_buf, size_t len)

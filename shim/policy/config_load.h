@@ -17,7 +17,7 @@
 
 /* The site file. It always applies when it exists: no variable of the job
  * replaces or removes it. */
-#define NG_SITE_CONFIG "/etc/ncclguard.conf"
+#include "policy/testswitch.h" /* NG_SITE_CONFIG */
 
 /* Where the files are; NULL means the default location, "" means none. */
 struct ng_config_paths {

@@ -19,6 +19,7 @@
 #include "base/atomic.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "policy/config.h"
 #include "policy/policy.h"
 #include "policy/strdist.h"
@@ -122,6 +123,8 @@ static void add(struct ctx *x, int sev, int kind, const char *var, const char *v
     f->severity = (unsigned char)sev;
     f->kind = (unsigned char)kind;
     snprintf(f->var, sizeof f->var, "%s", var);
+    const char *real = value;
+    if (ng_secret_name(var, strlen(var))) value = "<not shown>"; /* base/secret.h */
     if (strlen(value) < sizeof f->value)
         snprintf(f->value, sizeof f->value, "%s", value);
     else
@@ -135,7 +138,7 @@ static void add(struct ctx *x, int sev, int kind, const char *var, const char *v
     else if (!*value) snprintf(shown, sizeof shown, "\"\"");
     else snprintf(shown, sizeof shown, "%s", value);
     snprintf(f->message, sizeof f->message, "%s=%s %s (%s): %s", var, shown, what,
-             where(var, value, src, sizeof src), todo);
+             where(var, real, src, sizeof src), todo);
 }
 
 static const char *env_get(char *const *envp, const char *name)

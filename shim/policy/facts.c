@@ -17,6 +17,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "policy/testswitch.h"
+
 static struct ng_facts facts;
 
 void ncclguard_facts_reset(void)
@@ -24,10 +26,19 @@ void ncclguard_facts_reset(void)
     memset(&facts, 0, sizeof facts);
 }
 
-/* root + path, with root from NCCLGUARD_TEST_SYSROOT (empty in production). */
+static char root_dir[256]; /* ncclguard_facts_set_root: the command's --root */
+
+void ncclguard_facts_set_root(const char *root)
+{
+    snprintf(root_dir, sizeof root_dir, "%s", root ? root : "");
+}
+
+/* root + path, with root from ncclguard_facts_set_root, else the test switch
+ * NCCLGUARD_TEST_SYSROOT (never where a site file exists: a job could fake
+ * the facts its conditional sections match on), else none. */
 static void sys_path(char *buf, size_t len, const char *path)
 {
-    const char *root = getenv("NCCLGUARD_TEST_SYSROOT");
+    const char *root = root_dir[0] ? root_dir : ncclguard_test_switch("NCCLGUARD_TEST_SYSROOT");
     snprintf(buf, len, "%s%s", root ? root : "", path);
 }
 

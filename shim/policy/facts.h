@@ -7,7 +7,9 @@
  * node count and the job name (from the launcher's environment). Each group of
  * facts is read on first use only, so a config file without conditions costs
  * nothing here. NCCLGUARD_TEST_SYSROOT=<dir> makes the /proc and /sys paths
- * relative to <dir> (for tests).
+ * relative to <dir> (for tests, and only on a machine without a site file:
+ * ncclguard_test_switch); the command's --root does it with
+ * ncclguard_facts_set_root.
  *
  * Threads: the constructor and the CLI; not thread-safe (facts are cached in
  * static storage without a lock).
@@ -35,6 +37,10 @@ struct ng_facts {
     long nodes;                    /* -1 when unknown */
     char job_name[256];            /* "" when unknown */
 };
+
+/* Reads /proc and /sys under `root` ("" or NULL: the real ones), before the
+ * first ncclguard_facts (the command's diagnose --root). */
+void ncclguard_facts_set_root(const char *root);
 
 /* The facts, with at least the groups in `want` read. */
 const struct ng_facts *ncclguard_facts(unsigned want);

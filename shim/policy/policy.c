@@ -9,7 +9,10 @@
  * for one that the user chose. So the parent exports NCCLGUARD_POLICY_APPLIED,
  * "NAME=<hash of value>;..." for every variable its policy set; a child treats a
  * variable whose current value still has that hash as a policy default, which
- * its own policy may replace, and any other value as the user's.
+ * its own policy may replace, and any other value as the user's. A variable
+ * whose value is not shown (policy.h: it may be a secret) is left out: no hash
+ * of a secret goes into every child's environment and every dump, and a child
+ * takes its value as the user's (a default of its own does not replace it).
  */
 #include "policy/policy.h"
 
@@ -23,6 +26,7 @@
 #include "base/hash.h"
 #include "base/identity.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "policy/config_load.h"
 
 #define MARKER "NCCLGUARD_POLICY_APPLIED"
@@ -92,19 +96,19 @@ static int parent_set(const char *name, const char *value)
 int ncclguard_policy_value_shown(const char *name)
 {
     static const char *const prefixes[] = {"NCCL_", "NCCLGUARD_", "CUDA_", "TORCH_"};
+    if (ng_secret_name(name, strlen(name))) return 0;
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) return 1;
     return 0;
 }
 
 /* A copy of value for the records, as logs and dumps may show it (policy.h): itself,
- * or its length and the top 32 bits of its hash. */
+ * or its length only (a hash of it would let anyone who reads the log test guesses). */
 static const char *keep_shown(const char *name, const char *value)
 {
     if (!value || ncclguard_policy_value_shown(name)) return keep_str(value);
     char text[64];
-    snprintf(text, sizeof text, "<not shown: %zu bytes, hash %08llx>", strlen(value),
-             (unsigned long long)(ng_hash_str(value) >> 32));
+    snprintf(text, sizeof text, "<not shown: %zu bytes>", strlen(value));
     return keep_str(text);
 }
 
@@ -198,7 +202,9 @@ static void write_marker(void)
         const struct ng_env_change *c = &changes[i];
         int ours = c->outcome == NG_OUT_SET || c->outcome == NG_OUT_REPLACED ||
                    c->outcome == NG_OUT_FORCED || (c->outcome == NG_OUT_ALREADY && c->was_parent);
-        if (!ours) continue;
+        /* a value that is not shown is not hashed for children either: a child
+         * takes it as the user's (policy.h) */
+        if (!ours || !ncclguard_policy_value_shown(c->name)) continue;
         int n = snprintf(buf + len, sizeof buf - len, "%s%s=%016llx", len ? ";" : "", c->name,
                          (unsigned long long)ng_hash_str(c->rule->value));
         if (n < 0 || (size_t)n >= sizeof buf - len) break;
@@ -206,7 +212,9 @@ static void write_marker(void)
     }
     /* a parent's entries that no rule here touched, if their value is unchanged */
     for (size_t m = 0; m < nmarker; m++) {
-        if (ncclguard_policy_change_of(marker[m].name)) continue;
+        if (ncclguard_policy_change_of(marker[m].name) ||
+            !ncclguard_policy_value_shown(marker[m].name))
+            continue;
         const char *cur = getenv(marker[m].name);
         if (!cur || ng_hash_str(cur) != marker[m].hash) continue;
         int n = snprintf(buf + len, sizeof buf - len, "%s%s=%016llx", len ? ";" : "",

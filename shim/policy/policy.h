@@ -42,10 +42,10 @@ enum ng_env_outcome {
 /*
  * Values as logs and dumps show them. A value is shown as it is only for the
  * variables of NCCL, CUDA, PyTorch and ncclguard (NCCL_*, CUDA_*, TORCH_*,
- * NCCLGUARD_*); any other variable may hold a secret (AWS_SECRET_ACCESS_KEY,
- * HF_TOKEN), so its value is shown as its length and a short hash,
- * "<not shown: 40 bytes, hash 1a2b3c4d>": enough to tell two values apart, not
- * to read one.
+ * NCCLGUARD_*) whose name does not say secret (base/secret.h: NCCL_PASSWORD,
+ * TORCH_NCCL_TOKEN); any other variable may hold a secret (AWS_SECRET_ACCESS_KEY,
+ * HF_TOKEN), so its value is shown as its length only, "<not shown: 40 bytes>":
+ * the log says which variable the policy set, never its value or a hash of it.
  */
 struct ng_env_change {
     const struct ng_env_rule *rule;

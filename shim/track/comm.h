@@ -60,6 +60,7 @@ struct ng_comm {
     ng_atomic(int) last_async_error; /* ncclResult_t */
     ng_atomic(uint64_t) splits;    /* split/shrink calls on this communicator */
     ng_atomic(uint64_t) coll_seq;  /* collectives called so far */
+    ng_atomic(int) overlap_said; /* two threads in collectives at once: said (track/ops.c) */
     ng_atomic(uint64_t) completed_seq; /* seq of the newest collective seen completed */
     ng_atomic(uint64_t) ops_by_type[NG_OP_NTYPES]; /* calls that NCCL accepted */
     ng_atomic(struct ng_peer *) peers; /* npeers entries, or NULL (set after npeers) */

@@ -16,7 +16,11 @@
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
 _Static_assert(offsetof(struct ng_op_record, flags) % sizeof(uint64_t) == 0, "the 32-bit fields fill their words");
 _Static_assert(STATE_MASK == 0xff, "ng_record_state (flight.h) reads the same bits");
-_Static_assert(NG_OP_NSTATES <= STATE_MASK, "a state fits in its bits");
+_Static_assert(NG_OP_NSTATES <= NG_FLIGHT_END_PENDING, "a state fits below the pending bit");
+_Static_assert(NG_FLIGHT_END_PENDING <= STATE_MASK, "the pending bit is a state bit");
+_Static_assert(NG_FLIGHT_STATE_BITS == STATE_BITS, "flight.h's publish clears the same bit");
+/* The state of a state word, without the end-pending bit. */
+#define STATE_OF(w) ((int)((w) & STATE_MASK & ~(uint64_t)NG_FLIGHT_END_PENDING))
 _Static_assert(WORD(version) + 1 == SLOT_WORDS, "state and version end the slot's words");
 
 /* A slot of the ring: one record, as words that threads share, padded to whole
@@ -101,6 +105,10 @@ static int copy_words(struct slot *s, uint64_t index, struct ng_op_record *out, 
     ng_atomic_fence_acquire();
     out->gpu_start_ns = out->gpu_end_ns = out->seen_start_ns = out->seen_end_ns = 0;
     if (ng_atomic_load_relaxed(&s->w[WORD(version)]) != v1) return -1;
+    if (nwords > WORD(state_word) && (out->state_word & NG_FLIGHT_END_PENDING)) {
+        out->state_word &= ~(uint64_t)NG_FLIGHT_END_PENDING;
+        out->flags |= NG_REC_DEFERRED; /* its end marker is not to be asked yet */
+    }
     derive(out);
     return 0;
 }
@@ -164,6 +172,8 @@ static __attribute__((noinline, cold)) int take(struct slot *s, uint64_t old, ui
     ng_flight_drop_fn fn = ng_atomic_load_acquire(&on_drop);
     if (fn && copy_words(s, old >> STATE_BITS, &gone, PAYLOAD_WORDS) == 0) {
         merge_side(old >> STATE_BITS, &gone);
+        /* its writer has yet to publish its end marker: the marker is the writer's */
+        if (old & NG_FLIGHT_END_PENDING) gone.flags |= NG_REC_DEFERRED;
         fn(&gone);
     }
     return 1;
@@ -185,10 +195,10 @@ static inline __attribute__((always_inline)) void write_slot(struct slot *s, uin
 
 /* ncclguard_flight_append when slot s holds an unfinished record (state word
  * `old`): it is dropped. Apart, so that the common case saves no registers. */
-static __attribute__((noinline, cold)) uint64_t append_over(struct slot *s, uint64_t i,
-                                                            uint64_t old,
-                                                            const struct ng_op_record *rec,
-                                                            int state)
+static __attribute__((noinline, cold)) void append_over(struct slot *s, uint64_t i,
+                                                        uint64_t old,
+                                                        const struct ng_op_record *rec,
+                                                        int state)
 {
     uint64_t neu = pack(i, state);
     if (!holds_events(s)) {
@@ -198,22 +208,22 @@ static __attribute__((noinline, cold)) uint64_t append_over(struct slot *s, uint
         ng_atomic_store_relaxed(&s->w[WORD(state_word)], neu);
     }
     write_slot(s, i, rec);
-    return i;
 }
 
-uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
+/* Writes *rec as record i, in `state`, into slot s of the ring at base. */
+static inline __attribute__((always_inline)) void append_at(struct slot *base, struct slot *s,
+                                                            uint64_t i, int state,
+                                                            const struct ng_op_record *rec)
 {
-    struct slot *base = ng_atomic_load_acquire(&ring);
-    if (!base) return NG_FLIGHT_NONE;
-    uint64_t i = ng_atomic_add_relaxed(&head, 1);
-    struct slot *s = &base[i & mask];
     /* Only this writer owns index i. A finished old record never changes
      * again, so a load and a store replace it (no locked instruction in the
      * common case); so does an unfinished one that holds no CUDA events. */
     ng_atomic(uint64_t) *sw = &s->w[WORD(state_word)];
     uint64_t old = ng_atomic_load_acquire(sw);
-    if (__builtin_expect(i >= capacity && !ng_op_state_final((int)(old & STATE_MASK)), 0))
-        return append_over(s, i, old, rec, state);
+    if (__builtin_expect(i >= capacity && !ng_op_state_final(STATE_OF(old)), 0)) {
+        append_over(s, i, old, rec, state);
+        return;
+    }
     ng_atomic_store_relaxed(sw, pack(i, state));
     write_slot(s, i, rec);
     /* The ring is larger than the caches: fetch the next slot for writing now,
@@ -221,6 +231,32 @@ uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
     const char *next = (const char *)&base[(i + 1) & mask];
 #pragma GCC unroll 16
     for (size_t off = 0; off < sizeof *s; off += 64) __builtin_prefetch(next + off, 1, 3);
+}
+
+uint64_t ncclguard_flight_append(const struct ng_op_record *rec, int state)
+{
+    struct slot *base = ng_atomic_load_acquire(&ring);
+    if (!base) return NG_FLIGHT_NONE;
+    uint64_t i = ng_atomic_add_relaxed(&head, 1);
+    append_at(base, &base[i & mask], i, state, rec);
+    return i;
+}
+
+uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
+                                         struct ng_flight_pending *p)
+{
+    struct slot *base = ng_atomic_load_acquire(&ring);
+    if (__builtin_expect(!base, 0)) { /* a word the swap never matches */
+        static ng_atomic(uint64_t) none = NG_FLIGHT_NONE;
+        p->word = &none;
+        p->value = 0;
+        return NG_FLIGHT_NONE;
+    }
+    uint64_t i = ng_atomic_add_relaxed(&head, 1);
+    struct slot *s = &base[i & mask];
+    p->word = &s->w[WORD(state_word)];
+    p->value = pack(i, NG_OP_SCHEDULED | NG_FLIGHT_END_PENDING);
+    append_at(base, s, i, NG_OP_SCHEDULED | NG_FLIGHT_END_PENDING, rec);
     return i;
 }
 
@@ -258,7 +294,7 @@ int ncclguard_flight_state(uint64_t index)
     struct slot *s = slot(index);
     if (!s) return -1;
     uint64_t w = ng_atomic_load_acquire(&s->w[WORD(state_word)]);
-    return (w >> STATE_BITS) == index ? (int)(w & STATE_MASK) : -1;
+    return (w >> STATE_BITS) == index ? STATE_OF(w) : -1;
 }
 
 int ncclguard_flight_advance(uint64_t index, int from, int to)

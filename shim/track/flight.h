@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/atomic.h"
 #include "base/ops.h"
 
 #define NG_NO_MARKER (-1)
@@ -95,7 +96,7 @@ static inline int ng_record_state(const struct ng_op_record *r)
 
 #define NG_REC_SLOW 0x1u      /* reported as slow (watchdog) */
 #define NG_REC_TIMEOUT 0x2u   /* reported as timed out (watchdog) */
-#define NG_REC_DEFERRED 0x4u  /* nonblocking: end marker not yet recorded */
+#define NG_REC_DEFERRED 0x4u  /* end marker not yet recorded (nonblocking, or being recorded) */
 #define NG_REC_FIRST 0x8u     /* first op on its communicator */
 #define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
 #define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
@@ -157,6 +158,36 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
 /* The application thread recorded the deferred end marker of record `index`:
  * copies of it no longer carry NG_REC_DEFERRED. */
 void ncclguard_flight_end_deferred(uint64_t index);
+
+/*
+ * The hot path's short deferral. An op goes into the ring before its end marker
+ * is recorded, since that record blocks behind a full launch queue (a stuck
+ * GPU), and the op must be there by then: ncclguard_flight_append_pending
+ * appends it in state NG_OP_SCHEDULED with the NG_FLIGHT_END_PENDING bit of its
+ * state word set. While the bit is set, copies show the op scheduled with
+ * NG_REC_DEFERRED (its marker is not asked), and nobody can advance it
+ * (ncclguard_flight_advance fails; the observer tries again at its next pass).
+ * Once the record returns, ncclguard_flight_publish_end clears the bit with a
+ * compare-and-swap on the slot just written: 1; or 0 when the record left the
+ * ring meanwhile (dropped, its marker left to its writer), whose marker the
+ * caller then returns. Whoever wins the swap owns the marker: never two, never
+ * none. Hot path: the append, and one compare-and-swap, inline.
+ */
+#define NG_FLIGHT_END_PENDING 0x80
+#define NG_FLIGHT_STATE_BITS 8 /* a state word: (index << 8) | state */
+struct ng_flight_pending {
+    ng_atomic(uint64_t) *word; /* the record's state word (without a ring, one the
+                                * swap never matches) */
+    uint64_t value;            /* its value as appended */
+};
+uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
+                                         struct ng_flight_pending *p);
+static inline int ncclguard_flight_publish_end(struct ng_flight_pending *p)
+{
+    uint64_t expected = p->value;
+    return ng_atomic_cas_acq_rel(p->word, &expected,
+                                 expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
+}
 
 /* What a reader or a walk hands its callback: record `index`, a consistent
  * copy of it. */

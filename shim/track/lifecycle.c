@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/altstack.h"
 #include "base/atomic.h"
 #include "base/events.h"
 #include "base/hash.h"
@@ -38,6 +39,7 @@ void ncclguard_comm_announce(struct ng_comm *c)
 static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t id, int rank,
                            int nranks, uint64_t parent, const ncclConfig_t *config)
 {
+    ncclguard_altstack_ensure(); /* the crash handler's room on this thread */
     if (ncclguard_track_mode != NG_TRACK_OFF) ncclguard_markers_prepare_current();
     t->out = out;
     t->comm = ncclguard_comm_new(id, rank, nranks, parent, config);
@@ -54,6 +56,7 @@ void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, i
 void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev)
 {
     (void)ndev;
+    ncclguard_altstack_ensure();
     t->out = out;
     t->comm = NULL; /* one record per device is made in the post hook */
 }

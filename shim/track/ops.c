@@ -9,8 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/altstack.h"
 #include "base/atomic.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "track/comm.h"
 #include "track/deferred.h"
 #include "track/groups.h"
@@ -102,6 +104,33 @@ static void note_group_comm(struct ng_comm *c)
     if (group_ncomms < GROUP_COMMS) group_comms[group_ncomms++] = c;
 }
 
+/* A thread's first op: its id, and room for the crash handler (an alternate
+ * signal stack), once per thread, off the path of every later op. */
+static __attribute__((noinline, cold)) void first_op_of_thread(void)
+{
+    thread_id = (uint64_t)gettid();
+    ncclguard_altstack_ensure();
+}
+
+/*
+ * Two threads in collective calls on one communicator at once: another
+ * thread's collective was taken (its post hook counted it) while this thread
+ * was inside its own call, between its pre hook, which noted the count, and
+ * its post hook. Any two overlapping calls that NCCL accepts are found this
+ * way, by the one whose post comes second, for the price of a load: the count
+ * is the one the post hook takes anyway. NCCL lets one thread at a time use a
+ * communicator and leaves the rest undefined (on a nonblocking one a race on
+ * its group job). Said once per communicator.
+ */
+static __attribute__((noinline, cold)) void two_threads(struct ng_comm *c, int type)
+{
+    if (ng_atomic_exchange_relaxed(&c->overlap_said, 1)) return;
+    NG_WARN("two threads use communicator %016llx at once (another thread's collective was "
+            "enqueued while thread %llu was inside nccl%s on it): NCCL lets one thread at a "
+            "time call a communicator; serialize its calls", (unsigned long long)c->id,
+            (unsigned long long)thread_id, ng_op_name(type));
+}
+
 /* The thread's last communicator: most ops are on the same one as the thread's
  * last, and the map's probe costs more than the rest of the lookup. */
 static NG_TLS ncclComm_t last_handle;
@@ -137,12 +166,14 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
         t->entered = ncclguard_comm_enter(c);
         ncclguard_flush_deferred(ncclguard_comm_index(c));
     }
-    if (!thread_id) thread_id = (uint64_t)gettid();
+    if (__builtin_expect(!thread_id, 0)) first_op_of_thread();
     struct ng_op_record *r = &t->rec;
     /* Field by field: a compound literal would be zeroed first with rep stos,
      * which costs more than the rest of the hook. The communicator's fields,
      * the bytes and the CLOCK_REALTIME time are derived by a copy (flight.h). */
-    r->seq = 0;
+    /* the collectives taken so far: until the post hook, which counts this one
+     * and finds any other thread's taken meanwhile (two_threads) */
+    r->seq = ng_atomic_load_relaxed(&c->coll_seq);
     r->p2p_seq = 0;
     r->count = count;
     r->stream = (uint64_t)(uintptr_t)stream;
@@ -154,8 +185,7 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
     r->redop = redop; /* -1 from the wrappers of ops without one (nccl_api.def) */
     r->root = root; /* or the peer: the same field */
     r->comm_slot = c->slot;
-    r->result = 0;
-    r->flags = 0;
+    r->flags = 0; /* result: the post hook's, before any append */
     r->marker = NG_NO_MARKER;
     r->stack = ncclguard_stack_capture();
     enum ng_track_mode mode = ncclguard_track_mode;
@@ -200,22 +230,28 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
     struct ng_op_record *r = &t->rec;
     r->result = res;
     if (!ng_accepted(res)) {
+        r->seq = 0;
         if (r->marker != NG_NO_MARKER) ncclguard_marker_release((int)r->marker);
         if (t->group_slot >= 0) group_streams[t->group_slot].refs--;
         r->marker = NG_NO_MARKER;
         ncclguard_flight_append(r, NG_OP_FAILED);
         return;
     }
-    ng_atomic_add_relaxed(&c->ops_by_type[r->op], 1);
-    if (ng_op_is_p2p((int)r->op)) {
+    int op = (int)r->op; /* once: the atomics below make the compiler load it again */
+    ng_atomic_add_relaxed(&c->ops_by_type[op], 1);
+    /* NCCL connects lazily: the first collective of a communicator, and the
+     * first send or recv with each peer, set up connections (NG_REC_FIRST). */
+    if (ng_op_is_p2p(op)) {
+        r->seq = 0;
         if (r->peer >= 0 && r->peer < c->npeers)
             r->p2p_seq = ng_atomic_add_relaxed(&c->peers[r->peer].seq, 1) + 1;
+        if (r->p2p_seq == 1) r->flags |= NG_REC_FIRST;
     } else {
-        r->seq = ng_atomic_add_relaxed(&c->coll_seq, 1) + 1;
+        uint64_t before = ng_atomic_add_relaxed(&c->coll_seq, 1);
+        if (__builtin_expect(before != r->seq, 0)) two_threads(c, op);
+        r->seq = before + 1;
+        if (before == 0) r->flags |= NG_REC_FIRST;
     }
-    /* NCCL connects lazily: the first collective of a communicator, and the
-     * first send or recv with each peer, set up connections. */
-    if (r->seq == 1 || r->p2p_seq == 1) r->flags |= NG_REC_FIRST;
     if (t->captured) {
         ncclguard_flight_append(r, NG_OP_CAPTURED);
         return;
@@ -231,8 +267,15 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
         ncclguard_defer(&d);
         return;
     }
+    /* In the ring first, then the end marker: with the GPU stuck, the launch
+     * queue is full and the record blocks, so the op must be there already
+     * (scheduled, its marker not yet to be asked: flight.h) for the watchdog
+     * to time it out and a dump to show it. */
+    struct ng_flight_pending p;
+    ncclguard_flight_append_pending(r, &p);
     ncclguard_marker_end_event(t->end_event, (void *)(uintptr_t)r->stream);
-    ncclguard_flight_append(r, NG_OP_SCHEDULED);
+    if (__builtin_expect(!ncclguard_flight_publish_end(&p), 0))
+        ncclguard_marker_release((int)r->marker);
 }
 
 void ncclguard_group_start_post(ncclResult_t r)

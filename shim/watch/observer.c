@@ -217,7 +217,10 @@ static int settle(struct pass *p, const struct op *o, enum ng_marker_state *m, i
 {
     int end = end_state(o);
     if (end >= 0) {
-        move_on(p, o, end, 0, 0);
+        /* a record whose end marker its writer is still recording cannot be
+         * moved on yet (track/flight.h): it waits for the next pass */
+        if (move_on(p, o, end, 0, 0) != 0 && ncclguard_flight_state(o->index) == o->state)
+            return OP_WAITING;
         return OP_LEFT;
     }
     if (o->marker < 0 || (o->r->flags & NG_REC_DEFERRED)) return OP_WAITING;

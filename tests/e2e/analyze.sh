@@ -84,6 +84,32 @@ verdict stall "2:gpu_not_started"
 grep -q "not NCCL's" "$TMP/stall.txt" && pass "GPU stall: the stream is blocked by non-NCCL work" ||
     fail "GPU stall: the blocker" "$(head -n 1 "$TMP/stall.txt")"
 
+# A GPU stall that fills the launch queue (3 items: a real GPU's is about a thousand):
+# rank 0's host then blocks in the next driver call of an op, the end marker's record
+# included. Every op NCCL took is in its dump (the communicator's last_seq is in the
+# ring), it times out, and the verdict names it.
+FAKECUDA_QUEUE_DEPTH=3 UNTIL=$(dumped queuefull 2) job queuefull -n 2 --timeout 60 -- \
+    --steps 30 --stall-gpu-rank 0 --stall-step 2 --quiet
+verdict queuefull "0:gpu_not_started"
+if python3 - "$TMP"/queuefull/dumps/ncclguard-r0-*.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["comms"]:
+    seqs = [o["seq"] for o in d["ops"] if o["comm"] == c["id"] and o["seq"]]
+    assert c["last_seq"] in seqs, (c["id"], c["last_seq"], seqs)
+    # an op left unfinished (its end marker perhaps still being recorded) was
+    # never counted completed
+    last = [o for o in d["ops"] if o["comm"] == c["id"] and o["seq"] == c["last_seq"]]
+    if last[0]["state"] != "completed":
+        assert c["last_completed_seq"] < c["last_seq"], c
+assert any("timeout" in o["flags"] for o in d["ops"]), "rank 0 timed out no op"
+PY
+then
+    pass "full launch queue: rank 0's dump holds its last op, timed out"
+else
+    fail "full launch queue: rank 0's dump" "$(grep -a 'ncclguard' "$TMP/queuefull/out" | head -n 3)"
+fi
+
 # A hang on the split communicator only: rank 1 stops after the step's world ops; its
 # half waits in the AllGather, the other half in the Send/Recv ring, behind it.
 UNTIL=$(dumped split) job split -n 4 --timeout 60 -- --steps 30 --hang-split-rank 1 --hang-split-step 2 --quiet

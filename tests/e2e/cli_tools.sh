@@ -54,6 +54,36 @@ check "run: prepends the library to an existing LD_PRELOAD, sets NCCLGUARD_CONFI
     [ "$got" = "$want" ]
 got=$(LD_PRELOAD=${SANRT:+$SANRT:}$SHIM "$NG" run -- sh -c 'echo "$LD_PRELOAD"' 2>&1)
 check "run: a library already in LD_PRELOAD is not added twice" [ "$got" = "${SANRT:+$SANRT:}$SHIM" ]
+# Another copy of the library already in LD_PRELOAD (an older install) is replaced, not
+# kept beside the new one: found by its file name, or as the same file under another.
+mkdir -p "$J/old"
+cp "$SHIM" "$J/old/libncclguard.so" && ln -sf "$SHIM" "$J/old/guard-link.so"
+got=$(LD_PRELOAD=${SANRT:+$SANRT:}$J/old/libncclguard.so:/lib/x86_64-linux-gnu/libm.so.6 \
+    "$NG" run -- sh -c 'echo "$LD_PRELOAD"' 2>&1)
+check "run: another copy of the library in LD_PRELOAD is replaced" \
+    [ "$got" = "${SANRT:+$SANRT:}$SHIM:/lib/x86_64-linux-gnu/libm.so.6" ]
+got=$(LD_PRELOAD="${SANRT:+$SANRT }$J/old/guard-link.so" "$NG" run -- sh -c 'echo "$LD_PRELOAD"' 2>&1)
+check "run: the library under another name (a link) is replaced too" \
+    [ "$got" = "${SANRT:+$SANRT:}$SHIM" ]
+# A path with a space: ld.so splits LD_PRELOAD there (ld.so(8): no escaping), so the job
+# would run without the library. run refuses, with one line and exit 2.
+mkdir -p "$J/with space"
+cp "$NG" "$SHIM" "$J/with space/"
+out=$(LD_PRELOAD=$SANRT "$J/with space/ncclguard" run -- true 2>&1); rc=$?
+check "run: a library path with a space is refused: exit 2, one line naming LD_PRELOAD" \
+    [ $rc -eq 2 -a "$(printf '%s\n' "$out" | wc -l)" -eq 1 -a -n "$(printf '%s' "$out" | grep LD_PRELOAD)" ]
+# Two copies loaded at once (LD_PRELOAD set by hand): the first stays, the second says
+# so once per process and passes everything through: one summary, one exit dump.
+(cd "$J" && NCCLGUARD_DUMP_AT_EXIT=1 NCCLGUARD_DUMP_DIR="$J/twice" \
+    LD_PRELOAD="$(preload):$J/old/libncclguard.so" with_fakes "$LAUNCH" -n 1 --timeout 120 -- \
+    "$TRAIN" --steps 3 --quiet >"$J/twice.out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c 'summary: ' "$J/twice.out")" = 1 ] && dumps_are "$J/twice" 1 &&
+    [ "$(grep -c "\[rank 0 .*another copy of the library is loaded first ($SHIM; this one $J/old/libncclguard.so): this one stays off" "$J/twice.out")" = 1 ]; then
+    pass "two copies loaded: the second stays off, with one line; one summary, one exit dump"
+else
+    fail "two copies loaded" "rc=$rc $(cat "$J/twice.out")"
+fi
 # Installed layout: PREFIX/bin/ncclguard finds PREFIX/lib/libncclguard.so (make install).
 mkdir -p "$J/prefix/bin" "$J/prefix/lib"
 cp "$NG" "$J/prefix/bin/" && cp "$SHIM" "$J/prefix/lib/"

@@ -26,7 +26,10 @@ PY
 # Under ASan its own SEGV and BUS handlers are the ones we chain to: they report and
 # exit 1, which shows the chaining as well as a death by the signal would.
 asan_rc() { [ "${SANITIZE:-}" = 1 ] && [ "$1" != 134 ] && echo 1 || echo "$1"; }
-for case in segv:139 abort:134 kill:135; do
+# A stack overflow, on a thread that created its communicator (the crash handler then
+# runs on the alternate stack the shim gave it), also when the application gave that
+# thread an alternate stack too small for the handler.
+for case in segv:139 abort:134 kill:135 overflow:139 overflow-small:139; do
     how=${case%%:*} want=$(asan_rc "${case##*:}")
     d=$TMP/$how
     NCCLGUARD_DUMP_DIR=$d under_shim "$PROG" "$how" >"$d.out" 2>&1
@@ -71,4 +74,11 @@ term_case none 143 1
 term_case before 42 1
 term_case after 42 1
 term_case idle 143 0
+# The application's sa_flags hold when its handler is chained: SA_RESETHAND (its
+# handler runs once, the second SIGTERM kills), SA_SIGINFO, SA_NODEFER and sa_mask.
+term_case resethand 143 1
+[ "$(grep -c "application's handler ran" "$TMP/term-resethand.out")" = 1 ] &&
+    pass "SIGTERM (resethand): the handler ran once" ||
+    fail "SIGTERM (resethand): the handler ran once" "$(cat "$TMP/term-resethand.out")"
+term_case flags 42 1
 finish

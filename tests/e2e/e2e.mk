@@ -2,8 +2,9 @@
 E2E_BIN := $(B)/tests/e2e
 FAKE_LIBS = -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1
 
-# two_streams also calls the fake driver's test API (fakecuda_test_spin)
-$(E2E_BIN)/two_streams: tests/e2e/progs/two_streams.c tests/e2e/progs/one_rank.h \
+# two_streams and two_threads also call the fake driver's test API (fakecuda_test_spin)
+$(E2E_BIN)/two_streams $(E2E_BIN)/two_threads: $(E2E_BIN)/%: tests/e2e/progs/%.c \
+        tests/e2e/progs/one_rank.h \
         $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
@@ -58,5 +59,5 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 
 ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap paths missing_sym stuck_init \
     group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams crash_mid_job term_job \
-    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes comm_thread blocked_calls \
+    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes comm_thread blocked_calls two_threads \
     static_frames static_frames_stripped)

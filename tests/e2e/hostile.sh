@@ -200,6 +200,22 @@ replace it"
     else
         fail "real site file" "$(cat "$TMP/out" "$TMP/err")"
     fi
+    # Nor can a faked system root (NCCLGUARD_TEST_SYSROOT) switch a conditional
+    # section of it: test switches are off where a site file exists, said once.
+    mkdir -p "$TMP/fakeroot/proc/driver/nvidia/gpus/0000:01:00.0"
+    printf 'Model: \t\t NVIDIA H100 80GB HBM3\n' \
+        >"$TMP/fakeroot/proc/driver/nvidia/gpus/0000:01:00.0/information"
+    { cat "$TMP/site.conf"; printf '%s\n' '[when gpu=H100*]' 'slow_ms = 55'; } \
+        >"$TMP/etc/ncclguard.conf"
+    clean NCCLGUARD_TEST_SYSROOT="$TMP/fakeroot" NCCLGUARD_TEST_ANCHOR_MS=5 -- \
+        unshare -m sh -c 'mount --bind "$1" /etc && exec timeout 20 "$2" --setting slow_ms' \
+        sh "$TMP/etc" "$PROBE" >"$TMP/out" 2>"$TMP/err"
+    if grep -q '^slow_ms=0 (built-in)$' "$TMP/out" &&
+        [ "$(grep -c 'ignored (environment): test switches (NCCLGUARD_TEST_\*) apply only on a machine without a site file' "$TMP/err")" = 1 ]; then
+        pass "a faked system root does not switch a section of a real site file (one line says so)"
+    else
+        fail "faked system root with a real site file" "$(cat "$TMP/out" "$TMP/err")"
+    fi
 else
     skip "real site file" "needs root and unshare -m to put a site file at /etc/ncclguard.conf"
 fi
@@ -207,11 +223,14 @@ fi
 # --- secrets: values of variables the policy names are never copied into any output --------
 # Every output the shim writes (stderr, the log, the event log, the dumps) and the CLI's,
 # at the debug level and on every rank; only NCCL_*, CUDA_*, TORCH_* and NCCLGUARD_* values
-# are shown.
+# are shown, and of those not the ones whose name says secret (*PASSWORD*, *TOKEN*,
+# *SECRET*, *KEY*: NCCL_PASSWORD, TORCH_NCCL_TOKEN). No hash of a secret goes anywhere
+# either: not into NCCLGUARD_POLICY_APPLIED (every child's environment), not into a dump.
 printf '%s\n' '[env.forbid]' 'AWS_SECRET_ACCESS_KEY' 'DB_*' '[env.force]' 'HF_TOKEN = siteSECRET2' \
-    'NCCL_DEBUG = WARN' '[env.default]' 'MY_PASSWORD = siteSECRET3' >"$TMP/secret-site.conf"
+    'NCCL_DEBUG = WARN' 'NCCL_PASSWORD = siteSECRET7' '[env.default]' 'MY_PASSWORD = siteSECRET3' \
+    'TORCH_NCCL_TOKEN = siteSECRET8' >"$TMP/secret-site.conf"
 SECRETS=(AWS_SECRET_ACCESS_KEY=xyzSECRETxyz1 HF_TOKEN=userSECRET4 MY_PASSWORD=userSECRET5
-         DB_PASS=userSECRET6 NCCL_DEBUG=INFO)
+         DB_PASS=userSECRET6 NCCL_DEBUG=INFO NCCL_IB_SECRET_KEY=userSECRET9)
 d=$TMP/secrets
 job "$d" NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" \
     NCCLGUARD_LOG_LEVEL=debug NCCLGUARD_VERBOSE=1 NCCLGUARD_DUMP_AT_EXIT=1 \
@@ -220,30 +239,50 @@ clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" -- \
     "$NG" envcheck --policy --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.txt" 2>&1
 clean "${SECRETS[@]}" -- "$NG" envcheck --policy --site "$TMP/secret-site.conf" --json \
     --nccl "$FAKES/libnccl.so.2" >"$d/envcheck.json" 2>&1
+# what a child of the policy's process inherits
+clean NCCLGUARD_TEST_SITE_CONFIG="$TMP/secret-site.conf" "${SECRETS[@]}" -- \
+    LD_PRELOAD="$(preload)" sh -c 'echo "$NCCLGUARD_POLICY_APPLIED"' >"$d/applied.txt" 2>/dev/null
+# each secret's FNV-1a hash (the form the marker and the old log lines used), in full
+# and its top 32 bits
+hashes=$(python3 -c 'import sys
+for v in sys.argv[1:]:
+    h = 0xcbf29ce484222325
+    for b in v.encode(): h = ((h ^ b) * 0x100000001b3) & (1 << 64) - 1
+    print("%016x" % h); print("%08x" % (h >> 32))' xyzSECRETxyz1 siteSECRET2 siteSECRET3 \
+    userSECRET4 userSECRET5 userSECRET6 siteSECRET7 siteSECRET8 userSECRET9)
 leaks=$(grep -rlF -e xyzSECRETxyz1 -e siteSECRET2 -e siteSECRET3 -e userSECRET4 -e userSECRET5 \
-    -e userSECRET6 "$d")
+    -e userSECRET6 -e siteSECRET7 -e siteSECRET8 -e userSECRET9 "$d"
+    for h in $hashes; do grep -rlF "$h" "$d"; done)
 dump=$(ls "$d"/dumps/*.json 2>/dev/null | head -n 1)
 if [ $rc -eq 0 ] && [ -z "$leaks" ] && [ -n "$dump" ] && [ -s "$d/ng.log" ] &&
-    [ -s "$d/ev.jsonl" ] && python3 - "$dump" <<'PY'
+    [ -s "$d/ev.jsonl" ] && grep -q 'NCCL_DEBUG=' "$d/applied.txt" &&
+    ! grep -qE 'TOKEN|PASSWORD' "$d/applied.txt" && python3 - "$dump" <<'PY'
 import json, re, sys
-env = {e["name"]: e for e in json.load(open(sys.argv[1]))["config"]["env"]}
-hidden = re.compile(r"^<not shown: \d+ bytes, hash [0-9a-f]{8}>$")
+d = json.load(open(sys.argv[1]))
+env = {e["name"]: e for e in d["config"]["env"]}
+hidden = re.compile(r"^<not shown: \d+ bytes>$")
 assert hidden.match(env["AWS_SECRET_ACCESS_KEY"]["was"]), env["AWS_SECRET_ACCESS_KEY"]
-assert env["AWS_SECRET_ACCESS_KEY"]["was"].startswith("<not shown: 13 bytes")
+assert env["AWS_SECRET_ACCESS_KEY"]["was"] == "<not shown: 13 bytes>"
 assert hidden.match(env["HF_TOKEN"]["was"]) and hidden.match(env["HF_TOKEN"]["value"])
 assert hidden.match(env["DB_PASS"]["was"]), env.get("DB_PASS")
-assert env["HF_TOKEN"]["was"] != env["HF_TOKEN"]["value"]  # two values told apart
+assert hidden.match(env["NCCL_PASSWORD"]["value"]), env["NCCL_PASSWORD"]
+assert hidden.match(env["TORCH_NCCL_TOKEN"]["value"]), env["TORCH_NCCL_TOKEN"]
 assert env["NCCL_DEBUG"]["was"] == "INFO" and env["NCCL_DEBUG"]["value"] == "WARN"
+e = d["env"]
+assert e["NCCL_PASSWORD"] == e["TORCH_NCCL_TOKEN"] == e["NCCL_IB_SECRET_KEY"] == "<not shown>", e
+assert e["NCCL_DEBUG"] == "WARN", e
+applied = e.get("NCCLGUARD_POLICY_APPLIED", "")
+assert "NCCL_DEBUG=" in applied and not re.search("TOKEN|PASSWORD", applied), applied
 PY
 then
-    if grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes, hash " \
-        "$d/ng.log"; then
-        pass "secrets named by the policy appear in no output, only as length and hash"
+    if grep -q "AWS_SECRET_ACCESS_KEY removed (site forbid, .*; was '<not shown: 13 bytes>')" \
+        "$d/ng.log" && grep -q "NCCL_PASSWORD=<not shown: 11 bytes> (site force" "$d/ng.log"; then
+        pass "secrets appear in no output, not even as a hash; the log names what the site set"
     else
-        fail "secrets: log line" "$(grep AWS "$d/ng.log")"
+        fail "secrets: log line" "$(grep -e AWS -e NCCL_PASSWORD "$d/ng.log")"
     fi
 else
-    fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none}"
+    fail "secrets named by the policy" "rc=$rc leaks in: ${leaks:-none}; dump=${dump:-none} applied=$(cat "$d/applied.txt")"
 fi
 
 # --- signals: SIGUSR2 before the first communicator; the node marker after it -------------

@@ -265,6 +265,38 @@ else
     fail "init timeout" "state=$state"; tail -n 5 "$TMP/init/out"
 fi
 
+# --- SIGTERM while the communicator is being created: a dump (reason sigterm) -------------
+# (the init timeout far off, so that only SIGTERM can dump; timeout(1) sends it)
+mkdir -p "$TMP/initterm"
+(cd "$TMP/initterm" && NCCLGUARD_INIT_TIMEOUT=600 NCCLGUARD_DUMP_DIR=$TMP/initterm/dumps \
+    under_shim timeout -s TERM 3 "$E2E/stuck_init" >"$TMP/initterm/out" 2>&1)
+rc=$?
+state=$(python3 -c 'import glob,json,sys
+d=[json.load(open(p)) for p in glob.glob(sys.argv[1]+"/*.json")]
+print(len(d), d[0]["reason"], d[0]["comms"][0]["state"])' "$TMP/initterm/dumps" 2>/dev/null)
+if [ "$state" = "1 sigterm initializing" ] && [ $rc = 124 ]; then
+    pass "SIGTERM in ncclCommInitRank: a dump (sigterm, comm initializing), then SIGTERM's end"
+else
+    fail "SIGTERM in init" "rc=$rc state=$state"; tail -n 5 "$TMP/initterm/out"
+fi
+
+# --- two threads in op calls on one blocking communicator at once: said once ----------------
+# NCCL leaves it undefined (one thread at a time per communicator); the shim sees both
+# calls. One thread's call stays inside (its stream held, a launch queue of one item)
+# while the main thread calls on the same communicator: one line. The same calls one
+# after the other: none.
+for how in overlap serial; do
+    FAKECUDA_QUEUE_DEPTH=1 under_shim timeout 60 "$E2E/two_threads" $how >"$TMP/two-$how.out" 2>&1
+    eval "rc_$how=$?"
+done
+n_overlap=$(grep -c 'ncclguard: .*two threads use communicator [0-9a-f]* at once (another thread.s collective was enqueued while thread [0-9]* was inside ncclAllReduce' "$TMP/two-overlap.out")
+if [ "$rc_overlap" = 0 ] && [ "$rc_serial" = 0 ] && [ "$n_overlap" = 1 ] &&
+    ! grep -q 'at once' "$TMP/two-serial.out"; then
+    pass "two threads on one blocking communicator at once: one line; one after the other: none"
+else
+    fail "two threads on one communicator" "rc=$rc_overlap/$rc_serial lines=$n_overlap $(cat "$TMP/two-overlap.out" "$TMP/two-serial.out")"
+fi
+
 # --- the ring overflows: drops counted -----------------------------------------------------
 NCCLGUARD_RING=64 NCCLGUARD_DUMP_AT_EXIT=1 job ring -n 2 --timeout 300 -- --steps 20 --quiet
 if [ $rc -eq 0 ] && $CHECK flight "$TMP/ring/dumps" 64 >"$TMP/ring/check"; then

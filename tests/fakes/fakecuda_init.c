@@ -22,7 +22,7 @@
 
 enum { FC_UNINIT, FC_READY, FC_FORKED };
 
-struct fc_config fc_cfg = { 8, 80ull << 30, 0, -1, false, 0, 0 };
+struct fc_config fc_cfg = { 8, 80ull << 30, 0, -1, false, FC_QUEUE_DEPTH_DEFAULT, 0 };
 
 static _Atomic int g_state = FC_UNINIT;
 static _Atomic int g_init_result = -1; /* CUresult of the first cuInit, -1 before */
@@ -126,7 +126,7 @@ static void read_config(void)
     if (env_number("FAKECUDA_STALL_AFTER_OPS", LLONG_MAX / 2, &v)) fc_cfg.stall_after_ops = v;
     v = 0;
     if (env_number("FAKECUDA_INSTANT_EVENTS", 1, &v)) fc_cfg.instant_events = v == 1;
-    v = 0;
+    v = fc_cfg.queue_depth;
     if (env_number("FAKECUDA_QUEUE_DEPTH", 1ll << 20, &v)) fc_cfg.queue_depth = v;
     v = 0;
     if (env_number("FAKECUDA_MAX_CONNECTIONS", 32, &v)) fc_cfg.max_connections = v;

@@ -315,6 +315,10 @@ void fc_mem_atfork_child(void);
 
 /* ------------------------------ init and plumbing ----------------------------- */
 
+/* Items a queue holds when FAKECUDA_QUEUE_DEPTH is unset: a real launch queue blocks the
+ * host at about a thousand pending launches per stream (docs/harness.md). */
+#define FC_QUEUE_DEPTH_DEFAULT 1024
+
 struct fc_config {
     int devices;               /* FAKECUDA_DEVICES */
     size_t mem_bytes;          /* FAKECUDA_MEM_MB, per device */

@@ -564,6 +564,27 @@ START_TEST(test_queue_depth_blocks_enqueue)
 }
 END_TEST
 
+/* Unset, FAKECUDA_QUEUE_DEPTH is FC_QUEUE_DEPTH_DEFAULT (1024), as a real launch queue is
+ * bounded: a stalled stream takes that many items, and the next record blocks the host. */
+START_TEST(test_queue_depth_bounded_by_default)
+{
+    unsetenv("FAKECUDA_QUEUE_DEPTH");
+    struct blocking_call c = { .ctx = fct_init_ctx() };
+    volatile int release = 0;
+    int ran = 0;
+    pthread_t t;
+    CU_OK(cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING));
+    CU_OK(cuEventCreate(&c.ev, CU_EVENT_DISABLE_TIMING));
+    CU_OK(fakecuda_test_spin(c.s, &release));
+    for (int i = 1; i < 1024; i++) CU_OK(cuLaunchHostFunc(c.s, fct_bump, &ran));
+    start_blocked(&c, &t);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    CU_OK(cuEventSynchronize(c.ev));
+    ck_assert_int_eq(fct_load(&ran), 1023);
+}
+END_TEST
+
 /* FAKECUDA_MAX_CONNECTIONS=1: the streams of a context share one queue, so a host function
  * waiting behind s's stalled kernel holds up t's work pushed after it; with a queue per
  * stream (unset) t runs at once. */
@@ -607,7 +628,8 @@ int main(void)
                             test_sync_copy_waits_for_blocking_streams,
                             test_record_and_query_allocate_nothing, test_op_delay_env,
                             test_stall_env, test_event_synchronize_blocks_while_stalled,
-                            test_queue_depth_blocks_enqueue, NULL};
+                            test_queue_depth_blocks_enqueue,
+                            test_queue_depth_bounded_by_default, NULL};
     Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, tests, &tc);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
     tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);

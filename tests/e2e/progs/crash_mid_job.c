@@ -1,9 +1,13 @@
 /*
  * crash_mid_job: one rank that runs a few AllReduces, then dies of a signal
  * (argv[1]: "segv" dereferences NULL, "abort" calls abort(), "kill" is sent
- * SIGBUS by itself with kill(2)). The shim must leave a crash dump and let the
- * process die of that signal.
+ * SIGBUS by itself with kill(2), "overflow" overflows the stack of a thread of
+ * its own that created the communicator and ran the ops, "overflow-small" does
+ * the same after giving that thread a 4 KB alternate signal stack, too small
+ * for the crash handler). The shim must leave a crash dump and let the process
+ * die of that signal.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +27,55 @@ crash_here(const char *how)
     *nowhere = 1;
 }
 
-int main(int argc, char **argv)
+static volatile int bottom = -1; /* never reached: recursion without end, out of sight */
+
+/* Recursion that no compiler turns into a loop: each frame keeps a page alive. */
+__attribute__((noinline, no_sanitize("address"))) static int deeper(int n)
+{
+    volatile char page[4096];
+    page[n % sizeof page] = (char)n;
+    if (n == bottom) return 0;
+    return deeper(n + 1) + page[(n * 7) % sizeof page];
+}
+
+static char small_stack[4096];
+
+static int job(const char *how)
 {
     CUstream s;
     CUdeviceptr buf;
     ncclComm_t comm;
-    if (argc < 2 || one_rank_job(&s, &buf, 4096, &comm) != 0) return 3;
+    if (!strcmp(how, "overflow-small")) {
+        stack_t ss = {.ss_sp = small_stack, .ss_size = sizeof small_stack, .ss_flags = 0};
+        if (sigaltstack(&ss, NULL)) return 4;
+    }
+    if (one_rank_job(&s, &buf, 4096, &comm) != 0) return 3;
     for (int i = 0; i < 3; i++)
         if (ncclAllReduce((void *)buf, (void *)buf, 1024, ncclFloat, ncclSum, comm, s)) return 2;
     cuStreamSynchronize(s);
-    crash_here(argv[1]);
+    if (!strncmp(how, "overflow", 8)) return deeper(0);
+    crash_here(how);
+    return 0;
+}
+
+static void *job_thread(void *how)
+{
+    return (void *)(long)job(how);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return 3;
+    int rc;
+    if (!strncmp(argv[1], "overflow", 8)) {
+        pthread_t t;
+        void *ret;
+        if (pthread_create(&t, NULL, job_thread, argv[1]) || pthread_join(t, &ret)) return 5;
+        rc = (int)(long)ret;
+    } else {
+        rc = job(argv[1]);
+    }
+    if (rc) return rc;
     fprintf(stderr, "crash_mid_job: still alive\n");
     return 0;
 }
