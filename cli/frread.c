@@ -312,10 +312,12 @@ static int fill(struct fr *f, const struct ng_pk_val *root, const char *path)
     /* the dump's time: when the file was written, else its newest entry */
     struct stat st;
     if (path && !stat(path, &st)) d->time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    for (size_t i = 0; !d->time_ns && i < entries->n; i++) {
+    int64_t newest = 0;
+    for (size_t i = 0; i < entries->n; i++) {
         int64_t t = int_or(entries->u.items[i], "time_created_ns", 0);
-        if (t > d->time_ns) d->time_ns = t;
+        if (t > newest) newest = t;
     }
+    if (!d->time_ns) d->time_ns = newest;
     for (size_t i = 0; i < entries->n; i++)
         if (entry(f, entries->u.items[i], i)) return -1;
     /* groups with a status and no entry left: their last seqs still count */

@@ -79,6 +79,7 @@ static struct ng_pk_val *value(struct pk *k, int kind)
     }
     memset(v, 0, sizeof *v);
     v->kind = (uint8_t)kind;
+    v->depth = kind == NG_PK_LIST || kind == NG_PK_TUPLE || kind == NG_PK_DICT;
     k->nvalues++;
     return v;
 }
