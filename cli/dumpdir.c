@@ -48,7 +48,7 @@ static int by_name(const void *a, const void *b)
  * dump, named by torch <prefix><rank> (frread.h). */
 static int is_pickle(const struct job *j, const struct dirent *e)
 {
-    if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) return 0;
+    if (e->d_type != DT_REG && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) return 0;
     char path[4096], head[2];
     snprintf(path, sizeof path, "%s/%s", j->dir, e->d_name);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);

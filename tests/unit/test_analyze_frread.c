@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analyze.h"
@@ -626,16 +627,20 @@ START_TEST(refuses_what_is_not_fr)
 }
 END_TEST
 
-/* A directory of FR dumps: rank 1 never called #3, which ranks 0 and 2 wait in. */
+/* A directory of FR dumps: rank 1 never called #3, which ranks 0 and 2 wait in,
+ * enqueued just now (no timeout): the dumps' being FR says that it is a hang. */
 START_TEST(analyzes_a_directory_of_fr_dumps)
 {
     char dir[] = "/tmp/ng-frread-XXXXXX";
     ck_assert(mkdtemp(dir));
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     for (int r = 0; r < 3; r++) {
         struct fentry e[3];
         for (int s = 0; s < 3; s++)
             e[s] = (struct fentry){s, s + 1, 0, "gloo:all_reduce", "Float", "scheduled",
-                                   {64, 0}, s < 2, T0 + s, 600000};
+                                   {64, 0}, s < 2, t + s, 600000};
         struct buf b;
         fr_dump(&b, "[0, 1, 2]", r == 1 ? 2 : 3, e, r == 1 ? 2 : 3, 1);
         char path[128];
@@ -655,6 +660,7 @@ START_TEST(analyzes_a_directory_of_fr_dumps)
     ck_assert_int_eq(an_read_dir(&a, dir), 0);
     ck_assert_uint_eq(a.files, 3);
     ck_assert_uint_eq(a.nranks, 3);
+    ck_assert_str_eq(ng_intern_get(&a.strs, a.ranks[0].reason), "torch_fr");
     ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
     ck_assert_uint_eq(a.nculprits, 1);
     ck_assert_int_eq(a.culprits[0].f.cause, AN_MISSING);
