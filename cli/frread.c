@@ -157,7 +157,8 @@ static void op_of(const char *name, struct ng_dop *o)
     size_t len = strcspn(s, " ");
     o->op = NG_OP_UNKNOWN;
     for (size_t i = 0; i < sizeof opnames / sizeof opnames[0]; i++)
-        if (strlen(opnames[i].fr) == len && !strncmp(opnames[i].fr, s, len)) o->op = (uint8_t)opnames[i].op;
+        if (strlen(opnames[i].fr) == len && !strncmp(opnames[i].fr, s, len))
+            o->op = (uint8_t)opnames[i].op;
     const char *arrow = s[len] == ' ' ? strstr(s + len, o->op == NG_OP_SEND ? "->" : "<-") : NULL;
     if (arrow && (o->op == NG_OP_SEND || o->op == NG_OP_RECV) && arrow[2] >= '0' && arrow[2] <= '9')
         o->peer = (int32_t)strtol(arrow + 2, NULL, 10);
@@ -311,7 +312,8 @@ static int fill(struct fr *f, const struct ng_pk_val *root, const char *path)
     d->versions.nccl = nccl_version(ng_pk_str(ng_pk_get(root, "comm_lib_version")));
     /* the dump's time: when the file was written, else its newest entry */
     struct stat st;
-    if (path && !stat(path, &st)) d->time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    if (path && !stat(path, &st))
+        d->time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     int64_t newest = 0;
     for (size_t i = 0; i < entries->n; i++) {
         int64_t t = int_or(entries->u.items[i], "time_created_ns", 0);

@@ -290,7 +290,8 @@ static int put(struct pk *k, uint64_t i)
 {
     if (k->nstack <= base(k)) return fail(k, "stack underflow");
     /* a writer numbers its memo from 0: an index beyond the bytes read is not one */
-    if (i >= NG_PK_MAX_MEMO || i > (uint64_t)(k->p - k->start)) return fail(k, "memo index out of bounds");
+    uint64_t read = (uint64_t)(k->p - k->start);
+    if (i >= NG_PK_MAX_MEMO || i > read) return fail(k, "memo index out of bounds");
     if (i >= k->capmemo) {
         size_t cap = k->capmemo ? k->capmemo : 64;
         while (cap <= i) cap *= 2;

@@ -35,7 +35,8 @@ struct ng_pk_val {
     uint8_t kind;       /* enum ng_pk_kind */
     uint8_t frozen;     /* inside another container: no longer changes */
     uint16_t depth;     /* 0 for a scalar, 1 + its deepest item's for a container */
-    size_t n;           /* items (a dict: 2 a pair, key at 2i, value at 2i + 1); str, bytes: length */
+    size_t n;           /* items (a dict: 2 a pair, key at 2i, value at 2i + 1); str, bytes:
+                           the length */
     size_t cap;
     union {
         int64_t i;      /* int, bool */

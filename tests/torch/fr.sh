@@ -18,7 +18,7 @@ d=$TMP/fr
 mkdir -p "$d/hang" "$d/mismatch"
 
 cat >"$d/job.py" <<'PY'
-import os, sys, threading, time
+import os, pickle, sys, threading, time
 import torch
 import torch.distributed as dist
 
@@ -42,9 +42,16 @@ def until(cond):
             os._exit(3)
         time.sleep(0.05)
 
+def settled():
+    # torch retires an entry a moment after its collective returns: until then
+    # a dump shows a finished collective in flight
+    fr = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+    return all(e["retired"] for e in fr["entries"])
+
 x = torch.ones(1024)
 for _ in range(3):
     dist.all_reduce(x)
+until(settled)
 
 def load_batch():  # rank 2's hang: it sleeps here until every rank has dumped
     until(lambda: dumped("hang") == world)
@@ -63,12 +70,14 @@ work.wait()
 y = torch.ones(2048, dtype=torch.bfloat16) if rank == 1 else torch.ones(1024)
 dist.all_reduce(y)
 dist.all_reduce(x)
+until(settled)
 dump("mismatch")
 sys.stdout.flush()
 os._exit(0)
 PY
 
-port=$("$TORCH_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$("$TORCH_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 pids=()
 for r in 0 1 2 3; do
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=4 TORCH_FR_BUFFER_SIZE=2000 \
@@ -97,7 +106,8 @@ side_by_side() { # DIR: ncclguard's verdict, then torchfrtrace's answer
         # torch 2.15's Gloo files the members of every group under pg_config[""],
         # where torchfrtrace looks them up by the group's name
         if grep -q "^KeyError: ('" "$1.frtrace"; then
-            echo "  (torchfrtrace cannot match these entries' groups to pg_config, whose only key is \"\")"
+            echo "  (torchfrtrace cannot match these entries' groups to pg_config," \
+                "whose only key is \"\")"
         fi
     else
         echo "  | (no torchfrtrace in the environment)"
@@ -121,7 +131,7 @@ out=$("$NG" analyze "$d/mismatch" 2>&1)
 rc=$?
 if [ $rc = 1 ] && echo "$out" | head -n 1 | grep -qE '^culprit: rank 1 \(.*\): called #5 on comm '\
 '[0-9a-f]+ as AllReduce count 2048 bfloat16; 3 other ranks as AllReduce count 1024 float32'; then
-    pass "FR mismatch: ncclguard names rank 1, which reduced 2048 bfloat16 where the others reduced 1024 float32"
+    pass "FR mismatch: ncclguard names rank 1 (2048 bfloat16 where the others reduced 1024 float32)"
 else
     fail "FR mismatch" "exit $rc: $(echo "$out" | head -n 3 | tr '\n' ' ')"
 fi
@@ -176,7 +186,8 @@ d["entries"][0]["frames"] = Evil()
 open(sys.argv[1], "wb").write(pickle.dumps(d, protocol=2))
 PY
 out=$("$NG" analyze "$d/evil" 2>&1)
-if echo "$out" | grep -qE 'fr_trace_rank_3: Flight Recorder dump: opcode (GLOBAL|STACK_GLOBAL) \(0x[0-9a-f]+\): pickle code is never run' &&
+refusal='fr_trace_rank_3: Flight Recorder dump: opcode (GLOBAL|STACK_GLOBAL) \(0x[0-9a-f]+\): '
+if echo "$out" | grep -qE "${refusal}pickle code is never run" &&
     [ ! -e "$d/evil/fr_trace_rank_3.ran" ]; then
     pass "a dump with a GLOBAL/REDUCE is refused in one line, and nothing of it runs"
 else
