@@ -20,8 +20,11 @@ const char *an_rank_name(const struct an *a, int32_t r, int64_t grank, char *buf
     char num[24];
     if (k->rank >= 0) snprintf(num, sizeof num, "%lld", (long long)k->rank);
     else snprintf(num, sizeof num, "?");
-    snprintf(buf, n, "rank %s (host %s, pid %lld)", num, ng_intern_get(&a->strs, k->host),
-             (long long)k->pid);
+    if (!k->host && k->pid < 0) /* a Flight Recorder dump names neither */
+        snprintf(buf, n, "rank %s (%s)", num, ng_intern_get(&a->strs, k->path));
+    else
+        snprintf(buf, n, "rank %s (host %s, pid %lld)", num, ng_intern_get(&a->strs, k->host),
+                 (long long)k->pid);
     return buf;
 }
 

@@ -76,7 +76,7 @@ static json_t *culprit_json(const struct an *a, const struct an_culprit *c)
             "seq", l->seq ? json_integer((json_int_t)l->seq) : json_null()));
     }
     json_t *j = json_pack("{sosososssosososo}", "rank", grank_json(a, f->rank, f->grank),
-        "host", r ? json_string(ng_intern_get(&a->strs, r->host)) : json_null(),
+        "host", r ? str_or_null(ng_intern_get(&a->strs, r->host)) : json_null(),
         "pid", r ? json_integer(r->pid) : json_null(), "cause", an_cause_name(f->cause),
         "comm", f->comm != AN_NONE ? hex(a->comms[f->comm].id) : json_null(),
         "seq", f->seq ? json_integer((json_int_t)f->seq) : json_null(), "chain", chain,

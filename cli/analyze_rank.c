@@ -25,7 +25,8 @@ static struct an_finding finding(const struct an *a, int cause, int32_t r)
 }
 
 /* Something is stuck: an op timed out, a rank crashed or was stopped, or an op
- * has been in flight for AN_STUCK_NS. A snapshot of a healthy job (a dump on
+ * has been in flight for AN_STUCK_NS, or a Flight Recorder dump has one in flight.
+ * A snapshot of a healthy job (a dump on
  * request) has ops in flight too, and then nobody is blamed for them. */
 int an_stuck(const struct an *a)
 {
@@ -36,6 +37,10 @@ int an_stuck(const struct an *a)
         const char *why = ng_intern_get(&a->strs, r->reason);
         for (size_t k = 0; why && k < sizeof reasons / sizeof reasons[0]; k++)
             if (!strcmp(why, reasons[k])) return 1;
+        /* torch writes a Flight Recorder dump when a collective timed out or failed,
+         * or when asked because the job hangs: one with a collective in flight is
+         * taken for a hang (docs/analysis.md) */
+        if (why && !strcmp(why, "torch_fr") && r->ninflight) return 1;
         if (r->oldest_ns && r->time_ns - r->oldest_ns >= AN_STUCK_NS) return 1;
         for (uint32_t c = 0; c < r->nrc; c++)
             if (a->rcomms[r->rc0 + c].async_error) return 1;

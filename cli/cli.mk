@@ -17,7 +17,7 @@ JSON_LIBS   := $(shell pkg-config --libs jansson simdjson 2>/dev/null || echo -l
 
 # The dump reader, shared by the subcommands that read dumps (and the tests).
 DUMPREAD_SRCS := cli/jsonread.c cli/jsonread_jansson.c cli/dumpread.c cli/dumpread_map.c \
-    cli/dumpread_scalar.c cli/dumpread_stack.c cli/dumpdir.c
+    cli/dumpread_scalar.c cli/dumpread_stack.c cli/dumpdir.c cli/pickle.c cli/frread.c
 # (its files are opened by shim/base/infile.c, which the shim uses too)
 DUMPREAD_BASE_SRCS := shim/base/infile.c shim/base/outfile.c
 DUMPREAD_OBJS := $(DUMPREAD_SRCS:%.c=$(B)/%.o) $(B)/cli/jsonread_simdjson.o \

@@ -1,10 +1,12 @@
 /*
- * dumpdir.c: ng_dumpdir_read (dumpread.h). The *.json entries of a directory are
+ * dumpdir.c: ng_dumpdir_read (dumpread.h). The *.json entries of a directory (and
+ * the files that start as a pickle, Flight Recorder dumps) are
  * parsed by worker threads, at most WINDOW ahead of the caller, and handed over
  * in file-name order: memory holds a few parsed dumps whatever their number.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "dumpread.h"
 #include "dumpread_mem.h"
+#include "frread.h"
 
 #define MAX_THREADS 8
 
@@ -41,6 +44,22 @@ static int by_name(const void *a, const void *b)
     return strverscmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A file not named *.json is a dump when it starts as a pickle: a Flight Recorder
+ * dump, named by torch <prefix><rank> (frread.h). */
+static int is_pickle(const struct job *j, const struct dirent *e)
+{
+    if (e->d_type != DT_REG && e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) return 0;
+    char path[4096], head[2];
+    snprintf(path, sizeof path, "%s/%s", j->dir, e->d_name);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return 0;
+    struct stat st;
+    int ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && read(fd, head, 2) == 2 &&
+             ng_fr_is(head, 2);
+    close(fd);
+    return ok;
+}
+
 static int list(struct job *j, char *err, size_t errlen)
 {
     DIR *dp = opendir(j->dir);
@@ -52,7 +71,8 @@ static int list(struct job *j, char *err, size_t errlen)
     struct dirent *e;
     while ((e = readdir(dp))) {
         size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json") || e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.') continue;
+        if ((len < 6 || strcmp(e->d_name + len - 5, ".json")) && !is_pickle(j, e)) continue;
         if (j->n == cap) {
             cap = cap ? cap * 2 : 256;
             char **nn = realloc(j->names, cap * sizeof *nn);

@@ -16,6 +16,7 @@
 #include "base/infile.h"
 #include "dumpread_mem.h"
 #include "dumpread_scalar.h"
+#include "frread.h"
 
 #define MAX_DUMP_BYTES (1ull << 30)
 
@@ -199,6 +200,7 @@ static struct ng_dump *parse_once(ng_jparser *p, const char *buf, size_t len, co
 struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
                               int flags, char *err, size_t errlen)
 {
+    if (ng_fr_is(buf, len)) return ng_fr_parse(buf, len, path, err, errlen); /* by content */
     int again;
     struct ng_dump *d = parse_once(p, buf, len, path, flags, 0, &again, err, errlen);
     if (again) /* an op in flight after one that is not: read everything of every op */

@@ -150,8 +150,8 @@ const char *ng_dop_state_str(int state);
  * an op in flight later is read again without the second skip. */
 #define NG_DUMP_BRIEF 1
 
-/* Reads one dump from buf[0..len) (NG_JSON_PADDING readable bytes after it).
- * Returns the dump, or NULL with a one-line reason in err. */
+/* Reads one dump from buf[0..len) (NG_JSON_PADDING readable bytes after it): JSON,
+ * or a Flight Recorder pickle when it starts as one (frread.h). Returns the dump, or NULL with a one-line reason in err. */
 struct ng_dump *ng_dump_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
                               int flags, char *err, size_t errlen);
 /* Reads the file at path (a regular file, at most 1 GiB). */
@@ -182,8 +182,9 @@ struct ng_dumpdir_stats {
     uint64_t bytes;        /* of the dumps read */
 };
 
-/* Reads every *.json entry of dir (other names are not dumps, and are left
- * alone). Returns 0, or -1 with the reason in err when dir cannot be listed. */
+/* Reads every *.json entry of dir, and every file that starts as a pickle does
+ * (PyTorch's Flight Recorder dumps, frread.h; other files are not dumps, and are
+ * left alone). Returns 0, or -1 with the reason in err when dir cannot be listed. */
 int ng_dumpdir_read(const char *dir, const struct ng_dumpdir_opts *o, const struct ng_dumpdir_cb *cb,
                     struct ng_dumpdir_stats *st, char *err, size_t errlen);
 

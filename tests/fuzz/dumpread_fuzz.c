@@ -5,7 +5,9 @@
  * accept it, they must have read the same values (the two differ only in what they
  * refuse: jansson refuses duplicate keys and integers beyond 64 bits anywhere, and
  * the libraries' nesting limits differ). Then the analysis runs on what was read,
- * as the only dump of a job.
+ * as the only dump of a job. An input that starts as a pickle (0x80) is a Flight
+ * Recorder dump to the reader (cli/frread.h); the pickle reader's tree is also
+ * walked as a whole, every value visited once per path up to a budget.
  *
  * Run: make fuzz-smoke (20 s from the corpus in tests/fuzz/corpus/dumpread).
  */
@@ -17,6 +19,7 @@
 
 #include "analyze.h"
 #include "dumpread.h"
+#include "pickle.h"
 
 static ng_jparser *fast, *slow;
 
@@ -94,8 +97,36 @@ static void analyze_one(const struct ng_dump *d)
     an_free(&a);
 }
 
+/* Every value under v (a tree may share subtrees: the budget bounds the visits). */
+static void walk(const struct ng_pk_val *v, unsigned depth, size_t *budget)
+{
+    if (!*budget) return;
+    --*budget;
+    CHECK(depth <= NG_PK_MAX_DEPTH + 1 && v->depth <= NG_PK_MAX_DEPTH);
+    if (v->kind == NG_PK_STR || v->kind == NG_PK_BYTES) CHECK(v->u.s[v->n] == '\0');
+    if (v->kind != NG_PK_LIST && v->kind != NG_PK_TUPLE && v->kind != NG_PK_DICT) return;
+    CHECK(v->depth >= 1);
+    if (v->kind == NG_PK_DICT) CHECK(v->n % 2 == 0);
+    for (size_t i = 0; i < v->n; i++) {
+        CHECK(v->u.items[i]->depth < v->depth); /* no cycle */
+        walk(v->u.items[i], depth + 1, budget);
+    }
+}
+
+static void pickle_tree(const uint8_t *data, size_t size)
+{
+    char err[256];
+    struct ng_pk_doc *d = ng_pk_parse(data, size, err, sizeof err);
+    CHECK(d || (err[0] && !strchr(err, '\n')));
+    if (!d) return;
+    size_t budget = 100000;
+    walk(ng_pk_root(d), 1, &budget);
+    ng_pk_free(d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (size && data[0] == 0x80) pickle_tree(data, size);
     char *buf = malloc(size + NG_JSON_PADDING);
     if (!buf) return 0;
     memcpy(buf, data, size);

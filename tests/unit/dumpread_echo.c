@@ -108,7 +108,7 @@ static json_t *dump_json(const struct ng_dump *d)
     json_t *comms = json_array(), *ops = json_array();
     for (size_t i = 0; i < d->ncomms; i++) json_array_append_new(comms, comm_json(&d->comms[i]));
     for (size_t i = 0; i < d->nops; i++) json_array_append_new(ops, op_json(&d->ops[i]));
-    json_t *j = json_pack("{ss ss sI ss so so so ss}", "schema", d->schema, "reason", d->reason,
+    json_t *j = json_pack("{ss ss sI ss? so so so ss}", "schema", d->schema, "reason", d->reason,
         "time_ns", (json_int_t)d->time_ns, "host", d->host,
         "pid", num_or(d->pid, -1), "rank", num_or(d->rank, -1), "local_rank", num_or(d->local_rank, -1),
         "job", d->job);
