@@ -152,7 +152,7 @@ assert all(g["module"] and g["build_id"] for g in frames), frames
 assert not any("libncclguard" in g["module"] for g in frames), "the handler's frames"
 print("%d frames, the innermost at crash_here+0x%x" % (len(frames), f["offset"] - lo))
 PY
-    "$NG" analyze "$TMP/crash/dumps" 2>    "$NG" analyze "$TMP/crash/dumps" 2>&1 | grep -q 'main thread in crash_here ← main'; then1 | grep -q 'main thread in crash_here ← job ← main'; then
+    "$NG" analyze "$TMP/crash/dumps" 2>&1 | grep -q 'main thread in crash_here ← job ← main'; then
     pass "crash: $(cat "$TMP/crash/check"), each with module and build-id; analyze names crash_here"
 else
     fail "crash frames" "$(cat "$TMP/crash/check") $("$NG" analyze "$TMP/crash/dumps" 2>&1 | head -n 1)"
