@@ -299,22 +299,37 @@ static int blocks_signal(pid_t tid, int sig)
 /* The stack of a thread that is not signalled, from its registers in the
  * syscall file (stackscan.h). The file is read again afterwards: a thread that
  * left the call meanwhile (another call, sp or pc) may have changed the stack
- * under the unwind, so every frame above the pc is then a guess. */
+ * under the unwind. A thread that polls with short waits (NCCL's bootstrap, a
+ * loop of timed futex waits) leaves its call often, so the unwind is tried
+ * again, up to TORN_TRIES times, from where the file says the thread waits now
+ * (after a millisecond when it runs); only when every try is torn are the
+ * frames above the pc guesses. */
+#define TORN_TRIES 4
 static void unwind_from_outside(struct slot *s, long nr, uintptr_t pc, uintptr_t sp)
 {
-    struct ng_scan_result r;
-    ncclguard_stackscan(pc, sp, s->pcs, MAX_FRAMES, &r);
-    s->from = r.cfi ? FROM_CFI : FROM_SCAN;
-    s->npcs = r.n;
-    s->first_guess = r.first_guess;
-    _Static_assert(sizeof s->note == sizeof r.note, "the note is copied whole");
-    memcpy(s->note, r.note, sizeof s->note);
-    unsigned long v[8] = {0};
-    if (read_syscall(s->tid, v) != nr || v[6] != sp || v[7] != pc) {
-        if (s->first_guess > 1) s->first_guess = 1;
-        strcpy(s->note, "torn: the thread left its call during the unwind, frames above the "
-                        "pc may be wrong");
+    struct timespec pause = {0, 1000000};
+    for (int try = 1;; try++) {
+        struct ng_scan_result r;
+        ncclguard_stackscan(pc, sp, s->pcs, MAX_FRAMES, &r);
+        s->from = r.cfi ? FROM_CFI : FROM_SCAN;
+        s->npcs = r.n;
+        s->first_guess = r.first_guess;
+        _Static_assert(sizeof s->note == sizeof r.note, "the note is copied whole");
+        memcpy(s->note, r.note, sizeof s->note);
+        unsigned long v[8] = {0};
+        long now = read_syscall(s->tid, v);
+        if (now == nr && v[6] == sp && v[7] == pc) return;
+        if (try == TORN_TRIES) break;
+        if (now < 0) { /* it runs: look again in a moment */
+            nanosleep(&pause, NULL);
+            now = read_syscall(s->tid, v);
+        }
+        if (now < 0) break;
+        nr = now, sp = v[6], pc = v[7];
     }
+    if (s->first_guess > 1) s->first_guess = 1;
+    strcpy(s->note, "torn: the thread left its call during the unwind, frames above the "
+                    "pc may be wrong");
 }
 
 /* The thread ids of the process, from /proc/self/task. */
