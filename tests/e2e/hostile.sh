@@ -16,14 +16,6 @@ if [ ! -x "$TRAIN" ] || [ ! -e "$SHIM" ] || [ ! -x "$PROBE" ]; then
 fi
 mkdir -p "$TMP/home"
 
-# clean VAR=value... -- CMD...: CMD with nothing else in its environment
-clean() {
-    local vars=()
-    while [ "$1" != -- ]; do vars+=("$1"); shift; done
-    shift
-    env -i PATH="$PATH" HOME="$TMP/home" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
-        ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} "${vars[@]}" "$@"
-}
 # start VAR=value...: a process that never creates a communicator (the constructor
 # only), under the shim; stderr in $TMP/err
 start() {
