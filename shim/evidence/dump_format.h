@@ -236,7 +236,7 @@
 
 /* Names of the bits of ng_op_record.flags (NG_REC_* of track/flight.h), in bit order;
  * a bit without a name is written as "bit<N>". */
-#define NG_DUMP_OP_FLAG_NAMES {"slow", "timeout", "deferred", "first", "dumped"}
+#define NG_DUMP_OP_FLAG_NAMES {"slow", "timeout", "deferred", "first", "dumped", "gap"}
 
 /* Names of ncclDataType_t values, indexed by value; others: "unknown/<n>". */
 #define NG_DUMP_DATATYPE_NAMES                                                  \

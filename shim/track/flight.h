@@ -99,6 +99,7 @@ static inline int ng_record_state(const struct ng_op_record *r)
 #define NG_REC_DEFERRED 0x4u  /* end marker not yet recorded (nonblocking, or being recorded) */
 #define NG_REC_FIRST 0x8u     /* first op on its communicator */
 #define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
+#define NG_REC_GAP 0x20u      /* timed only for coming after a host gap (ops.c) */
 #define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
 
 struct ng_flight_stats {

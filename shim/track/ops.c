@@ -73,10 +73,12 @@ static __attribute__((noinline)) uint32_t first_of_class(const struct ng_comm *c
 #define SAMPLE_GAP_NS 1000000
 static ng_atomic(int64_t) last_enqueue[NG_MAX_COMMS];
 
-/* Whether this op is a timing sample: by its class's count (above), or after a
- * gap. A count down, not a count and a remainder: a division costs more than
- * the rest of this. c is a registry record (its slot is below NG_MAX_COMMS),
- * type one of the wrappers' enum ng_op_type, now its enqueue time. */
+/* Whether this op is a timing sample: 1 by its class's count (above), 2 only
+ * for coming after a gap (such a sample measures how long the rank waited for
+ * its peers' hosts, so the slow-op rules leave it out: NG_REC_GAP), 0 not. A
+ * count down, not a count and a remainder: a division costs more than the rest
+ * of this. c is a registry record (its slot is below NG_MAX_COMMS), type one
+ * of the wrappers' enum ng_op_type, now its enqueue time. */
 static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c, int type,
                                                          uint64_t bytes, int64_t now)
 {
@@ -89,7 +91,7 @@ static inline __attribute__((always_inline)) int sampled(const struct ng_comm *c
     uint32_t v = ng_atomic_load_relaxed(n);
     if (v > 1) {
         ng_atomic_store_relaxed(n, v - 1);
-        return gap;
+        return gap ? 2 : 0;
     }
     ng_atomic_store_relaxed(n, v ? (uint32_t)every : first_of_class(c, every));
     return 1;
@@ -207,14 +209,17 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
             group_nstreams++;
         }
         group_streams[i].refs++;
-        group_streams[i].timed |= sampled(c, type, bytes, r->enqueue_mono_ns);
+        int sample = sampled(c, type, bytes, r->enqueue_mono_ns);
+        if (sample == 2) r->flags = NG_REC_GAP;
+        group_streams[i].timed |= sample != 0;
         t->group_slot = i;
         return 0;
     }
     int marker;
-    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL,
-                                   sampled(c, type, bytes, r->enqueue_mono_ns),
-                                   &marker, &t->end_event)) {
+    int sample = sampled(c, type, bytes, r->enqueue_mono_ns);
+    if (sample == 2) r->flags = NG_REC_GAP;
+    switch (ncclguard_marker_begin(stream, mode == NG_TRACK_FULL, sample != 0, &marker,
+                                   &t->end_event)) {
     case NG_MARKER_OK: r->marker = marker; break;
     case NG_MARKER_CAPTURED: t->captured = 1; break;
     case NG_MARKER_NONE: break;

@@ -102,7 +102,7 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     /* Only timing samples (timed markers) have GPU times; the slow-op rules use
      * them alone, since a discovery time is off by up to a poll period. With
      * TRACK=end a sample has no start: enqueue to GPU end. */
-    if (!gpu_end) return;
+    if (!gpu_end || (r->flags & NG_REC_GAP)) return; /* a gap's sample: waiting, by design */
     int64_t dur = gpu_end - (gpu_start ? gpu_start : r->enqueue_ns);
     const struct ng_settings *s = ncclguard_settings();
     struct ng_sample k = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur,

@@ -113,7 +113,7 @@ P2P = {"Send", "Recv"}
 DATATYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
              "float64", "bfloat16", "float8e4m3", "float8e5m2"}
 REDOPS = {"sum", "prod", "max", "min", "avg"}
-FLAGS = ["slow", "timeout", "deferred", "first", "dumped"]
+FLAGS = ["slow", "timeout", "deferred", "first", "dumped", "gap"]
 
 errors = []
 
