@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dumpread.h"
+#include "evidence/dump_format.h"
 
 static json_t *str(const char *s) { return s ? json_string(s) : json_null(); }
 static json_t *num(int64_t v) { return json_integer((json_int_t)v); }
@@ -25,13 +26,14 @@ static json_t *hex(uint64_t v)
 
 static json_t *op_json(const struct ng_dop *o)
 {
-    static const char *const flags[] = {"slow", "timeout", "deferred", "first", "dumped"};
+    static const char *const flags[] = NG_DUMP_OP_FLAG_NAMES; /* the writer's names */
+    const int nflags = (int)(sizeof flags / sizeof flags[0]);
     json_t *f = json_array();
     for (int b = 0; b < 32; b++) {
         if (!(o->flags & (1u << b))) continue;
         char name[16];
         snprintf(name, sizeof name, "bit%d", b);
-        json_array_append_new(f, json_string(b < 5 ? flags[b] : name));
+        json_array_append_new(f, json_string(b < nflags ? flags[b] : name));
     }
     return json_pack("{sI so sI sI so so ss sI ss sI so so so so so sI sI sI ss so so so so sI so so}",
         "index", (json_int_t)o->index, "comm", hex(o->comm), "comm_rank", (json_int_t)o->comm_rank,
