@@ -86,10 +86,23 @@ no_neighbour() {
         ! grep -q neighbour "$TMP/$1/report.html"
 }
 
+# where_is NAME REGEX TEXT: analyze puts NAME's main thread in REGEX. Under a sanitizer
+# the harness and the shim keep frame pointers, so the unwind from outside confirms
+# these frames only as guesses (docs/dump-format.md, threads[]), which the verdict never
+# uses: there its where is no job frame, and report shows TEXT as a guess ("? TEXT").
+where_is() {
+    if [ -n "${SANITIZE:-}" ]; then
+        "$NG" analyze "$TMP/$1/dumps" 2>&1 | grep -q 'main thread in no frame of the job' &&
+            report_has "$1" "? $3"
+    else
+        "$NG" analyze "$TMP/$1/dumps" 2>&1 | grep -q "main thread in $2"
+    fi
+}
+
 # --- with .symtab: setup, with its file and line -------------------------------------------
 if dump_stuck symtab "$E2E/static_frames" &&
     frames_check symtab "$E2E/static_frames" symtab >"$TMP/symtab/check" 2>&1 &&
-    "$NG" analyze "$TMP/symtab/dumps" 2>&1 | grep -q 'main thread in setup ← main' &&
+    where_is symtab 'setup ← main' 'setup+0x' &&
     report_has symtab "(static_frames) at tests/e2e/progs/static_frames.c:$LINE" &&
     no_neighbour symtab; then
     pass "with .symtab: the dump and analyze name setup, report gives static_frames.c:$LINE"
@@ -101,8 +114,7 @@ fi
 # --- stripped: module + offset + build-id, never the exported neighbour ----------------------
 if dump_stuck stripped "$E2E/static_frames_stripped" &&
     frames_check stripped "$E2E/static_frames_stripped" stripped >"$TMP/stripped/check" 2>&1 &&
-    "$NG" analyze "$TMP/stripped/dumps" 2>&1 |
-        grep -q 'main thread in static_frames_stripped+0x[0-9a-f]* ← main' &&
+    where_is stripped 'static_frames_stripped+0x[0-9a-f]* ← main' 'static_frames_stripped+0x' &&
     report_has stripped "static_frames_stripped+0x" && no_neighbour stripped; then
     pass "stripped (.dynsym only): $(cat "$TMP/stripped/check"); no name, never neighbour"
 else
@@ -114,7 +126,7 @@ id=$(build_id "$E2E/static_frames_stripped")
 debug=$TMP/debug/.build-id/${id:0:2}/${id:2}.debug
 mkdir -p "$(dirname "$debug")" && objcopy --only-keep-debug "$E2E/static_frames" "$debug"
 export NCCLGUARD_DEBUG_DIRS=$TMP/nowhere:$TMP/debug
-if "$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep -q 'main thread in setup ← main' &&
+if where_is stripped 'setup ← main' 'setup+0x' &&
     report_has stripped "setup+0x" &&
     report_has stripped "(static_frames_stripped) at tests/e2e/progs/static_frames.c:$LINE"; then
     pass "stripped, debug file in the second debug directory: setup at static_frames.c:$LINE"
@@ -122,8 +134,7 @@ else
     fail "debug file under .build-id" "$("$NG" analyze "$TMP/stripped/dumps" 2>&1 | grep 'main')"
 fi
 other_build "$debug"
-if "$NG" analyze "$TMP/stripped/dumps" 2>&1 |
-        grep -q 'main thread in static_frames_stripped+0x[0-9a-f]* ← main' &&
+if where_is stripped 'static_frames_stripped+0x[0-9a-f]* ← main' 'static_frames_stripped+0x' &&
     ! report_has stripped "setup+0x"; then
     pass "a debug file of another build-id names nothing"
 else
