@@ -46,7 +46,9 @@ static char shm_path[PATH_MAX];
 static int notify_fd = -1;   /* inotify on shm_dfd's directory: the fan-out may have changed */
 static int notify_tried;
 static int lock_fd = -1;
-static int is_poller;
+/* Set by the dump thread once lock_fd and shm_dfd are final (release), read at exit
+ * by whichever thread runs the atexit handlers (acquire). */
+static ng_atomic(int) is_poller;
 static char fanout_name[32], lock_name[32];
 static char shared_path[PATH_MAX];
 static int64_t start_ns;      /* CLOCK_REALTIME at init: older triggers are history */
@@ -87,7 +89,7 @@ void ncclguard_trigger_init(void)
         NG_INFO("cannot use the node directory ncclguard-%u under NCCLGUARD_NODE_DIR or "
                 "/dev/shm (%s): this process polls %s itself",
                 (unsigned)geteuid(), strerror(errno), shared_path);
-        is_poller = 1;
+        ng_atomic_store_release(&is_poller, 1);
         return;
     }
 }
@@ -327,7 +329,7 @@ void ncclguard_trigger_exit(void)
 {
     /* the poller leaves: its file goes, under its lock; a process of the job that
      * stays makes a new one at its next try (take_lock) */
-    if (is_poller && lock_fd >= 0 && shm_dfd >= 0) {
+    if (ng_atomic_load_acquire(&is_poller) && lock_fd >= 0 && shm_dfd >= 0) {
         struct stat held, named;
         if (fstat(lock_fd, &held) == 0 &&
             fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -348,12 +350,12 @@ int ncclguard_trigger_check(void)
     }
     if (now >= next_poll_mono) {
         next_poll_mono = now + poll_ns;
-        if (!is_poller && shm_dfd >= 0 && take_lock()) {
-            is_poller = 1;
+        if (!ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 && take_lock()) {
+            ng_atomic_store_release(&is_poller, 1);
             sweep_locks();
         }
         /* The one metadata operation per node and period on the shared file system. */
-        if (is_poller && stat(shared_path, &st) == 0) {
+        if (ng_atomic_load_relaxed(&is_poller) && stat(shared_path, &st) == 0) {
             struct key k = key_of(&st);
             if (!same_key(&k, &shared_seen)) {
                 shared_seen = k;
@@ -380,7 +382,7 @@ void ncclguard_trigger_atfork_child(void)
     if (notify_fd >= 0) close(notify_fd); /* the parent's: its events would go to either */
     notify_fd = -1;
     notify_tried = 0;
-    is_poller = 0;
+    ng_atomic_store_relaxed(&is_poller, 0);
     dumped[0] = raised[0] = '\0';
     ncclguard_dump_set_incident(NULL);
 }
