@@ -60,7 +60,9 @@ static inline int ngjf_hexval(unsigned char c)
 static inline int ngjf_name(const char *const *names, int n, const char *s, size_t len)
 {
     for (int i = 0; i < n; i++)
-        if (len && names[i][0] == s[0] && !strncmp(names[i], s, len) && names[i][len] == '\0')
+        /* memcmp, not strncmp: a value with a NUL inside ("gap\u0000x") must not
+         * match a shorter name and send us past its end */
+        if (len && names[i][0] == s[0] && strlen(names[i]) == len && !memcmp(names[i], s, len))
             return i;
     return -1;
 }
