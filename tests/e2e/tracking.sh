@@ -266,15 +266,22 @@ else
 fi
 
 # --- SIGTERM while the communicator is being created: a dump (reason sigterm) -------------
-# (the init timeout far off, so that only SIGTERM can dump; timeout(1) sends it)
+# (the init timeout far off, so that only SIGTERM can dump). SIGTERM goes once the
+# program says it calls ncclCommInitRank, and half a second more: a fixed delay from
+# the start lost the race to a slow start under a sanitizer on a loaded machine.
 mkdir -p "$TMP/initterm"
 (cd "$TMP/initterm" && NCCLGUARD_INIT_TIMEOUT=600 NCCLGUARD_DUMP_DIR=$TMP/initterm/dumps \
-    under_shim timeout -s TERM 3 "$E2E/stuck_init" >"$TMP/initterm/out" 2>&1)
+    LD_PRELOAD=$(preload) LD_LIBRARY_PATH=$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    exec "$E2E/stuck_init" >"$TMP/initterm/out" 2>&1) &
+pid=$!
+wait_for 60 grep -q 'stuck_init: creating' "$TMP/initterm/out" && sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid
 rc=$?
 state=$(python3 -c 'import glob,json,sys
 d=[json.load(open(p)) for p in glob.glob(sys.argv[1]+"/*.json")]
 print(len(d), d[0]["reason"], d[0]["comms"][0]["state"])' "$TMP/initterm/dumps" 2>/dev/null)
-if [ "$state" = "1 sigterm initializing" ] && [ $rc = 124 ]; then
+if [ "$state" = "1 sigterm initializing" ] && [ $rc = 143 ]; then
     pass "SIGTERM in ncclCommInitRank: a dump (sigterm, comm initializing), then SIGTERM's end"
 else
     fail "SIGTERM in init" "rc=$rc state=$state"; tail -n 5 "$TMP/initterm/out"
