@@ -21,6 +21,7 @@
  */
 #include "fakenccl_calllog.h"
 #include "fakenccl_comm.h"
+#include "fakenccl_profiler.h"
 
 #include <time.h>
 
@@ -246,6 +247,7 @@ static ncclResult_t comm_destroy(struct fn_comm *c)
         return r;
     pthread_mutex_lock(&c->mu);
     wait_quiet(c); /* NCCL synchronizes its streams: outstanding ops must finish */
+    fn_prof_comm_fini(c);
     atomic_store(&c->state, FN_DESTROYED);
     drop_segment(c);
     pthread_mutex_unlock(&c->mu);
@@ -259,6 +261,7 @@ static ncclResult_t comm_abort(struct fn_comm *c)
     ncclResult_t r = fn_comm_check_handle(c, "CommAbort");
     if (r != ncclSuccess)
         return r;
+    fn_prof_comm_fini(c);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->state, FN_ABORTED);
     fn_seg_mark_failed(&c->seg, c->rank, false);

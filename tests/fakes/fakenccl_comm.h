@@ -85,6 +85,9 @@ struct fn_comm {
     uint64_t ctrl_epoch;  /* control all-gathers joined on this comm */
     uint64_t child_ordinal; /* splits and shrinks made from this comm */
     struct fn_redop redops[FN_MAX_REDOPS];
+    void *prof_ctx;          /* the profiler plugin's context (fakenccl_profiler.c) */
+    bool prof_live;          /* its init succeeded and finalize has not run */
+    _Atomic uint64_t prof_seq[16]; /* NCCL's comm->seqNumber[func]: per collective type */
 };
 
 /* Allocates a handle (state FN_INITIALIZING) and adds it to the registry. */

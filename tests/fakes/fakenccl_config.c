@@ -4,9 +4,10 @@
  * The environment is read once per process, at the first use, like NCCL
  * caches its parameters; a fork child reads it again at its own first use,
  * so a test can set variables in a forked rank before that rank's first
- * NCCL call. The only NCCL variables read are NCCL_COMM_BLOCKING and
- * NCCL_DEBUG: the audit of issue 4 finds exactly these two names in this
- * library's read-only data. Every FAKENCCL_* variable is described in
+ * NCCL call. The only NCCL variables read are NCCL_COMM_BLOCKING, NCCL_DEBUG
+ * and NCCL_PROFILER_PLUGIN (fakenccl_profiler.c), each through fn_getenv as
+ * NCCL reads each through ncclGetEnv: the audit of issue 4 finds these names
+ * in this library's read-only data. Every FAKENCCL_* variable is described in
  * docs/harness.md.
  */
 #include "fakenccl_core.h"
@@ -28,6 +29,11 @@
 static const char *fake_env(const char *suffix, char *name, size_t cap)
 {
     snprintf(name, cap, "FAKE%s_%s", "NCCL", suffix);
+    return getenv(name);
+}
+
+const char *fn_getenv(const char *name)
+{
     return getenv(name);
 }
 
@@ -98,7 +104,7 @@ static void load(void)
     struct fn_config c;
     memset(&c, 0, sizeof c);
     fn_cfg_reload_debug();
-    const char *s = getenv("NCCL_COMM_BLOCKING");
+    const char *s = fn_getenv("NCCL_COMM_BLOCKING");
     c.env_blocking = s && *s ? (atoi(s) != 0) : -1;
     s = getenv("RANK");
     c.proc_rank = s && *s ? atoi(s) : FN_NO_RANK;
@@ -128,7 +134,7 @@ static void load(void)
 
 void fn_cfg_reload_debug(void)
 {
-    const char *s = getenv("NCCL_DEBUG");
+    const char *s = fn_getenv("NCCL_DEBUG");
     atomic_store(&debug_warn, s && (!strcasecmp(s, "WARN") || !strcasecmp(s, "INFO") ||
                                     !strcasecmp(s, "TRACE")));
 }

@@ -54,6 +54,8 @@ struct fn_config {
     long nb_seed;               /* FAKENCCL_NB_SEED: mixes ncclSuccess and ncclInProgress */
 };
 
+/* Every NCCL_* read of the fake goes through here, as NCCL's ncclGetEnv (param.cc). */
+const char *fn_getenv(const char *name);
 /* The configuration, loaded once per process (again in a fork child). */
 const struct fn_config *fn_cfg(void);
 /* NCCL_DEBUG is WARN, INFO or TRACE: fn_warn also prints. */

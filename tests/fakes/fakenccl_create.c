@@ -16,6 +16,7 @@
  */
 #include "fakenccl_create.h"
 #include "fakenccl_exec.h"
+#include "fakenccl_profiler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +333,8 @@ static ncclResult_t job_run(struct fn_create_job *j)
         c->inflight--;
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
+        if (r == ncclSuccess)
+            fn_prof_comm_init(c); /* ncclProfilerPluginInit, at the end of init (init.cc) */
     }
     if (j->out && j->kind != JOB_INIT && r == ncclSuccess)
         *j->out = (ncclComm_t)c;

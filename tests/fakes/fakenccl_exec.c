@@ -10,6 +10,7 @@
  * numbers at every graph launch.
  */
 #include "fakenccl_exec.h"
+#include "fakenccl_profiler.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -189,8 +190,13 @@ void fn_batch_run(void *arg)
     int ms = delay_for(b);
     if (ms > 0)
         gpu_delay(b, held, ms);
+    for (int i = 0; i < b->nops && !b->captured; i++)
+        if (ex[i].status != FN_STEP_FAILED)
+            fn_prof_kernel_start(&b->ops[i]);
     progress(b, ex, comm_of, held);
     for (int i = 0; i < b->nops; i++) {
+        if (!b->captured && ex[i].status == FN_STEP_DONE)
+            fn_prof_kernel_stop(&b->ops[i]); /* a kernel that never ends never stops */
         free(ex[i].snapshot);
         if (ex[i].status == FN_STEP_DONE)
             count_completion(b->ops[i].comm);

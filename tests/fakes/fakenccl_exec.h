@@ -48,6 +48,9 @@ struct fn_op {
     struct fn_comm *comm;
     CUstream stream;
     struct fn_redop premul; /* the PreMulSum operator, copied at call time */
+    void *prof_api;       /* the profiler's CollApi/P2pApi handle of the call, or NULL */
+    void *prof_task;      /* its Coll/P2p handle, set at launch (fakenccl_profiler.c) */
+    void *prof_kernel;    /* its KernelCh handle while the op runs */
 };
 
 /* The ops of one stream in one launch: run by one host function. */

@@ -17,6 +17,7 @@
  */
 #include "fakenccl_calllog.h"
 #include "fakenccl_exec.h"
+#include "fakenccl_profiler.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,7 @@ ncclResult_t pncclGroupEnd(void);
 FN_EXPORT ncclResult_t pncclGroupStart(void)
 {
     g.depth++;
+    fn_prof_group_api_start();
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclGroupStart"))
         fn_log_end(&l, ncclSuccess);
@@ -148,6 +150,7 @@ FN_EXPORT ncclResult_t pncclGroupEnd(void)
             g.err = f;
     }
     ncclResult_t r = group_end(NULL);
+    fn_prof_group_api_stop();
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclGroupEnd"))
         fn_log_end(&l, r);

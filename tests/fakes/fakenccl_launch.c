@@ -19,6 +19,7 @@
  * caller may end right after the call.
  */
 #include "fakenccl_exec.h"
+#include "fakenccl_profiler.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +357,8 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
         fn_warn("fakenccl: out of memory launching %d operations", nops);
         return ncclSystemError;
     }
+    for (int k = 0; k < nb; k++)
+        fn_prof_launch(batches[k]->ops, batches[k]->nops);
     for (int i = 0; i < nops; i++) {
         async |= !ops[i].comm->blocking;
         here |= ops[i].stream == CU_STREAM_PER_THREAD;

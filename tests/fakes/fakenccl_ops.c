@@ -11,6 +11,7 @@
  */
 #include "fakenccl_calllog.h"
 #include "fakenccl_exec.h"
+#include "fakenccl_profiler.h"
 
 static bool is_rooted(enum fn_op_kind k)
 {
@@ -100,9 +101,10 @@ static ncclResult_t submit(struct fn_op *op, const char *api, const char *fault_
         fn_group_note_error(r);
         return r;
     }
-    if (fn_group_depth() > 0)
-        return fn_group_add_op(op);
-    return fn_launch(op, 1, false);
+    op->prof_api = fn_prof_api_start(op);
+    r = fn_group_depth() > 0 ? fn_group_add_op(op) : fn_launch(op, 1, false);
+    fn_prof_api_stop(op->prof_api); /* the API event ends with the call (enqueue.cc) */
+    return r;
 }
 
 static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbuff,

@@ -58,3 +58,17 @@ $(FAKENCCL_TESTS): $(B)/tests/unit/%: $(B)/tests/unit/%.o $(FAKENCCL_TEST_UTIL) 
 
 ALL        += $(FAKENCCL_LIB)
 UNIT_TESTS += $(FAKENCCL_TESTS)
+
+# --- countprof: a counting profiler plugin (tests/fakes/countprof.c), one per API version ---
+COUNTPROF_LIBS := $(B)/fakes/libnccl-profiler-count.so $(B)/fakes/libnccl-profiler-count6.so \
+                  $(B)/fakes/libnccl-profiler-count4.so
+$(B)/fakes/libnccl-profiler-count.so: tests/fakes/countprof.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fvisibility=hidden -DCOUNTPROF_V=5 -shared -Wl,-soname,$(notdir $@) \
+	    $(LDFLAGS) $< -o $@
+$(B)/fakes/libnccl-profiler-count%.so: tests/fakes/countprof.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fvisibility=hidden -DCOUNTPROF_V=$* -shared -Wl,-soname,$(notdir $@) \
+	    $(LDFLAGS) $< -o $@
+ALL += $(COUNTPROF_LIBS)
+$(FAKENCCL_TESTS): | $(COUNTPROF_LIBS)
