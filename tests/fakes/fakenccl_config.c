@@ -32,11 +32,6 @@ static const char *fake_env(const char *suffix, char *name, size_t cap)
     return getenv(name);
 }
 
-const char *fn_getenv(const char *name)
-{
-    return getenv(name);
-}
-
 static struct fn_config cfg;
 static atomic_bool cfg_ready;
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;

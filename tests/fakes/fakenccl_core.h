@@ -54,7 +54,15 @@ struct fn_config {
     long nb_seed;               /* FAKENCCL_NB_SEED: mixes ncclSuccess and ncclInProgress */
 };
 
-/* Every NCCL_* read of the fake goes through here, as NCCL's ncclGetEnv (param.cc). */
+/*
+ * Opens a plugin library as NCCL's plugin_open.cc does: `name` as given (STATIC_PLUGIN, or
+ * any prefix of it in any case: the global scope), else <prefix>-<name>.so for a bare name
+ * that is not lib*.so; no name: <prefix>.so. NULL when nothing opens (fakenccl_plugin.c).
+ */
+void *fn_plugin_open(const char *prefix, const char *name);
+
+/* Every NCCL_* read of the fake goes through here, as NCCL's ncclGetEnv (param.cc): the
+ * env plugin's getEnv once NCCL_ENV_PLUGIN names one, else getenv (fakenccl_plugin.c). */
 const char *fn_getenv(const char *name);
 /* The configuration, loaded once per process (again in a fork child). */
 const struct fn_config *fn_cfg(void);

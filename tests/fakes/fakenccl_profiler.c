@@ -113,40 +113,13 @@ static void fake_log(int level, unsigned long flags, const char *file, int line,
     (void)level, (void)flags, (void)file, (void)line, (void)fmt;
 }
 
-/* NCCL's tryOpenLib: STATIC_PLUGIN (any prefix of it, case-insensitive) is the global scope. */
-static void *try_open(const char *name)
-{
-    if (!name || !*name)
-        return NULL;
-    if (!strncasecmp(name, "STATIC_PLUGIN", strlen(name)))
-        return dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
-    return dlopen(name, RTLD_NOW | RTLD_LOCAL);
-}
-
-/* NCCL's openPluginLib: the name as given, then libnccl-profiler-<name>.so for a bare name. */
-static void *open_lib(const char *name)
-{
-    char buf[256];
-    if (!name || !*name) {
-        return try_open("libnccl-profiler.so");
-    }
-    void *h = try_open(name);
-    size_t n = strlen(name);
-    bool libso = !strncmp(name, "lib", 3) && n >= 3 && !strcmp(name + n - 3, ".so");
-    if (!h && !strchr(name, '/') && !libso) {
-        snprintf(buf, sizeof buf, "libnccl-profiler-%s.so", name);
-        h = try_open(buf);
-    }
-    return h;
-}
-
 static void load(void)
 {
     const char *name = fn_getenv("NCCL_PROFILER_PLUGIN");
     load_state = -1;
     if (name && !strcasecmp(name, "none"))
         return;
-    void *h = open_lib(name);
+    void *h = fn_plugin_open("libnccl-profiler", name);
     if (!h)
         return;
     static const char *const syms[] = {"ncclProfiler_v6", "ncclProfiler_v5", "ncclProfiler_v4",

@@ -70,5 +70,10 @@ $(B)/fakes/libnccl-profiler-count%.so: tests/fakes/countprof.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fvisibility=hidden -DCOUNTPROF_V=$* -shared -Wl,-soname,$(notdir $@) \
 	    $(LDFLAGS) $< -o $@
-ALL += $(COUNTPROF_LIBS)
-$(FAKENCCL_TESTS): | $(COUNTPROF_LIBS)
+# envplug: an env plugin (tests/fakes/envplug.c)
+ENVPLUG_LIB := $(B)/fakes/libnccl-env-test.so
+$(ENVPLUG_LIB): tests/fakes/envplug.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,$(notdir $@) $(LDFLAGS) $< -o $@
+ALL += $(COUNTPROF_LIBS) $(ENVPLUG_LIB)
+$(FAKENCCL_TESTS): | $(COUNTPROF_LIBS) $(ENVPLUG_LIB)

@@ -201,7 +201,7 @@ START_TEST(read_only_data_names_only_the_variables_read)
     data = malloc(n + 1);
     ck_assert_uint_eq(fread(data, 1, n, f), n);
     fclose(f);
-    bool blocking = false, debug = false, profiler = false;
+    bool blocking = false, debug = false, profiler = false, envplugin = false;
     for (size_t i = 0; i + 5 < n; i++) {
         if (memcmp(data + i, "NCCL_", 5))
             continue;
@@ -219,11 +219,13 @@ START_TEST(read_only_data_names_only_the_variables_read)
             debug = true;
         else if (!strcmp(name, "NCCL_PROFILER_PLUGIN"))
             profiler = true;
+        else if (!strcmp(name, "NCCL_ENV_PLUGIN"))
+            envplugin = true;
         else
             ck_abort_msg("unexpected NCCL variable name in the library: %s", name);
         i = k;
     }
-    ck_assert(blocking && debug && profiler);
+    ck_assert(blocking && debug && profiler && envplugin);
     free(data);
 }
 END_TEST
