@@ -1,0 +1,31 @@
+/*
+ * profiler.h: libncclguard.so as NCCL's profiler plugin (ncclProfiler_v5,
+ * NVIDIA/nccl src/include/plugin/profiler/profiler_v5.h, declared in
+ * profiler.c from its fields), for NCCL that the wrappers do not see: linked
+ * statically, or resolved through a private dlopen handle.
+ *
+ * Owns: the communicators NCCL announced through the plugin's init (hash,
+ * rank, size) and, per communicator, the collectives NCCL enqueued (Coll
+ * events) and the kernels that started and finished on the GPU (KernelCh
+ * start, and KernelChStop): a kernel that started and never stopped is
+ * started, not finished. Only these two event kinds are asked for: the
+ * activation mask is Coll | KernelCh.
+ *
+ * Not yet: feeding the communicator registry, the flight recorder and the
+ * watchdog (an op seen by both paths is then to be one op, matched by
+ * communicator and per-type sequence), chaining a job's own plugin, setting
+ * NCCL_PROFILER_PLUGIN from the constructor (issue 21).
+ *
+ * Threads: init and finalize on the thread creating or ending a communicator;
+ * start/stop/record on NCCL's calling threads and on its proxy threads. No
+ * malloc, no lock: communicator slots and event handles come from fixed
+ * tables, taken with atomic increments.
+ */
+#ifndef NCCLGUARD_INTERCEPT_PROFILER_H
+#define NCCLGUARD_INTERCEPT_PROFILER_H
+
+/* At exit: one line per communicator the plugin saw (start.c's at_exit, or the
+ * plugin's own atexit when the library was loaded only as a plugin). */
+void ncclguard_profiler_report(void);
+
+#endif
