@@ -3,8 +3,12 @@
  */
 #include "intercept/profiler.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,12 +16,14 @@
 
 #include "base/atomic.h"
 #include "base/log.h"
+#include "policy/config.h"
 
 /* Event type bits and the KernelCh stop state (nccl_profiler.h). */
 #define EV_COLL (1 << 1)
 #define EV_KERNEL_CH (1 << 6)
 #define STATE_KERNEL_CH_STOP 22
 #define DEFAULT_MASK (EV_COLL | EV_KERNEL_CH)
+#define EV_P2P (1 << 2)
 
 typedef void (*ng_nccl_logger_t)(int level, unsigned long flags, const char *file, int line,
                                  const char *fmt, ...);
@@ -48,6 +54,7 @@ struct prof_v5 {
 
 #define MAX_COMMS 64
 struct pcomm {
+    void *chain_ctx; /* the chained plugin's context of this communicator */
     uint64_t hash;
     int rank, nranks;
     ng_atomic(uint64_t) enqueued;      /* Coll events */
@@ -64,25 +71,83 @@ static ng_atomic(int) ncomms;
 struct handle {
     struct pcomm *comm;
     int type;
+    void *chain; /* the chained plugin's handle of the same event */
 };
 static struct handle handles[NHANDLES];
 static ng_atomic(uint64_t) next_handle;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+extern const struct prof_v5 ncclProfiler_v5;
 
-static void at_exit(void)
+static void at_exit_report(void)
 {
     ncclguard_profiler_report();
 }
 
-static void install_exit(void)
+/* The chained plugin (profiler_chain) and the mask it asked for: its own int, re-read at
+ * each event and added to NCCL's, so that it can widen it as it could under NCCL. */
+static const struct prof_v5 *chain;
+static int chain_mask;
+static int *nccl_mask;
+
+static bool in_ring(const void *p)
 {
-    atexit(at_exit);
+    return p >= (const void *)handles && p < (const void *)(handles + NHANDLES);
 }
+
+/* Our handle, as NCCL hands it back as a parent, to the chained plugin's handle. */
+static void *chained(void *ours)
+{
+    return ours && in_ring(ours) ? ((struct handle *)ours)->chain : NULL;
+}
+
+/* NCCL's plugin_open.cc rule: as given (STATIC_PLUGIN: the global scope), then
+ * libnccl-profiler-<name>.so for a bare name. */
+static void *open_chain(const char *name)
+{
+    if (!strncasecmp(name, "STATIC_PLUGIN", strlen(name)))
+        return dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    size_t n = strlen(name);
+    if (!h && !strchr(name, '/') && !(n >= 6 && !strncmp(name, "lib", 3) &&
+                                      !strcmp(name + n - 3, ".so"))) {
+        char buf[300];
+        snprintf(buf, sizeof buf, "libnccl-profiler-%s.so", name);
+        h = dlopen(buf, RTLD_NOW | RTLD_LOCAL);
+    }
+    return h;
+}
+
+static void install(void)
+{
+    atexit(at_exit_report);
+    const char *name = ncclguard_settings()->profiler_chain;
+    if (!name[0])
+        return;
+    void *h = open_chain(name);
+    const struct prof_v5 *p = h ? dlsym(h, "ncclProfiler_v6") : NULL;
+    if (h && !p)
+        p = dlsym(h, "ncclProfiler_v5");
+    if (!p || p == &ncclProfiler_v5) {
+        NG_WARN("profiler_chain=%s: %s; no profiler plugin is chained", name,
+                !h ? "cannot be opened" : p ? "is ncclguard itself"
+                                            : "has no ncclProfiler_v6 or _v5");
+        return;
+    }
+    chain = p;
+    NG_INFO("profiler plugin %s chained behind ncclguard's", p->name ? p->name : name);
+}
+
+static void add_chain_mask(void)
+{
+    int m = __atomic_load_n(&chain_mask, __ATOMIC_RELAXED);
+    if (nccl_mask && (__atomic_load_n(nccl_mask, __ATOMIC_RELAXED) | m) != *nccl_mask)
+        __atomic_or_fetch(nccl_mask, m, __ATOMIC_RELAXED);
+}
+
 
 static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name, int nnodes,
                   int nranks, int rank, ng_nccl_logger_t log)
 {
-    (void)comm_name, (void)nnodes, (void)log;
     int i = ng_atomic_add_relaxed(&ncomms, 1);
     if (i >= MAX_COMMS) {
         NG_WARN_ONCE("profiler plugin: more than %d communicators; the others are not followed",
@@ -94,10 +159,58 @@ static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name
     comms[i].rank = rank;
     comms[i].nranks = nranks;
     *ctx = &comms[i];
+    pthread_once(&exit_once, install);
+    nccl_mask = mask;
+    if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes,
+                             nranks, rank, log) != 0)
+        comms[i].chain_ctx = NULL; /* as NCCL: that plugin goes without this communicator */
     /* one int for the whole process: ask only for what is cheap (issue 21) */
     __atomic_or_fetch(mask, DEFAULT_MASK, __ATOMIC_RELAXED);
-    pthread_once(&exit_once, install_exit);
+    add_chain_mask();
     return 0;
+}
+
+/*
+ * Whether NCCL would have sent this event to a plugin whose mask is m: an event is on when
+ * its bit or the bit of an event below it is set (NVIDIA/nccl src/plugin/profiler.cc, the
+ * mask sets of each ncclProfilerStart*Event). The chained plugin gets exactly those, not
+ * the ones ncclguard asked for on top.
+ */
+static bool wanted(uint64_t type, int m)
+{
+    const int proxy = (1 << 3) | (1 << 4) | (1 << 7), below = proxy | EV_KERNEL_CH;
+    switch (type) {
+    case 1 << 8: return m != 0;                                     /* GroupApi */
+    case 1 << 9: return m & ((1 << 9) | EV_COLL | below);           /* CollApi */
+    case 1 << 10: return m & ((1 << 10) | EV_P2P | below);          /* P2pApi */
+    case 1 << 0: return m & (1 | EV_COLL | EV_P2P | below);         /* Group */
+    case EV_COLL: return m & (EV_COLL | below);
+    case EV_P2P: return m & (EV_P2P | below);
+    case 1 << 3: return m & proxy;                                  /* ProxyOp */
+    case 1 << 4: return m & ((1 << 4) | (1 << 7));                  /* ProxyStep */
+    default: return m & (int)type;
+    }
+}
+
+/* Hands the event to the chained plugin, its parents made its own handles. */
+static void *chain_start(struct pcomm *c, struct descr_v5 *d)
+{
+    if (!chain || !c->chain_ctx || !wanted(d->type, __atomic_load_n(&chain_mask,
+                                                                     __ATOMIC_RELAXED)))
+        return NULL;
+    struct descr_v5 copy = *d;
+    copy.parent = chained(d->parent);
+    if (d->type == EV_COLL || d->type == EV_P2P) { /* parentGroup, v5's last member of both */
+        size_t at = d->type == EV_COLL ? 88 : 40;
+        void *g;
+        memcpy(&g, d->room + at, sizeof g);
+        g = chained(g);
+        memcpy(copy.room + at, &g, sizeof g);
+    }
+    void *h = NULL;
+    chain->start(c->chain_ctx, &h, &copy);
+    add_chain_mask();
+    return h;
 }
 
 static int p_start(void *ctx, void **out, struct descr_v5 *d)
@@ -106,32 +219,36 @@ static int p_start(void *ctx, void **out, struct descr_v5 *d)
     *out = NULL;
     if (!c)
         return 0;
-    if (d->type == EV_COLL) {
+    if (d->type == EV_COLL)
         ng_atomic_add_relaxed(&c->enqueued, 1);
-    } else if (d->type == EV_KERNEL_CH) {
+    else if (d->type == EV_KERNEL_CH)
         ng_atomic_add_relaxed(&c->kernels_start, 1);
-    } else {
+    else if (!chain)
         return 0;
-    }
     struct handle *h = &handles[ng_atomic_add_relaxed(&next_handle, 1) % NHANDLES];
     h->comm = c;
     h->type = (int)d->type;
+    h->chain = chain_start(c, d);
     *out = h;
     return 0;
 }
 
 static int p_stop(void *handle)
 {
-    (void)handle; /* Coll stops once enqueued; KernelCh's end is its KernelChStop state */
+    /* ours: Coll stops once enqueued; KernelCh's end is its KernelChStop state */
+    struct handle *h = handle;
+    if (h && h->chain && chain)
+        chain->stop(h->chain);
     return 0;
 }
 
 static int p_record(void *handle, int state, void *args)
 {
-    (void)args;
     struct handle *h = handle;
     if (h && h->type == EV_KERNEL_CH && state == STATE_KERNEL_CH_STOP)
         ng_atomic_add_relaxed(&h->comm->kernels_done, 1);
+    if (h && h->chain && chain)
+        chain->record(h->chain, state, args);
     return 0;
 }
 
@@ -140,6 +257,8 @@ static int p_finalize(void *ctx)
     struct pcomm *c = ctx;
     if (c)
         ng_atomic_store_relaxed(&c->finalized, 1);
+    if (c && c->chain_ctx && chain)
+        chain->finalize(c->chain_ctx);
     return 0;
 }
 

@@ -11,10 +11,15 @@
  * started, not finished. Only these two event kinds are asked for: the
  * activation mask is Coll | KernelCh.
  *
+ * Chaining: a plugin named in the profiler_chain setting (v6 or v5) is loaded
+ * behind this one at the first init and gets every event NCCL would have sent
+ * it alone (its own mask, an int of its own that is added to NCCL's), with its
+ * own contexts and handles: the parents NCCL passes are ours, translated.
+ *
  * Not yet: feeding the communicator registry, the flight recorder and the
  * watchdog (an op seen by both paths is then to be one op, matched by
- * communicator and per-type sequence), chaining a job's own plugin, setting
- * NCCL_PROFILER_PLUGIN from the constructor (issue 21).
+ * communicator and per-type sequence), setting NCCL_PROFILER_PLUGIN from the
+ * constructor and taking a job's own value as the chain (issue 21).
  *
  * Threads: init and finalize on the thread creating or ending a communicator;
  * start/stop/record on NCCL's calling threads and on its proxy threads. No

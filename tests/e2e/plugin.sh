@@ -3,7 +3,9 @@
 # NCCL_PROFILER_PLUGIN (the pattern of a job whose NCCL the wrappers cannot see), it
 # is found by the fake NCCL's plugin loader, and at exit each rank says, per
 # communicator, how many collectives NCCL enqueued and how many kernels started and
-# finished. Without NCCL_PROFILER_PLUGIN the preloaded shim is not a plugin.
+# finished. Without NCCL_PROFILER_PLUGIN the preloaded shim is not a plugin. A plugin
+# named in NCCLGUARD_PROFILER_CHAIN (countprof, in the role of NCCL's Inspector) gets from
+# behind ncclguard's the very events it gets when it is NCCL's only plugin.
 source "$(dirname "$0")/lib.sh"
 
 if [ ! -x "$APPS/trainloop" ] || [ ! -e "$SHIM" ]; then
@@ -45,4 +47,48 @@ if ! grep -q 'seen by the profiler plugin' "$TMP/preload/out"; then
 else
     fail "preloaded without NCCL_PROFILER_PLUGIN" "$(grep 'profiler plugin' "$TMP/preload/out")"
 fi
+
+# --- chaining: countprof alone, then behind ncclguard; its traces must be the same ---------
+# plugin_job NAME VAR=value...: 2 ranks of trainloop with no preload but the sanitizer's
+plugin_job() {
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && clean LD_PRELOAD="$asan" LD_LIBRARY_PATH="$FAKES" \
+        COUNTPROF_LOG="$TMP/$name/trace" NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" "$@" \
+        -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 4 --quiet \
+        >"$TMP/$name/out" 2>&1)
+}
+# every line of a run's traces, the communicator ids (random per run) left out, sorted
+traces() { cat "$TMP/$1"/trace.* 2>/dev/null | sed 's/ id=[0-9a-f]*$//' | sort; }
+plugin_job alone NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so"
+plugin_job chained NCCL_PROFILER_PLUGIN="$SHIM" \
+    NCCLGUARD_PROFILER_CHAIN="$FAKES/libnccl-profiler-count.so"
+n=$(traces alone | grep -c '^start Coll ')
+if [ "$n" -gt 0 ] && [ "$(traces alone)" = "$(traces chained)" ]; then
+    pass "a chained plugin gets the same events as when it is alone ($n Coll)"
+else
+    fail "a chained plugin gets the same events" \
+        "$(diff <(traces alone) <(traces chained) | head -n 8)"; show chained
+fi
+if grep -q 'chained behind ncclguard' "$TMP/chained/out" &&
+    grep -q 'seen by the profiler plugin' "$TMP/chained/out"; then
+    pass "ncclguard's plugin goes on seeing the job while it chains"
+else
+    fail "ncclguard's plugin goes on seeing the job while it chains" "no line"; show chained
+fi
+# a plugin that asks for less (Coll only) gets no more for being behind ncclguard's,
+# which asks for KernelCh too
+plugin_job alone_coll COUNTPROF_MASK=2 NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so"
+plugin_job chained_coll COUNTPROF_MASK=2 NCCL_PROFILER_PLUGIN="$SHIM" \
+    NCCLGUARD_PROFILER_CHAIN="$FAKES/libnccl-profiler-count.so"
+if [ "$(traces alone_coll | grep -c KernelCh)" = 0 ] &&
+    [ "$(traces alone_coll)" = "$(traces chained_coll)" ]; then
+    pass "a chained plugin gets only the events its own mask asks for"
+else
+    fail "a chained plugin gets only the events its own mask asks for" \
+        "$(diff <(traces alone_coll) <(traces chained_coll) | head -n 8)"
+fi
+plugin_job self NCCL_PROFILER_PLUGIN="$SHIM" NCCLGUARD_PROFILER_CHAIN="$SHIM"
+check "chaining ncclguard to itself is refused with one line" \
+    grep -q 'profiler_chain=.*is ncclguard itself' "$TMP/self/out"
 finish
