@@ -5,7 +5,8 @@
 # communicator, how many collectives NCCL enqueued and how many kernels started and
 # finished. Without NCCL_PROFILER_PLUGIN the preloaded shim is not a plugin. A plugin
 # named in NCCLGUARD_PROFILER_CHAIN (countprof, in the role of NCCL's Inspector) gets from
-# behind ncclguard's the very events it gets when it is NCCL's only plugin.
+# behind ncclguard's the very events it gets when it is NCCL's only plugin. As NCCL's env
+# plugin (NCCL_ENV_PLUGIN), the shim makes a forced value hold at NCCL's read time.
 source "$(dirname "$0")/lib.sh"
 
 if [ ! -x "$APPS/trainloop" ] || [ ! -e "$SHIM" ]; then
@@ -88,6 +89,34 @@ else
     fail "a chained plugin gets only the events its own mask asks for" \
         "$(diff <(traces alone_coll) <(traces chained_coll) | head -n 8)"
 fi
+# --- env plugin: a forced value holds at NCCL's read time --------------------------------
+# env_after_start sets NCCL_PROFILER_PLUGIN=countprof in main, after the constructor; the
+# job's config forces it to none. Without the env plugin the process's value wins (countprof
+# traces); with NCCL_ENV_PLUGIN naming the shim, NCCL reads the forced none.
+printf '[env.force]\nNCCL_PROFILER_PLUGIN = none\n' >"$TMP/force.conf"
+env_job() {
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+        NCCLGUARD_CONFIG="$TMP/force.conf" COUNTPROF_LOG="$TMP/$name/trace" \
+        NCCL_NEVER_READ_X=1 "$@" -- "$E2E/env_after_start" "$FAKES/libnccl-profiler-count.so" \
+        >"$TMP/$name/out" 2>&1)
+}
+env_job env_off
+env_job env_on NCCL_ENV_PLUGIN="$SHIM"
+if ls "$TMP"/env_off/trace.* >/dev/null 2>&1; then
+    pass "without the env plugin, a value the process set after start wins"
+else
+    fail "without the env plugin, a value the process set after start wins" "no trace"
+    show env_off
+fi
+if grep -q 'env_after_start: ok' "$TMP/env_on/out" && ! ls "$TMP"/env_on/trace.* >/dev/null 2>&1
+then pass "with the env plugin, the forced value holds at NCCL's read time"
+else fail "with the env plugin, the forced value holds at NCCL's read time" "countprof ran"
+    show env_on; fi
+check "the env plugin names the NCCL variables set and never read" \
+    grep -q 'through the env plugin; 1 set and never read: NCCL_NEVER_READ_X$' "$TMP/env_on/out"
+
 plugin_job self NCCL_PROFILER_PLUGIN="$SHIM" NCCLGUARD_PROFILER_CHAIN="$SHIM"
 check "chaining ncclguard to itself is refused with one line" \
     grep -q 'profiler_chain=.*is ncclguard itself' "$TMP/self/out"

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 # --- exports: the entry points of nccl_api.def, and the profiler plugin's -------------
 expected=$(grep -oE '^NCCL_API(_VOID)?\((ncclResult_t|ng_cstr), [A-Za-z_]+, [A-Za-z]+|^NCCL_API_VOID\([A-Za-z]+' \
     shim/intercept/nccl_api.def | awk -F', ' '{print $NF}' | sed 's/.*(//; s/^/nccl/';
-    echo ncclProfiler_v5) # the profiler plugin's entry point (intercept/profiler.c)
+    echo ncclProfiler_v5 ncclEnvPlugin_v1 | tr ' ' '\n') # the plugins' (intercept/)
 expected=$(echo "$expected" | sort)
 exported=$(nm -D --defined-only "$SHIM" | awk '{print $3}' | sort)
 if [ -n "$expected" ] && [ "$expected" = "$exported" ]; then

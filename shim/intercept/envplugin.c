@@ -1,0 +1,103 @@
+/*
+ * envplugin.c: the env plugin entry point (see envplugin.h).
+ */
+#include "intercept/envplugin.h"
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "policy/config.h"
+#include "policy/policy.h"
+
+extern char **environ;
+
+struct env_v1 {
+    const char *name;
+    ncclResult_t (*init)(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix);
+    ncclResult_t (*finalize)(void);
+    const char *(*get_env)(const char *name);
+};
+
+#define MAX_READ 512
+#define NAME_MAX_LEN 64
+static char names_read[MAX_READ][NAME_MAX_LEN];
+static int nread;
+static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_read(const char *name)
+{
+    if (strncmp(name, "NCCL_", 5) || strlen(name) >= NAME_MAX_LEN)
+        return;
+    pthread_mutex_lock(&read_lock);
+    int i = 0;
+    while (i < nread && strcmp(names_read[i], name))
+        i++;
+    if (i == nread && nread < MAX_READ)
+        snprintf(names_read[nread++], NAME_MAX_LEN, "%s", name);
+    pthread_mutex_unlock(&read_lock);
+}
+
+static const char *e_get(const char *name)
+{
+    note_read(name);
+    const struct ng_env_change *ch = ncclguard_policy_change_of(name);
+    if (ch && ch->rule && ch->rule->action == NG_ENV_FORCE && ch->outcome != NG_OUT_FAILED &&
+        ch->outcome != NG_OUT_DISABLED)
+        return ch->rule->value; /* the forced value holds at NCCL's read time */
+    if (ch && ch->rule && ch->rule->action == NG_ENV_FORBID &&
+        (ch->outcome == NG_OUT_REMOVED || ch->outcome == NG_OUT_ABSENT))
+        return NULL;
+    return getenv(name);
+}
+
+static ncclResult_t e_init(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix)
+{
+    (void)major, (void)minor, (void)patch, (void)suffix;
+    atexit(ncclguard_envplugin_report);
+    return ncclSuccess;
+}
+
+static ncclResult_t e_finalize(void)
+{
+    return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) const struct env_v1 ncclEnvPlugin_v1 = {
+    "ncclguard", e_init, e_finalize, e_get};
+
+void ncclguard_envplugin_report(void)
+{
+    char unread[1024];
+    size_t len = 0;
+    int n = 0;
+    unread[0] = '\0';
+    pthread_mutex_lock(&read_lock);
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t k = eq ? (size_t)(eq - *e) : 0;
+        if (k <= 5 || strncmp(*e, "NCCL_", 5) || k >= NAME_MAX_LEN ||
+            !strncmp(*e, "NCCL_ENV_PLUGIN=", 16)) /* NCCL reads that one with getenv */
+            continue;
+        int seen = 0;
+        for (int i = 0; i < nread && !seen; i++)
+            seen = strlen(names_read[i]) == k && !strncmp(names_read[i], *e, k);
+        if (seen)
+            continue;
+        n++;
+        if (len + k + 3 < sizeof unread)
+            len += (size_t)snprintf(unread + len, sizeof unread - len, "%s%.*s", len ? ", " : "",
+                                    (int)k, *e);
+    }
+    int reads = nread;
+    pthread_mutex_unlock(&read_lock);
+    if (n)
+        NG_WARN("NCCL read %d NCCL_* variables through the env plugin; %d set and never read: %s",
+                reads, n, unread);
+    else
+        NG_INFO("NCCL read %d NCCL_* variables through the env plugin; none set is unread", reads);
+}
