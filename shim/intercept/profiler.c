@@ -17,6 +17,7 @@
 #include "base/atomic.h"
 #include "base/log.h"
 #include "policy/config.h"
+#include "track/comm.h"
 
 /* Event type bits and the KernelCh stop state (nccl_profiler.h). */
 #define EV_COLL (1 << 1)
@@ -268,6 +269,15 @@ __attribute__((visibility("default"))) const struct prof_v5 ncclProfiler_v5 = {
 void ncclguard_profiler_report(void)
 {
     int n = ng_atomic_load_relaxed(&ncomms);
+    int wrapped = ncclguard_comm_count();
+    /* how this process's NCCL was seen: by the plugin only, or by the wrappers too */
+    if (n > 0 && wrapped == 0)
+        NG_INFO("%d communicators seen by the profiler plugin only: no call went through the "
+                "wrappers (NCCL linked statically, or resolved through a private dlopen "
+                "handle); ops are counted, not yet tracked", n);
+    else if (n > 0)
+        NG_INFO("%d communicators seen by the profiler plugin, %d through the wrappers", n,
+                wrapped);
     for (int i = 0; i < n && i < MAX_COMMS; i++) {
         struct pcomm *c = &comms[i];
         uint64_t ks = ng_atomic_load_relaxed(&c->kernels_start);

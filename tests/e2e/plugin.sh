@@ -23,6 +23,8 @@ mkdir -p "$TMP/plugin"
     >"$TMP/plugin/out" 2>&1)
 rc=$?
 check "the job runs with the shim as its profiler plugin" test "$rc" = 0
+check "each rank says its communicators were seen by the plugin only" \
+    test "$(grep -c 'communicators seen by the profiler plugin only: no call went through the wrappers' "$TMP/plugin/out")" = 2
 seen='seen by the profiler plugin: [0-9]+ collectives enqueued, [0-9]+ kernels started'
 lines=$(grep -cE "rank [01]/2 $seen, [0-9]+ finished\$" "$TMP/plugin/out")
 if [ "$lines" = 2 ]; then pass "each rank reports the world communicator seen by the plugin"
@@ -71,6 +73,9 @@ else
     fail "a chained plugin gets the same events" \
         "$(diff <(traces alone) <(traces chained) | head -n 8)"; show chained
 fi
+plugin_job both LD_PRELOAD="${asan:+$asan:}$SHIM" NCCL_PROFILER_PLUGIN="$SHIM"
+check "preloaded and named as the plugin, each rank says both paths saw its communicators" \
+    test "$(grep -c '2 communicators seen by the profiler plugin, 2 through the wrappers' "$TMP/both/out")" = 2
 if grep -q 'chained behind ncclguard' "$TMP/chained/out" &&
     grep -q 'seen by the profiler plugin' "$TMP/chained/out"; then
     pass "ncclguard's plugin goes on seeing the job while it chains"
