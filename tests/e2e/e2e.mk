@@ -60,5 +60,10 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 
 ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap paths missing_sym stuck_init \
     group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams crash_mid_job term_job \
-    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes comm_thread blocked_calls two_threads env_after_start \
+    oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes comm_thread blocked_calls two_threads env_after_start private_handle \
     static_frames static_frames_stripped)
+
+# private_handle: links no NCCL; it dlopens libnccl.so.2 and dlsyms on that handle (pynccl)
+$(E2E_BIN)/private_handle: tests/e2e/progs/private_handle.c $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libcuda.so.1 -ldl

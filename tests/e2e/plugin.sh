@@ -94,6 +94,23 @@ else
     fail "a chained plugin gets only the events its own mask asks for" \
         "$(diff <(traces alone_coll) <(traces chained_coll) | head -n 8)"
 fi
+# --- the pynccl pattern: NCCL through a private dlopen handle, shim preloaded --------------
+ph_job() {
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+        NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" "$@" -- "$E2E/private_handle" 7 \
+        >"$TMP/$name/out" 2>&1)
+}
+ph_job private NCCL_PROFILER_PLUGIN="$SHIM"
+if grep -q 'private_handle: ok' "$TMP/private/out" &&
+    grep -q 'rank 0/1 seen by the profiler plugin: 7 collectives enqueued, 7 kernels started, 7 finished$' "$TMP/private/out" &&
+    grep -q '1 communicators seen by the profiler plugin only' "$TMP/private/out"; then
+    pass "calls through a private handle, unseen by the wrappers, are seen by the plugin"
+else
+    fail "calls through a private handle are seen by the plugin" "$(tail -n 4 "$TMP/private/out")"
+fi
+
 # --- env plugin: a forced value holds at NCCL's read time --------------------------------
 # env_after_start sets NCCL_PROFILER_PLUGIN=countprof in main, after the constructor; the
 # job's config forces it to none. Without the env plugin the process's value wins (countprof
