@@ -171,13 +171,20 @@ grep -Eq 'arrived last at [0-9]+ of [0-9]+ collectives .*% of the waiting, p [<=
 NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job healthy -n 4 --timeout 300 -- \
     --steps 50 --quiet
 verdict healthy healthy
-NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter -n 4 --timeout 300 -- \
-    --steps 100 --jitter-ms 15 --pause-ms 40 --quiet
-verdict jitter healthy
-# The healthy job of bench/straggler.sh, one seed: another draw of jitter and pauses.
-NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter5 -n 4 --timeout 300 -- \
-    --steps 200 --jitter-ms 15 --pause-ms 40 --seed 5 --quiet
-verdict jitter5 healthy
+# The jittery jobs are judged on the plain build only: under ASan, four ranks on two
+# cores do not get fair host time, and a rank starved of it really is late at most
+# collectives (rank 3 last at 43 of 100, p = 0.0005, in a clean-clone CI run).
+if [ -z "${SANITIZE:-}" ]; then
+    NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter -n 4 --timeout 300 -- \
+        --steps 100 --jitter-ms 15 --pause-ms 40 --quiet
+    verdict jitter healthy
+    # The healthy job of bench/straggler.sh, one seed: another draw of jitter and pauses.
+    NCCLGUARD_TIMING_SAMPLE=1 NCCLGUARD_DUMP_AT_EXIT=1 job jitter5 -n 4 --timeout 300 -- \
+        --steps 200 --jitter-ms 15 --pause-ms 40 --seed 5 --quiet
+    verdict jitter5 healthy
+else
+    skip "jittery healthy jobs" "judged on the plain build (host time is not fair under ASan)"
+fi
 
 dumps_sane # the shim's dumps and gendumps', before the bad files below
 
