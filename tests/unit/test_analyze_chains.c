@@ -1,9 +1,9 @@
 /*
  * test_analyze_chains.c: the chain rules of `ncclguard analyze` (cli/analyze_verdict.c,
  * the `held` inference of cli/analyze_hang.c, the link rule of cli/analyze_p2p.c), on
- * small dumps that each test writes into a directory of its own and analyzes through
- * the real reader (an_read_dir), as the command does. Each rule is tried at its
- * boundary and beside it: one op index, one count, one state apart.
+ * small dumps that each test writes into a directory of its own (analyze_dumps.h) and
+ * analyzes through the real reader (an_read_dir), as the command does. Each rule is
+ * tried at its boundary and beside it: one op index, one count, one state apart.
  *
  * A verdict is compared as text: per culprit "RANK CAUSE [chain R/CAUSE/CC ...]", in
  * the verdict's order, where CC is the last two hex digits of the link's communicator.
@@ -11,43 +11,11 @@
 #include <check.h>
 
 #include "check_main.h"
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "analyze.h"
-
-/* Communicators of the fixtures: 00..0aa is the world, bb and cc are splits. */
-#define W "00000000000000aa"
-#define S1 "00000000000000bb"
-#define S2 "00000000000000cc"
-/* Streams: a rank's world (or pipeline) stream and its tensor-parallel one. */
-#define SW "0000000000000a00"
-#define ST "0000000000000b00"
-
-struct fop {
-    int index;
-    const char *comm;
-    int seq, p2p, peer;     /* seq 0: a send or receive (p2p: its p2p_seq, peer: comm rank) */
-    const char *op, *stream, *state;
-    int count;              /* 0: 8 */
-};
-
-struct fcomm {
-    const char *id;
-    int rank, nranks, last, done;
-    const char *peers;      /* the peers array's text, NULL: [] */
-};
-
-#define MAXF 16
-struct fdump {
-    int rank;
-    struct fcomm comms[MAXF];
-    struct fop ops[MAXF];
-    int ncomms, nops;
-};
+#include "analyze_dumps.h"
 
 static char g_dir[64];
 static struct an g_an;
@@ -62,125 +30,13 @@ static void teardown(void)
     (void)ng_check_rmtree(g_dir); /* a leftover temp directory is no failure */
 }
 
-static void comm(struct fdump *d, const char *id, int rank, int nranks, int last, int done,
-                 const char *peers)
-{
-    d->comms[d->ncomms++] = (struct fcomm){id, rank, nranks, last, done, peers};
-}
-
-static void op(struct fdump *d, struct fop o) { d->ops[d->nops++] = o; }
-
-static const struct fcomm *comm_of(const struct fdump *d, const char *id)
-{
-    for (int i = 0; i < d->ncomms; i++)
-        if (!strcmp(d->comms[i].id, id)) return &d->comms[i];
-    ck_abort_msg("rank %d: op on comm %s, which its dump does not list", d->rank, id);
-    return NULL;
-}
-
-static int in_flight(const struct fop *o)
-{
-    return !strcmp(o->state, "scheduled") || !strcmp(o->state, "started");
-}
-
-/* Ops as the shim writes them: those in flight first, then the rest, newest first. */
-static int op_order(const void *x, const void *y)
-{
-    const struct fop *a = x, *b = y;
-    if (in_flight(a) != in_flight(b)) return in_flight(b) - in_flight(a);
-    return b->index - a->index;
-}
-
-static void put_op(FILE *f, const struct fdump *d, const struct fop *o, int first)
-{
-    const struct fcomm *c = comm_of(d, o->comm);
-    long long t = 1000000000000LL - 100000 + o->index * 1000LL;
-    int done = !strcmp(o->state, "completed"), started = !strcmp(o->state, "started");
-    char seq[24] = "null", p2p[24] = "null", peer[24] = "null";
-    if (o->seq) snprintf(seq, sizeof seq, "%d", o->seq);
-    else snprintf(p2p, sizeof p2p, "%d", o->p2p), snprintf(peer, sizeof peer, "%d", o->peer);
-    char start[32] = "null", end[32] = "null";
-    if (done || started) snprintf(start, sizeof start, "%lld", t + 10);
-    if (done) snprintf(end, sizeof end, "%lld", t + 20);
-    int count = o->count ? o->count : 8;
-    fprintf(f, "%s{\"index\":%d,\"comm\":\"%s\",\"comm_rank\":%d,\"comm_nranks\":%d,"
-            "\"seq\":%s,\"p2p_seq\":%s,\"op\":\"%s\",\"count\":%d,\"datatype\":\"float32\","
-            "\"bytes\":%d,\"redop\":%s,\"root\":null,\"peer\":%s,\"stream\":\"%s\","
-            "\"group\":null,\"thread\":%d,\"enqueue_ns\":%lld,\"enqueue_mono_ns\":%lld,"
-            "\"state\":\"%s\",\"gpu_start_ns\":%s,\"gpu_end_ns\":%s,\"seen_start_ns\":null,"
-            "\"seen_end_ns\":null,\"result\":0,\"flags\":[%s],\"marker\":null}",
-            first ? "" : ",\n", o->index, o->comm, c->rank, c->nranks, seq, p2p, o->op, count,
-            count * 4, o->seq ? "\"sum\"" : "null", peer, o->stream, 1000 + d->rank, t, t,
-            o->state, start, end, started ? "\"timeout\"" : "");
-}
-
-/* Writes d as ncclguard-rR-h-PID.json into the test's directory. */
-static void write_dump(struct fdump *d)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/ncclguard-r%d-h-%d.json", g_dir, d->rank, 1000 + d->rank);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"schema\":\"ncclguard.dump/2\",\"reason\":\"timeout\",\"incident\":\"1-r0@h\","
-               "\"time_ns\":1000000000000,\"host\":\"h\",\"pid\":%d,\"rank\":%d,"
-               "\"local_rank\":%d,\"job\":\"chains\",\"versions\":{\"ncclguard\":\"0.1.0\","
-               "\"nccl\":null,\"cuda_driver\":null,\"python\":null},\"env\":{},"
-               "\"flight\":{\"capacity\":64,\"recorded\":%d,\"overwritten\":0,"
-               "\"dropped_inflight\":0},\"comms\":[", 1000 + d->rank, d->rank, d->rank, d->nops);
-    for (int i = 0; i < d->ncomms; i++) {
-        const struct fcomm *c = &d->comms[i];
-        fprintf(f, "%s{\"id\":\"%s\",\"rank\":%d,\"nranks\":%d,\"device\":0,\"name\":null,"
-                   "\"state\":\"ready\",\"blocking\":true,\"parent\":%s,\"created_ns\":1,"
-                   "\"last_seq\":%d,\"last_completed_seq\":%d,\"last_async_error\":0,"
-                   "\"peers\":%s}", i ? "," : "", c->id, c->rank, c->nranks,
-                strcmp(c->id, W) ? "\"" W "\"" : "null", c->last, c->done,
-                c->peers ? c->peers : "[]");
-    }
-    fprintf(f, "],\"ops\":[");
-    qsort(d->ops, (size_t)d->nops, sizeof d->ops[0], op_order);
-    for (int i = 0; i < d->nops; i++) put_op(f, d, &d->ops[i], i == 0);
-    fprintf(f, "],\"threads\":[{\"tid\":%d,\"name\":\"job\",\"state\":\"S\",\"syscall\":null,"
-               "\"stack_from\":\"self\",\"frames\":[{\"pc\":\"0000000000001000\","
-               "\"module\":\"/job/train\",\"offset\":0,\"function\":\"main\","
-               "\"function_offset\":4,\"build_id\":null}]}],\"python\":null}\n",
-            1000 + d->rank);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static const char *comm_tag(const struct an *a, uint32_t c)
-{
-    static char tag[8];
-    snprintf(tag, sizeof tag, "%02llx", c == AN_NONE ? 0ULL
-             : (unsigned long long)(a->comms[c].id & 0xff));
-    return tag;
-}
+static void write_dump(struct fdump *d) { ad_write(g_dir, d); }
 
 /* Analyzes the directory; the verdict as "R CAUSE [chain ...]; ...". */
 static const char *verdict(void)
 {
-    static char out[1024];
-    struct an_opts o;
-    memset(&o, 0, sizeof o);
-    o.threads = 1;
-    an_free(&g_an);
-    an_init(&g_an, &o);
-    ck_assert_int_eq(an_read_dir(&g_an, g_dir), 0);
-    an_verdict(&g_an);
-    size_t at = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < g_an.nculprits && at < sizeof out; i++) {
-        const struct an_culprit *c = &g_an.culprits[i];
-        at += (size_t)snprintf(out + at, sizeof out - at, "%s%lld %s [", i ? "; " : "",
-                               (long long)c->f.grank, an_cause_name(c->f.cause));
-        for (int k = 0; k < c->nchain && at < sizeof out; k++) {
-            const struct an_finding *l = &g_an.findings[c->path[k]];
-            at += (size_t)snprintf(out + at, sizeof out - at, "%s%lld/%s/%s", k ? " " : "",
-                                   (long long)l->grank, an_cause_name(l->cause),
-                                   comm_tag(&g_an, l->comm));
-        }
-        if (at < sizeof out) at += (size_t)snprintf(out + at, sizeof out - at, "]");
-    }
-    return out;
+    ad_analyze(&g_an, g_dir, NULL);
+    return ad_culprits(&g_an, 1);
 }
 
 /* The first culprit's verdict line. */
