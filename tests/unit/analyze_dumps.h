@@ -156,8 +156,8 @@ static inline void ad_write(const char *dir, struct fdump *d)
                    "\"state\":\"%s\",\"blocking\":true,\"parent\":%s,\"created_ns\":1,"
                    "\"last_seq\":%d,\"last_completed_seq\":%d,\"last_async_error\":%lld,"
                    "\"peers\":%s}", i ? "," : "", c->id, c->rank, c->nranks,
-                c->state ? c->state : "ready", strcmp(c->id, W) ? "\"" W "\"" : "null", c->last, c->done,
-                c->async_error, c->peers ? c->peers : "[]");
+                c->state ? c->state : "ready", strcmp(c->id, W) ? "\"" W "\"" : "null", c->last,
+                c->done, c->async_error, c->peers ? c->peers : "[]");
     }
     fprintf(f, "],\"ops\":[");
     qsort(d->ops, (size_t)d->nops, sizeof d->ops[0], ad_op_order);
