@@ -14,7 +14,7 @@ CUDA_INC := $(firstword $(foreach d,$(CUDA_HOME)/include $(CUDA_HOME)/targets/x8
 NCCL_INC := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_INC) /usr/include,\
                 $(if $(wildcard $(d)/nccl.h),$(d))))
 
-ifeq ($(filter deps clean,$(MAKECMDGOALS)),)
+ifeq ($(filter deps clean format-check,$(MAKECMDGOALS)),)
 ifeq ($(CUDA_INC),)
 $(error cuda.h not found: set CUDA_HOME to the CUDA install prefix (tried '$(CUDA_HOME)'))
 endif
@@ -42,7 +42,7 @@ LDFLAGS  += $(SANFLAGS)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-.PHONY: all deps check demo bench install clean tsan mutate
+.PHONY: all deps check demo bench install clean tsan mutate format-check
 all:
 
 # Every component adds its targets to ALL and its unit-test programs to UNIT_TESTS.
@@ -78,6 +78,11 @@ tsan: deps
 # The mutation check (tests/mutations/README.md): long, not part of check or CI.
 mutate: deps
 	@scripts/mutate
+
+# The sources against .clang-format (clang-format 14): lists the files that
+# differ and fails when there is one; scripts/format rewrites them.
+format-check:
+	@scripts/format --check
 
 demo: deps
 	@$(MAKE) --no-print-directory all
