@@ -32,7 +32,7 @@ fi
 kill -KILL -- -$job 2>/dev/null
 wait $job 2>/dev/null
 
-if grep -q '^ready' "$d/out" && python3 "$ROOT/tests/unit/check_dump.py" "$d"/copies/*.json \
+if grep -q '^ready' "$d/out" && $CHECK schema "$d"/copies/*.json \
         >"$d/check" 2>&1 && python3 - "$d" "${SANITIZE:-}" >>"$d/check" 2>&1 <<'PY'
 import glob, json, os, sys
 d, sanitize = sys.argv[1], sys.argv[2]
@@ -149,7 +149,7 @@ for r in (0, 1):
 PY
 "$NG" analyze --json "$g" >"$g.json" 2>"$g.err"
 "$NG" report "$g" -o "$g.html" >"$g.out" 2>&1
-if python3 "$ROOT/tests/unit/check_dump.py" "$g"/*.json >"$g.check" 2>&1 &&
+if $CHECK schema "$g"/*.json >"$g.check" 2>&1 &&
     python3 - "$g.json" "$g.html" >>"$g.check" 2>&1 <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["verdict"]["culprits"]
