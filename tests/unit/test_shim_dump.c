@@ -91,6 +91,17 @@ static void init_dump(void)
     ncclguard_dump_init();
 }
 
+/* Makes the test's folder the working directory, sets VAR to VALUE (a relative
+ * or hostile setting is resolved from there) and inits the identity and the dumps. */
+static void init_in_root(const char *var, const char *value)
+{
+    make_root();
+    ck_assert_int_eq(chdir(root), 0);
+    setenv(var, value, 1);
+    ncclguard_identity_init();
+    init_dump();
+}
+
 /* Sets the identity and the dump directory (NULL: the default) and inits. */
 static void setup(const char *rank, const char *job, const char *dir_leaf)
 {
@@ -783,11 +794,7 @@ END_TEST
 
 START_TEST(hostile_job_id_stays_inside)
 {
-    make_root();
-    ck_assert_int_eq(chdir(root), 0);
-    setenv("SLURM_JOB_ID", "../../etc x/y", 1);
-    ncclguard_identity_init();
-    init_dump();
+    init_in_root("SLURM_JOB_ID", "../../etc x/y");
     char path[PATH_MAX], want[PATH_MAX], name[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
     dump_name(name, "x", ncclguard_identity()->host);
@@ -977,11 +984,7 @@ END_TEST
 
 START_TEST(relative_dir_is_resolved_at_init)
 {
-    make_root();
-    ck_assert_int_eq(chdir(root), 0);
-    setenv("NCCLGUARD_DUMP_DIR", "rel/dumps/", 1);
-    ncclguard_identity_init();
-    init_dump();
+    init_in_root("NCCLGUARD_DUMP_DIR", "rel/dumps/");
     ck_assert_int_eq(chdir("/"), 0); /* the job changes directory later */
     char path[PATH_MAX], want[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
