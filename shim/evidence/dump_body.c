@@ -111,7 +111,7 @@ void ncclguard_dump_set_incident(const char *id)
 
 /* ---- scalar kinds ---- */
 
-/* Every key of dump_format.h needs no escape (check_dump.py --format holds
+/* Every key of dump_format.h needs no escape (check_dump.py format holds
  * them to [a-z_0-9]+), and the ring repeats them thousands of times: each is
  * a fixed key (json.h), quoted at compile time by PUT_FIELD. */
 static void put_key(struct ng_json *j, const struct ng_json_key *key)

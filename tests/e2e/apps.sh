@@ -96,22 +96,27 @@ test_launch_all_ok() {
     fi
 }
 
-test_launch_exit_status() {
-    run "$TMP/st.out" "$LAUNCH" -n 4 --timeout 60 -- sh -c '[ "$RANK" != 2 ] || exit 7'
-    if [ "$rc" -eq 7 ] && grep -qx 'launch: rank 2 exited with status 7' "$TMP/st.out"; then
-        pass launch_exit_status
+# launch_ends NAME RANKS STATUS LINE CMD...: launch runs CMD on RANKS ranks, exits with
+# STATUS and says LINE (one whole line of its output)
+launch_ends() {
+    local name=$1 n=$2 want=$3 line=$4 out=$TMP/$1.out
+    shift 4
+    run "$out" "$LAUNCH" -n "$n" --timeout 60 -- "$@"
+    if [ "$rc" -eq "$want" ] && grep -qx "$line" "$out"; then
+        pass "$name"
     else
-        fail launch_exit_status "status $rc: $(cat "$TMP/st.out")"
+        fail "$name" "status $rc: $(cat "$out")"
     fi
 }
 
+test_launch_exit_status() {
+    launch_ends launch_exit_status 4 7 'launch: rank 2 exited with status 7' \
+        sh -c '[ "$RANK" != 2 ] || exit 7'
+}
+
 test_launch_signal_status() {
-    run "$TMP/sig.out" "$LAUNCH" -n 2 --timeout 60 -- sh -c '[ "$RANK" != 1 ] || kill -KILL $$'
-    if [ "$rc" -eq 137 ] && grep -qx 'launch: rank 1 killed by signal SIGKILL' "$TMP/sig.out"; then
-        pass launch_signal_status
-    else
-        fail launch_signal_status "status $rc: $(cat "$TMP/sig.out")"
-    fi
+    launch_ends launch_signal_status 2 137 'launch: rank 1 killed by signal SIGKILL' \
+        sh -c '[ "$RANK" != 1 ] || kill -KILL $$'
 }
 
 # Rank 1 fails once every other rank is up and sleeping; launch must end them all.

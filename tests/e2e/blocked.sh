@@ -16,12 +16,18 @@ PROG=$E2E/blocked_calls
 if [ ! -x "$PROG" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "blocked calls" "harness not built"; finish; exit
 fi
+# start_rounds DIR ROUNDS: the program under the shim in DIR, in a session of its own, with
+# its dumps in DIR/dumps, its copies of them in DIR/copies and its output in DIR/out, for
+# ROUNDS rounds of SIGUSR2 dumps; $job is its pid
+start_rounds() {
+    mkdir -p "$1/dumps" "$1/copies" && : >"$1/out"
+    (cd "$1" && NCCLGUARD_DUMP_DIR=$1/dumps exec setsid env LD_PRELOAD="$(preload)" \
+        LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$PROG" "$1/dumps" "$1/copies" "$2" >"$1/out" 2>&1) &
+    job=$!
+}
 d=$TMP/blocked
-mkdir -p "$d/dumps" "$d/copies" && : >"$d/out"
-(cd "$d" && NCCLGUARD_DUMP_DIR=$d/dumps exec setsid env LD_PRELOAD="$(preload)" \
-    LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    "$PROG" "$d/dumps" "$d/copies" 3 >"$d/out" 2>&1) &
-job=$!
+start_rounds "$d" 3
 if wait_for 300 grep -q '^ready' "$d/out"; then
     pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \
         "$d/copies/final.json")
@@ -32,7 +38,7 @@ fi
 kill -KILL -- -$job 2>/dev/null
 wait $job 2>/dev/null
 
-if grep -q '^ready' "$d/out" && python3 "$ROOT/tests/unit/check_dump.py" "$d"/copies/*.json \
+if grep -q '^ready' "$d/out" && $CHECK schema "$d"/copies/*.json \
         >"$d/check" 2>&1 && python3 - "$d" "${SANITIZE:-}" >>"$d/check" 2>&1 <<'PY'
 import glob, json, os, sys
 d, sanitize = sys.argv[1], sys.argv[2]
@@ -149,7 +155,7 @@ for r in (0, 1):
 PY
 "$NG" analyze --json "$g" >"$g.json" 2>"$g.err"
 "$NG" report "$g" -o "$g.html" >"$g.out" 2>&1
-if python3 "$ROOT/tests/unit/check_dump.py" "$g"/*.json >"$g.check" 2>&1 &&
+if $CHECK schema "$g"/*.json >"$g.check" 2>&1 &&
     python3 - "$g.json" "$g.html" >>"$g.check" 2>&1 <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["verdict"]["culprits"]
@@ -172,11 +178,7 @@ fi
 # with timeouts fail with EINTR; nanosleep, poll and futex waits are restarted. This is
 # why the shim reads registers from /proc instead of stopping such threads.
 p=$TMP/ptrace
-mkdir -p "$p/dumps" "$p/copies" && : >"$p/out"
-(cd "$p" && NCCLGUARD_DUMP_DIR=$p/dumps exec setsid env LD_PRELOAD="$(preload)" \
-    LD_LIBRARY_PATH="$FAKES${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    "$PROG" "$p/dumps" "$p/copies" 0 >"$p/out" 2>&1) &
-job=$!
+start_rounds "$p" 0
 stop_rc=9
 if wait_for 300 grep -q '^ready' "$p/out"; then
     ppid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \

@@ -13,7 +13,7 @@ if [ ! -x "$PROG" ]; then skip "crash" "not built"; finish; exit; fi
 
 # crash_dump DIR: the dump is valid, of reason crash, with the ops and one thread.
 crash_dump() {
-    python3 "$ROOT/tests/unit/check_dump.py" "$1"/*.json >/dev/null &&
+    $CHECK schema "$1"/*.json >/dev/null &&
         python3 - "$1"/*.json <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -62,7 +62,7 @@ term_case() {
     n=$(ls "$d"/*.json 2>/dev/null | wc -l)
     if [ $rc -eq "$want" ] && [ "$n" -eq "$dump" ]; then
         ok=1
-        [ "$dump" = 0 ] || { python3 "$ROOT/tests/unit/check_dump.py" "$d"/*.json >/dev/null &&
+        [ "$dump" = 0 ] || { $CHECK schema "$d"/*.json >/dev/null &&
             grep -q '"reason":"sigterm"' "$d"/*.json; } || ok=0
         [ "$want" != 42 ] || grep -q "application's handler ran" "$d.out" || ok=0
     fi

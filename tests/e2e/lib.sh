@@ -9,6 +9,7 @@ SHIM=$ROOT/$B/libncclguard.so
 FAKES=$ROOT/$B/fakes
 APPS=$ROOT/$B/apps
 E2E=$ROOT/$B/tests/e2e # the small programs of tests/e2e/progs
+CHECK="python3 $ROOT/tests/unit/check_dump.py" # the dump checker: $CHECK schema DUMP..., $CHECK completed DIR N...
 REAL_NCCL_DIR=${NCCL_HOME:-/usr/local/cuda}/lib
 _passed=0 _failed=0 _skipped=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-e2e.XXXXXX")
@@ -21,10 +22,10 @@ skip() { echo "SKIP $1: ${2:-}"; _skipped=$((_skipped + 1)); }
 check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n" "command failed: $*"; fi; }
 finish() { echo "e2e-summary: passed=$_passed failed=$_failed skipped=$_skipped"; [ $_failed -eq 0 ]; }
 # dumps_sane: every dump the script's jobs wrote under $TMP shows what any dump must
-# (tests/e2e/dumpcheck.py tree): one case, for scripts that write dumps, before finish
+# ($CHECK tree): one case, for scripts that write dumps, before finish
 dumps_sane() {
     local out
-    if out=$(python3 "$ROOT/tests/e2e/dumpcheck.py" tree "$TMP" 2>&1); then pass "${out#dumpcheck: }"
+    if out=$($CHECK tree "$TMP" 2>&1); then pass "${out#check_dump: }"
     else fail "every dump consistent" "$out"; fi
 }
 

@@ -7,7 +7,6 @@
 # the marker pool has CUDA events (NCCLGUARD_RING=16: 80 of them), so that one
 # event leaked per iteration runs it dry, and the dumps show it.
 source "$(dirname "$0")/lib.sh"
-CHECK="python3 $ROOT/tests/e2e/dumpcheck.py"
 PROG=$E2E/paths
 if [ ! -x "$PROG" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "paths" "harness not built"; finish; exit
@@ -87,35 +86,36 @@ else
     fail "single-op groups" "rc=$rc $(cat "$TMP/single/check")"; show single
 fi
 
+# track_mode MODE CHECK WHAT: 20 single-op groups under NCCLGUARD_TRACK=MODE (job MODE),
+# dumped at exit; passes "track=MODE: WHAT" when the job succeeds and its dumps pass
+# `$CHECK CHECK`, then the Python program on stdin (with the dump as its argument)
+track_mode() {
+    local d=$TMP/$1
+    job "$1" NCCLGUARD_TRACK="$1" NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20 \
+        </dev/null
+    if [ $rc -eq 0 ] && $CHECK "$2" "$d/dumps" >"$d/check" &&
+        python3 - "$d"/dumps/ncclguard-*.json >>"$d/check" 2>&1; then
+        pass "track=$1: $3"
+    else
+        fail "track=$1" "rc=$rc $(cat "$d/check")"; show "$1"
+    fi
+}
+
 # --- NCCLGUARD_TRACK=end: end markers only, so no op is ever seen started ---------------
-job end NCCLGUARD_TRACK=end NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20
-if [ $rc -eq 0 ] && $CHECK settled "$TMP/end/dumps" >"$TMP/end/check" &&
-    python3 - "$TMP"/end/dumps/ncclguard-*.json >>"$TMP/end/check" 2>&1 <<'PY'
+track_mode end settled "every op completed, none with a start time" <<'PY'
 import json, sys
 ops = json.load(open(sys.argv[1]))["ops"]
 started = [o["index"] for o in ops if o["gpu_start_ns"] or o["seen_start_ns"]]
 assert not started, f"ops with a start time: {started}"
 PY
-then
-    pass "track=end: every op completed, none with a start time"
-else
-    fail "track=end" "rc=$rc $(cat "$TMP/end/check")"; show end
-fi
 
 # --- NCCLGUARD_TRACK=off: no markers, so every op is untracked, none left in flight ------
-job off NCCLGUARD_TRACK=off NCCLGUARD_RING=16 NCCLGUARD_DUMP_AT_EXIT=1 "$PROG" single 20
-if [ $rc -eq 0 ] && $CHECK sane "$TMP/off/dumps" >"$TMP/off/check" &&
-    python3 - "$TMP"/off/dumps/ncclguard-*.json >>"$TMP/off/check" 2>&1 <<'PY'
+track_mode off sane "every op untracked, none in flight" <<'PY'
 import json, sys
 ops = json.load(open(sys.argv[1]))["ops"]
 other = [(o["index"], o["state"]) for o in ops if o["state"] != "untracked" or o["marker"] is not None]
 assert ops and not other, f"ops not untracked: {other}"
 PY
-then
-    pass "track=off: every op untracked, none in flight"
-else
-    fail "track=off" "rc=$rc $(cat "$TMP/off/check")"; show off
-fi
 
 # --- a deferred record overwritten in the ring: its marker comes back exactly once ------
 # Lost, the pool runs dry; returned twice, two ops get the same one.

@@ -58,7 +58,7 @@ run_one() {
     kill -USR2 $pid 2>/dev/null
     for _ in $(seq 300); do ls "$d"/dumps/*.json >/dev/null 2>&1 && break; sleep 0.1; done
     kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
-    if python3 "$ROOT/tests/unit/check_dump.py" "$d"/dumps/*.json >"$d/check" 2>&1 &&
+    if $CHECK schema "$d"/dumps/*.json >"$d/check" 2>&1 &&
         python3 - "$method" "$pid" "$PROG" "$d"/dumps/*.json >>"$d/check" 2>&1 <<'PY'
 import json, re, sys
 method, pid, prog, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

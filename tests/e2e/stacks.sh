@@ -12,7 +12,7 @@ show() { echo "--- $1 (last lines)"; tail -n 12 "$TMP/$1/out"; }
 # stacks_check NAME [ARG]: checks the dumps of job NAME with check_dump.py, then runs
 # the Python program on stdin with ARG (when given) and the dumps as arguments
 stacks_check() {
-    python3 "$ROOT/tests/unit/check_dump.py" "$TMP/$1"/dumps/*.json >"$TMP/$1/check" 2>&1 &&
+    $CHECK schema "$TMP/$1"/dumps/*.json >"$TMP/$1/check" 2>&1 &&
         python3 - ${2:+"$2"} "$TMP/$1"/dumps/*.json >>"$TMP/$1/check" 2>&1
 }
 

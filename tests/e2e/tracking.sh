@@ -2,7 +2,6 @@
 # Tracking, flight recorder and watchdog, end to end: trainloop under launch with
 # every rank preloaded. Timeouts here are seconds, generous for a loaded 2-core box.
 source "$(dirname "$0")/lib.sh"
-CHECK="python3 $ROOT/tests/e2e/dumpcheck.py"
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
 if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
@@ -129,7 +128,7 @@ fi
 # Each peer's dump holds every thread's C stack, symbolized from the binary's
 # .symtab (trainloop exports nothing), and passes the schema check.
 if $CHECK stack "$TMP/hang/dumps" run_worker >"$TMP/hang/stack" &&
-    python3 "$ROOT/tests/unit/check_dump.py" "$TMP"/hang/dumps/*.json >>"$TMP/hang/stack" 2>&1; then
+    $CHECK schema "$TMP"/hang/dumps/*.json >>"$TMP/hang/stack" 2>&1; then
     pass "host hang: the peers' dumps list their threads, the main one in run_worker"
 else
     fail "host hang stacks" "$(cat "$TMP/hang/stack")"

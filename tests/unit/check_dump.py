@@ -1,20 +1,57 @@
 #!/usr/bin/env python3
-"""Reads an ncclguard dump back and checks it against the schema ncclguard.dump/2,
-or against ncclguard.dump/1.x for dumps of earlier versions.
+"""Checks ncclguard dumps: a dump against its schema (ncclguard.dump/2, or 1.x
+for dumps of earlier versions), the schema's lists against the header and the
+document, and the dumps of a whole job (one per rank) for the end-to-end tests.
 
-Usage:
-  check_dump.py [--expect EXPECT.json] DUMP...   check dumps (and expected values)
-  check_dump.py --format shim/evidence/dump_format.h --docs docs/dump-format.md
-                                                 check that the header, the document
-                                                 and this checker list the same members
+usage: check_dump.py CHECK ARGS...
+  schema [--expect EXPECT.json] DUMP...
+                            each DUMP read strictly and checked against the schema
+                            (members, order, kinds, names, the rules that tie them),
+                            and against the expected values of EXPECT.json
+  format HEADER DOCS        the X-macro lists of HEADER (shim/evidence/dump_format.h),
+                            the tables of DOCS (docs/dump-format.md) and this checker
+                            name the same members in the same order
+The job checks read DIR's ncclguard-r*.json (DIR may also be one dump file):
+  completed DIR NRANKS      every rank dumped; every op completed; per communicator,
+                            last_seq == last_completed_seq, identical on every rank;
+                            each pair of ranks counts the same point-to-point ops,
+                            all completed
+  stall DIR RANK            RANK's oldest in-flight collective is scheduled; every other
+                            rank has the same (comm, seq) started
+  hang DIR RANK             the others' oldest in-flight collective is the same (comm, seq) on
+                            all of them; RANK has none in flight, dumped on the trigger, and a
+                            thread of it is in trainloop_host_stall; one incident for all
+  incident DIR NRANKS       one dump per rank, all of one incident
+  mainloop DIR RANK         RANK's main thread is in the training loop (run_worker), not in NCCL
+  differ DIR RANK           per communicator, the ranks' collectives agree up to some seq
+                            and differ first there, on RANK
+  flight DIR CAPACITY       every dump's flight counters are consistent with CAPACITY
+  settled DIR               every rank dumped at least one op, and every op is completed
+  sane DIR                  only the consistency checks below
+  tree DIR                  the consistency checks on every dump anywhere under DIR (what
+                            the scripts run on their temp dir at the end)
+  stack DIR FUNCTION        every dump lists its main thread (tid = pid), and some thread
+                            of it has FUNCTION in its stack
+Every job check first reads every dump of DIR and checks what must hold in any
+dump (consistency): no two records in flight share a CUDA marker; a completed op
+has its end time (GPU or discovered); each op's communicator is in comms[], and
+its seq is not beyond the communicator's (nor, completed, beyond its last
+completed one); an aborted op belongs to a communicator that was aborted,
+revoked or destroyed.
 
 The schema below is written out here on purpose, independently of the writer:
-it is what a reader expects. Exit status 0 when every check passes; otherwise
-each failure is printed on stderr and the status is 1. Standard library only.
+it is what a reader expects. Exit status 0 when every check passes, 1 when one
+fails (schema and format print each failure on stderr, the job checks their
+first on stdout), 2 for a wrong command line. Standard library only.
 """
+import glob
 import json
+import os
 import re
 import sys
+
+
+# ---- one dump against its schema (schema, format) ----
 
 SCHEMA = "ncclguard.dump/2.2"
 
@@ -487,27 +524,262 @@ def check_format(header_path, docs_path):
         fail("schema", f"{SCHEMA} is not named in both {header_path} and {docs_path}")
 
 
-def main(argv):
-    args = argv[1:]
-    expect = header = docs = None
-    dumps = []
-    while args:
-        a = args.pop(0)
-        if a == "--expect":
-            with open(args.pop(0), encoding="utf-8") as f:
-                expect = json.load(f)
-        elif a == "--format":
-            header = args.pop(0)
-        elif a == "--docs":
-            docs = args.pop(0)
-        else:
-            dumps.append(a)
-    if (header is None) != (docs is None) or (not dumps and header is None):
-        print(__doc__, file=sys.stderr)
-        return 2
-    if header:
-        check_format(header, docs)
-    for path in dumps:
+# ---- the dumps of one job (completed, stall, ... tree, stack) ----
+
+def load_job(d):
+    dumps = {}
+    paths = [d] if os.path.isfile(d) else glob.glob(os.path.join(d, "ncclguard-r*.json"))
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("schema", "").split("/")[0] != "ncclguard.dump":
+            stop(f"{path}: schema {doc.get('schema')}")
+        consistent(path, doc)
+        dumps[doc["rank"]] = doc
+    return dumps
+
+
+ENDED = ("aborted", "revoked", "destroyed")
+
+
+def consistent(path, doc):
+    """What every dump must show, whatever the job did."""
+    comms = {c["id"]: c for c in doc["comms"]}
+    markers = {}
+    for o in doc["ops"]:
+        where = f"{path}: op {o['index']} ({o['op']} seq {o['seq']} p2p_seq {o['p2p_seq']})"
+        if o["state"] in IN_FLIGHT and o["marker"] is not None:
+            if o["marker"] in markers:
+                stop(f"{where} shares marker {o['marker']} with op {markers[o['marker']]}, "
+                     "both in flight")
+            markers[o["marker"]] = o["index"]
+        if o["state"] == "completed" and o["gpu_end_ns"] is None and o["seen_end_ns"] is None:
+            stop(f"{where} is completed without an end time")
+        c = comms.get(o["comm"])
+        if c is None:
+            stop(f"{where}: communicator {o['comm']} is not in comms[]")
+        if o["seq"] and o["seq"] > c["last_seq"]:
+            stop(f"{where}: seq beyond the communicator's last_seq {c['last_seq']}")
+        if o["seq"] and o["state"] == "completed" and o["seq"] > c["last_completed_seq"]:
+            stop(f"{where}: completed, but last_completed_seq is {c['last_completed_seq']}")
+        if o["p2p_seq"] and o["state"] == "completed":
+            done = {p["peer"]: p["last_completed_p2p_seq"] for p in c["peers"]}
+            if o["p2p_seq"] > done.get(o["peer"], 0):
+                stop(f"{where}: completed, but peer {o['peer']} has "
+                     f"last_completed_p2p_seq {done.get(o['peer'])}")
+        if o["state"] == "aborted" and c["state"] not in ENDED:
+            stop(f"{where} is aborted on a communicator in state {c['state']}")
+
+
+def stop(msg):
+    print("check_dump: FAIL: " + msg)
+    sys.exit(1)
+
+
+def inflight(doc):
+    """The first collective still in flight, by enqueue time: (comm, seq, state)."""
+    ops = [o for o in doc["ops"] if o["state"] in ("scheduled", "started") and o["seq"]]
+    if not ops:
+        return None
+    o = min(ops, key=lambda o: o["enqueue_mono_ns"])
+    return (o["comm"], o["seq"], o["state"])
+
+
+def colls(doc):
+    """comm -> {seq: (op, count, datatype)} for collectives."""
+    out = {}
+    for o in doc["ops"]:
+        if o["seq"]:
+            out.setdefault(o["comm"], {})[o["seq"]] = (o["op"], o["count"], o["datatype"])
+    return out
+
+
+def job_completed(dumps, nranks):
+    if len(dumps) != nranks:
+        stop(f"{len(dumps)} dumps for {nranks} ranks")
+    per_comm = {}
+    for rank, doc in dumps.items():
+        bad = [o for o in doc["ops"] if o["state"] != "completed"]
+        if bad:
+            stop(f"rank {rank}: {len(bad)} ops not completed, e.g. {bad[0]}")
+        if not doc["ops"]:
+            stop(f"rank {rank}: no ops recorded")
+        for c in doc["comms"]:
+            if c["last_seq"] != c["last_completed_seq"]:
+                stop(f"rank {rank} comm {c['id']}: last_seq {c['last_seq']} != "
+                     f"last_completed_seq {c['last_completed_seq']}")
+            per_comm.setdefault(c["id"], set()).add((c["last_seq"], c["last_completed_seq"]))
+    for cid, seqs in per_comm.items():
+        if len(seqs) != 1:
+            stop(f"comm {cid}: ranks disagree on seqs: {sorted(seqs)}")
+    pairs = job_pairs(dumps)
+    print(f"check_dump: {nranks} ranks, {len(per_comm)} comms, all ops completed, seqs agree, "
+          f"{pairs} point-to-point pairs agree")
+
+
+def job_pairs(dumps):
+    """Per communicator, rank a's entry for peer b equals b's entry for a, and
+    every op counted completed. Returns the number of pairs."""
+    p2p = {}  # (comm id, comm rank, peer) -> (called, completed)
+    for doc in dumps.values():
+        for c in doc["comms"]:
+            for p in c["peers"]:
+                p2p[(c["id"], c["rank"], p["peer"])] = (p["last_p2p_seq"],
+                                                         p["last_completed_p2p_seq"])
+    for (cid, a, b), (called, done) in p2p.items():
+        if done != called:
+            stop(f"comm {cid}: rank {a} completed {done} of {called} ops with peer {b}")
+        if p2p.get((cid, b, a)) != (called, done):
+            stop(f"comm {cid}: rank {a} counts {called} ops with {b}, "
+                 f"which counts {p2p.get((cid, b, a))}")
+    if not p2p:
+        stop("no point-to-point traffic in any dump")
+    return len(p2p) // 2
+
+
+def job_stall(dumps, rank):
+    if rank not in dumps:
+        stop(f"no dump from rank {rank}")
+    mine = inflight(dumps[rank])
+    if not mine or mine[2] != "scheduled":
+        stop(f"rank {rank}: oldest in-flight op is {mine}, want scheduled")
+    for r, doc in dumps.items():
+        if r == rank:
+            continue
+        same = [o for o in doc["ops"] if o["comm"] == mine[0] and o["seq"] == mine[1]]
+        if not same or same[0]["state"] != "started":
+            stop(f"rank {r}: op {mine[:2]} is {same[0]['state'] if same else 'absent'}, "
+                 "want started")
+    print(f"check_dump: rank {rank} scheduled at comm {mine[0]} seq {mine[1]}; "
+          f"{len(dumps) - 1} peers started there")
+
+
+def job_incident(dumps, nranks):
+    if sorted(dumps) != list(range(nranks)):
+        stop(f"dumps of ranks {sorted(dumps)}, expected 0..{nranks - 1}")
+    ids = {doc.get("incident") for doc in dumps.values()}
+    if len(ids) != 1 or None in ids:
+        stop(f"incidents {ids}: expected one")
+    print(f"check_dump: {nranks} dumps of incident {ids.pop()}")
+
+
+def job_mainloop(dumps, rank):
+    doc = dumps.get(rank)
+    if doc is None:
+        stop(f"no dump from rank {rank}")
+    main = [t for t in doc.get("threads") or [] if t["tid"] == doc["pid"]]
+    if not main:
+        stop(f"rank {rank}: its main thread is not listed")
+    frames = main[0]["frames"]
+    names = [f["function"] for f in frames]
+    in_nccl = [f["module"] for f in frames if "libnccl" in (f["module"] or "")]
+    if "run_worker" not in names or in_nccl:
+        stop(f"rank {rank}: main thread in {names} (NCCL frames: {in_nccl})")
+    print(f"check_dump: rank {rank}'s main thread is in the training loop, not in NCCL")
+
+
+def job_hang(dumps, rank):
+    if rank not in dumps:
+        stop(f"rank {rank} wrote no dump")
+    culprit = dumps.pop(rank)
+    if not dumps:
+        stop("no dumps of the peers")
+    seen = {r: inflight(doc) for r, doc in dumps.items()}
+    keys = {v[:2] if v else None for v in seen.values()}
+    if len(keys) != 1 or None in keys:
+        stop(f"peers disagree on the stuck op: {seen}")
+    if inflight(culprit) is not None or culprit.get("reason") != "trigger":
+        stop(f"rank {rank}: {culprit.get('reason')} dump with {inflight(culprit)} in flight")
+    ids = {doc.get("incident") for doc in dumps.values()} | {culprit.get("incident")}
+    if len(ids) != 1 or None in ids:
+        stop(f"incidents {ids}: expected one")
+    job_stack({rank: culprit}, "trainloop_host_stall")
+    print(f"check_dump: ranks {sorted(dumps)} all stuck at comm/seq {keys.pop()}; rank {rank} "
+          "dumped on the trigger, in trainloop_host_stall")
+
+
+def job_differ(dumps, rank):
+    if rank not in dumps:
+        stop(f"no dump from rank {rank}")
+    tables = {r: colls(doc) for r, doc in dumps.items()}
+    found = False
+    for cid in tables[rank]:
+        seqs = sorted(set().union(*(t.get(cid, {}).keys() for t in tables.values())))
+        for s in seqs:
+            vals = {r: t.get(cid, {}).get(s) for r, t in tables.items() if s in t.get(cid, {})}
+            if len(set(vals.values())) <= 1:
+                continue
+            others = {v for r, v in vals.items() if r != rank}
+            if len(others) != 1 or vals.get(rank) in others:
+                stop(f"comm {cid} seq {s}: the ranks differ, but not on rank {rank} alone: {vals}")
+            print(f"check_dump: comm {cid}: ranks agree up to seq {s - 1}; at seq {s} rank "
+                  f"{rank} has {vals.get(rank)}, the others {others.pop()}")
+            found = True
+            break
+    if not found:
+        stop("the dumps agree everywhere")
+
+
+def job_flight(dumps, capacity):
+    for rank, doc in dumps.items():
+        fl = doc["flight"]
+        want = max(0, fl["recorded"] - capacity)
+        if fl["capacity"] != capacity or fl["overwritten"] != want:
+            stop(f"rank {rank}: flight {fl}, want capacity {capacity} overwritten {want}")
+        if want == 0:
+            stop(f"rank {rank}: the ring never wrapped ({fl})")
+        if len(doc["ops"]) > capacity:
+            stop(f"rank {rank}: {len(doc['ops'])} ops listed for a ring of {capacity}")
+    print(f"check_dump: flight counters consistent on {len(dumps)} ranks")
+
+
+def job_settled(dumps, _):
+    for rank, doc in dumps.items():
+        if not doc["ops"]:
+            stop(f"rank {rank}: no ops recorded")
+        bad = [(o["index"], o["op"], o["state"]) for o in doc["ops"] if o["state"] != "completed"]
+        if bad:
+            stop(f"rank {rank}: {len(bad)} ops not completed: {bad[:8]}")
+    print(f"check_dump: {len(dumps)} dumps, every op completed")
+
+
+def job_sane(dumps, _):
+    if not dumps:
+        stop("no dumps")
+    print(f"check_dump: {len(dumps)} dumps consistent")
+
+
+def job_tree(d):
+    paths = [os.path.join(root, f) for root, _, files in os.walk(d) for f in files
+             if f.endswith(".json") and (f.startswith("ncclguard-") or f.startswith("held-"))]
+    for path in paths:
+        load_job(path)
+    print(f"check_dump: {len(paths)} dumps under the tree, each consistent")
+
+
+def job_stack(dumps, function):
+    if not dumps:
+        stop("no dumps")
+    for rank, doc in sorted(dumps.items()):
+        threads = doc.get("threads") or []
+        if not any(t["tid"] == doc["pid"] for t in threads):
+            stop(f"rank {rank}: its main thread is not listed")
+        names = {f["function"] for t in threads for f in t["frames"]}
+        if function not in names:
+            stop(f"rank {rank}: no thread has {function} in its stack ({sorted(map(str, names))})")
+    print(f"check_dump: {len(dumps)} dumps, each with a thread in {function}")
+
+
+
+def main_schema(args):
+    expect = None
+    if args[:1] == ["--expect"] and len(args) > 1:
+        with open(args[1], encoding="utf-8") as f:
+            expect = json.load(f)
+        args = args[2:]
+    if not args:
+        return usage()
+    for path in args:
         try:
             dump = check_dump(path)
         except (ValueError, UnicodeDecodeError) as e:
@@ -515,11 +787,61 @@ def main(argv):
             continue
         if expect is not None:
             check_expect(dump, expect)
+    return report(f"{len(args)} dumps")
+
+
+def main_format(args):
+    if len(args) != 2:
+        return usage()
+    check_format(args[0], args[1])
+    return report("format and docs")
+
+
+def report(what):
     for e in errors:
         print(f"check_dump: {e}", file=sys.stderr)
     if not errors:
-        print(f"check_dump: ok ({len(dumps)} dumps{', format and docs' if header else ''})")
+        print(f"check_dump: ok ({what})")
     return 1 if errors else 0
+
+
+JOB_CHECKS = {"completed": job_completed, "stall": job_stall, "hang": job_hang,
+              "differ": job_differ, "flight": job_flight, "settled": job_settled,
+              "sane": job_sane, "incident": job_incident, "mainloop": job_mainloop}
+
+
+def main_job(check, args):
+    if not args or len(args) > 2:
+        return usage()
+    d = args[0]
+    if check == "tree":
+        job_tree(d)
+        return 0
+    arg = args[1] if len(args) > 1 else "0"
+    dumps = load_job(d)
+    if check == "stack":
+        job_stack(dumps, arg)
+    else:
+        JOB_CHECKS[check](dumps, int(arg))
+    return 0
+
+
+def usage():
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+def main(argv):
+    if len(argv) < 2:
+        return usage()
+    check, args = argv[1], argv[2:]
+    if check == "schema":
+        return main_schema(args)
+    if check == "format":
+        return main_format(args)
+    if check in JOB_CHECKS or check in ("tree", "stack"):
+        return main_job(check, args)
+    return usage()
 
 
 if __name__ == "__main__":

@@ -126,6 +126,15 @@ START_TEST(nccl_comm_blocking_env)
 }
 END_TEST
 
+/* The sum of the ranks' V over COMM: one AllReduce, waited for. */
+static int allreduce_sum(int v, ncclComm_t comm, CUstream s)
+{
+    int out = 0;
+    FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
+    fnt_sync(s);
+    return out;
+}
+
 /* Split by parity with reversed keys; a second split where rank 3 gives NCCL_SPLIT_NOCOLOR. */
 static void split_rank(int rank, int n, void *arg)
 {
@@ -158,14 +167,12 @@ static void split_rank(int rank, int n, void *arg)
     } else {
         FNT_NCCL(ncclCommCount(child2, &count));
         FNT_CHECK(count == n - 1, "count %d", count);
-        FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, child2, s));
-        fnt_sync(s);
+        out = allreduce_sum(rank, child2, s);
         FNT_CHECK(out == 0 + 1 + 2, "out %d", out);
         FNT_NCCL(ncclCommDestroy(child2));
     }
     /* the parent still works after its splits */
-    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, comm, s));
-    fnt_sync(s);
+    out = allreduce_sum(rank, comm, s);
     FNT_CHECK(out == n * (n - 1) / 2, "parent out %d", out);
     FNT_NCCL(ncclCommDestroy(child));
     FNT_NCCL(ncclCommDestroy(comm));
@@ -195,8 +202,7 @@ static void shrink_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommCount(small, &count));
     FNT_NCCL(ncclCommUserRank(small, &me));
     FNT_CHECK(count == 3 && me == (rank < 2 ? rank : 2), "count %d rank %d", count, me);
-    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
-    fnt_sync(s);
+    out = allreduce_sum(rank, small, s);
     FNT_CHECK(out == 0 + 1 + 3, "out %d", out);
     /* small rank 1 (parent rank 1) dies; the others are stuck in an AllReduce with it */
     if (me == 1)
@@ -209,8 +215,7 @@ static void shrink_rank(int rank, int n, void *arg)
     FNT_CU(cuEventSynchronize(ev)); /* the stuck op was ended */
     FNT_NCCL(ncclCommCount(smaller, &count));
     FNT_CHECK(count == 2, "count %d", count);
-    FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, smaller, s));
-    fnt_sync(s);
+    out = allreduce_sum(rank, smaller, s);
     FNT_CHECK(out == 0 + 3, "out %d", out);
     FNT_NCCL(ncclCommDestroy(smaller));
     FNT_NCCL(ncclCommAbort(small));

@@ -162,6 +162,15 @@ static struct ng_py_thread thread_at(int i)
     return t;
 }
 
+/* Thread I was cut short: it kept NFRAMES frames, and its note says why (NOTE). */
+static void ck_note(int i, int nframes, const char *note)
+{
+    struct ng_py_thread t = thread_at(i);
+    ck_assert_int_eq(t.nframes, nframes);
+    ck_assert_msg(t.note && strstr(t.note, note), "thread %d's note is '%s', not '%s'", i,
+                  t.note ? t.note : "(none)", note);
+}
+
 static void ck_frame(int i, const char *function, int64_t line)
 {
     struct ng_py_frame f;
@@ -265,9 +274,7 @@ START_TEST(a_frame_list_that_loops)
     thread(b, 1, 7);
     struct ng_py_view v;
     collect(&v);
-    struct ng_py_thread t = thread_at(0);
-    ck_assert_int_eq(t.nframes, 2);
-    ck_assert_ptr_nonnull(strstr(t.note, "loops"));
+    ck_note(0, 2, "loops");
 }
 END_TEST
 
@@ -281,11 +288,7 @@ START_TEST(a_frame_that_cannot_be_read)
     struct ng_py_view v;
     collect(&v);
     ck_assert_int_eq(v.nthreads, 2);
-    for (int i = 0; i < 2; i++) {
-        struct ng_py_thread t = thread_at(i);
-        ck_assert_int_eq(t.nframes, 1);
-        ck_assert_ptr_nonnull(strstr(t.note, "could not be read"));
-    }
+    for (int i = 0; i < 2; i++) ck_note(i, 1, "could not be read");
 }
 END_TEST
 
@@ -298,9 +301,7 @@ START_TEST(a_frame_without_code)
     thread(frame(code("b"), 0, f), 1, 7);
     struct ng_py_view v;
     collect(&v);
-    struct ng_py_thread t = thread_at(0);
-    ck_assert_int_eq(t.nframes, 1);
-    ck_assert_ptr_nonnull(strstr(t.note, "without a code object"));
+    ck_note(0, 1, "without a code object");
 }
 END_TEST
 
