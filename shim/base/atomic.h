@@ -50,6 +50,7 @@
 #define ng_atomic_add_seq_cst(p, v) atomic_fetch_add_explicit((p), (v), memory_order_seq_cst)
 #define ng_atomic_store_seq_cst(p, v) atomic_store_explicit((p), (v), memory_order_seq_cst)
 #define ng_atomic_load_seq_cst(p) atomic_load_explicit((p), memory_order_seq_cst)
+#define ng_atomic_exchange_seq_cst(p, v) atomic_exchange_explicit((p), (v), memory_order_seq_cst)
 
 #define ng_atomic_fence_acquire() atomic_thread_fence(memory_order_acquire)
 #define ng_atomic_fence_release() atomic_thread_fence(memory_order_release)

@@ -49,6 +49,7 @@ static int lock_fd = -1;
 /* Set by the dump thread once lock_fd and shm_dfd are final (release), read at exit
  * by whichever thread runs the atexit handlers (acquire). */
 static ng_atomic(int) is_poller;
+static ng_atomic(int) leaving; /* ncclguard_trigger_exit has run: take no lock */
 static char fanout_name[32], lock_name[32];
 static char shared_path[PATH_MAX];
 static int64_t start_ns;      /* CLOCK_REALTIME at init: older triggers are history */
@@ -79,6 +80,7 @@ void ncclguard_trigger_init(void)
     poll_ns = (int64_t)set->trigger_poll_s * 1000000000LL;
     start_ns = ng_clock_ns(CLOCK_REALTIME);
     next_poll_mono = 0;
+    ng_atomic_store_relaxed(&leaving, 0);
     const char *dir = ncclguard_dump_dir();
     snprintf(shared_path, sizeof shared_path, "%s/" NG_TRIGGER_NAME, dir);
     unsigned long long h = (unsigned long long)ng_hash_str(dir);
@@ -325,17 +327,25 @@ static void sweep_locks(void)
     closedir(d);
 }
 
+/* The poller leaves: its file goes, under its lock; a process of the job that
+ * stays makes a new one at its next try (take_lock). Called by the one thread that
+ * turned is_poller from 1 to 0. */
+static void drop_lock_file(void)
+{
+    struct stat held, named;
+    if (lock_fd >= 0 && shm_dfd >= 0 && fstat(lock_fd, &held) == 0 &&
+        fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+        unlinkat(shm_dfd, lock_name, 0);
+}
+
 void ncclguard_trigger_exit(void)
 {
-    /* the poller leaves: its file goes, under its lock; a process of the job that
-     * stays makes a new one at its next try (take_lock) */
-    if (ng_atomic_load_acquire(&is_poller) && lock_fd >= 0 && shm_dfd >= 0) {
-        struct stat held, named;
-        if (fstat(lock_fd, &held) == 0 &&
-            fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
-            unlinkat(shm_dfd, lock_name, 0);
-    }
+    /* After this the dump thread takes no lock (it may still poll during the rest of
+     * exit): leaving and is_poller are stored and read in one total order, here and
+     * in ncclguard_trigger_check, so either this or that drops a lock taken meanwhile. */
+    ng_atomic_store_seq_cst(&leaving, 1);
+    if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
 }
 
 int ncclguard_trigger_check(void)
@@ -350,9 +360,11 @@ int ncclguard_trigger_check(void)
     }
     if (now >= next_poll_mono) {
         next_poll_mono = now + poll_ns;
-        if (!ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 && take_lock()) {
-            ng_atomic_store_release(&is_poller, 1);
-            sweep_locks();
+        if (!ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 &&
+            !ng_atomic_load_relaxed(&leaving) && take_lock()) {
+            ng_atomic_store_seq_cst(&is_poller, 1);
+            if (!ng_atomic_load_seq_cst(&leaving)) sweep_locks();
+            else if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
         }
         /* The one metadata operation per node and period on the shared file system. */
         if (ng_atomic_load_relaxed(&is_poller) && stat(shared_path, &st) == 0) {

@@ -36,6 +36,7 @@
 #include "base/version.h"
 #include "evidence/dump.h"
 #include "evidence/dump_body.h"
+#include "evidence/trigger.h"
 #include "policy/config.h"
 #include "policy/config_load.h"
 #include "track/comm.h"
@@ -706,6 +707,44 @@ START_TEST(symlink_at_temp_name_not_followed)
 }
 END_TEST
 
+/* A process's poller lock file in the node directory. */
+static int lock_files(const char *node)
+{
+    DIR *d = opendir(node);
+    ck_assert_msg(d != NULL, "cannot open %s", node);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += !strncmp(e->d_name, "poller-", 7);
+    closedir(d);
+    return n;
+}
+
+/* The dump thread goes on polling while the process exits; once the exit handler
+ * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
+ * a job's lock file left after the job). */
+START_TEST(no_poller_lock_after_exit)
+{
+    make_root();
+    char base[PATH_MAX], node[PATH_MAX];
+    path_of(base, "node");
+    ck_assert_int_eq(mkdir(base, 0700), 0);
+    setenv("NCCLGUARD_NODE_DIR", base, 1);
+    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
+    ncclguard_identity_init();
+    init_dump();
+    ncclguard_trigger_init();
+    ncclguard_trigger_exit(); /* before this process became the poller */
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 0);
+    ncclguard_trigger_init();
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 1); /* the poller's */
+    ncclguard_trigger_exit();
+    ck_assert_int_eq(lock_files(node), 0);
+    unsetenv("NCCLGUARD_NODE_DIR");
+}
+END_TEST
+
 /* Runs fn with stderr going to a file; returns what was written there. */
 static char *capture_stderr(int (*fn)(char *), char *path, int *rc)
 {
@@ -1025,7 +1064,8 @@ int main(void)
                             second_concurrent_dump_is_refused_and_config_hook,
                             config_hook_that_writes_nothing_gives_null, fork_child_may_dump,
                             dump_from_signal_handler, dump_before_init_fails,
-                            dump_dir_from_config_file, relative_dir_is_resolved_at_init, NULL};
+                            dump_dir_from_config_file, relative_dir_is_resolved_at_init,
+                            no_poller_lock_after_exit, NULL};
     Suite *s = ng_check_suite("shim_dump", "dump", 60, tests, &tc);
     tcase_add_checked_fixture(tc, NULL, cleanup);
     return ng_check_run(s);
