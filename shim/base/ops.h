@@ -73,15 +73,20 @@ static inline int ng_op_is_p2p(int type)
     return (ng_op_shape(type) & NG_OP_PEER) != 0;
 }
 
-/* Where a recorded op is. */
+/* Where a recorded op is: X(ID, name), NG_OP_<ID> and the dump's name. */
+#define NG_OP_STATES(X)                                                                   \
+    X(SCHEDULED, "scheduled") /* enqueued; the GPU has not reached it */                 \
+    X(STARTED, "started")     /* the GPU passed the start marker */                      \
+    X(COMPLETED, "completed") /* the GPU passed the end marker */                        \
+    X(FAILED, "failed")       /* NCCL returned an error at enqueue, or an async error */ \
+    X(ABORTED, "aborted")     /* its communicator was aborted or revoked before it finished */ \
+    X(CAPTURED, "captured")   /* recorded into a CUDA graph: no markers */               \
+    X(UNTRACKED, "untracked") /* no marker (TRACK=off, or none could be recorded): never followed */
+
 enum ng_op_state {
-    NG_OP_SCHEDULED = 0, /* enqueued; the GPU has not reached it */
-    NG_OP_STARTED,       /* the GPU passed the start marker */
-    NG_OP_COMPLETED,     /* the GPU passed the end marker */
-    NG_OP_FAILED,        /* NCCL returned an error at enqueue, or an async error */
-    NG_OP_ABORTED,       /* its communicator was aborted or revoked before it finished */
-    NG_OP_CAPTURED,      /* recorded into a CUDA graph: no markers */
-    NG_OP_UNTRACKED,     /* no marker (TRACK=off, or none could be recorded): never followed */
+#define NG_OP_STATE_ENUM(id, name) NG_OP_##id,
+    NG_OP_STATES(NG_OP_STATE_ENUM)
+#undef NG_OP_STATE_ENUM
     NG_OP_NSTATES
 };
 
@@ -94,10 +99,11 @@ static inline int ng_op_state_final(int s)
 /* "scheduled", "started", ...: the dump's names; "unknown" for anything else. */
 static inline const char *ng_op_state_name(int state)
 {
-    static const char *const names[] = {"scheduled", "started", "completed",
-                                        "failed",    "aborted", "captured",
-                                        "untracked"};
-    _Static_assert(sizeof names / sizeof names[0] == NG_OP_NSTATES, "one name per state");
+    static const char *const names[] = {
+#define NG_OP_STATE_NAME(id, name) name,
+        NG_OP_STATES(NG_OP_STATE_NAME)
+#undef NG_OP_STATE_NAME
+    };
     return state >= 0 && state < NG_OP_NSTATES ? names[state] : "unknown";
 }
 

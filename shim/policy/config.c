@@ -416,7 +416,7 @@ void ncclguard_config_begin(int talk_)
 }
 
 /* NCCLGUARD_* variables that are not settings but are read elsewhere
- * (NCCLGUARD_DEBUG_DIRS: by the command, cli/symres.c). */
+ * (NCCLGUARD_DEBUG_DIRS: by the command, cli/dump/symres.c). */
 static int other_variable(const char *name, size_t n)
 {
     static const char *const others[] = {"NCCLGUARD_CONFIG", "NCCLGUARD_POLICY_APPLIED",

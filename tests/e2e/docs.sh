@@ -33,5 +33,5 @@ plant default-changed 'poll_ms defaults to 250 in settings.def'
 edit='sed -i "s/\"off|node|all\"/\"off|node|all|rack\"/" shim/policy/settings.def'
 plant choice-added 'audit takes off|node|all|rack in settings.def'
 edit='echo "Then run \`ncclguard frobnicate dumps/\` to name the culprit." >>docs/harness.md'
-plant command-not-there '`ncclguard frobnicate` is not a command of cli/main.c'
+plant command-not-there '`ncclguard frobnicate` is not a command of cli/cmd/main.c'
 finish

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The layout of shim/ (docs/architecture.md): includes go one way, no include
-# cycles, every function declared in its own file's header. The checker is
-# proved on copies of the tree with one planted violation each.
+# The layout of shim/ and cli/ (docs/architecture.md): includes go one way, no
+# include cycles, every function declared in its own file's header, and in cli/
+# every function named with its folder's prefix. The checker is proved on copies
+# of the trees with one planted violation each.
 source "$(dirname "$0")/lib.sh"
 GRAPH=$ROOT/scripts/include-graph
 
 if out=$("$GRAPH" --check 2>&1); then
-    pass "shim/ follows the layout rules"
+    pass "shim/ and cli/ follow the layout rules"
 else
     fail "layout rules" "$out"
 fi
@@ -30,8 +31,24 @@ plant foreign-declaration 'ncclguard_planted is defined in track/ops.c but decla
 edit='printf "int ncclguard_orphan(int x)\n{\n    return x;\n}\n" >> watch/stats.c'
 plant undeclared 'ncclguard_orphan is defined in watch/stats.c but declared nowhere'
 
-if "$GRAPH" | grep -q '^track/ .* -> base ([0-9]*)$'; then
-    pass "the graph shows track/ including base/ only"
+# cli/: the same rules, a shim folder it may include, and the prefixes
+cplant() { edit="cd cli && $edit" planted "$1" "$2" graph_check shim cli; }
+
+edit='sed -i "0,/^#include \"json\/json.h\"/s//#include \"json\/json.h\"\n#include \"dump\/dump.h\"/" json/json.c'
+cplant cli-upward-include 'cli/json/json.c includes dump/dump.h: json/ may not include dump/'
+
+edit='echo "#include \"policy/config.h\"" >> analyze/fold.c'
+cplant cli-reads-settings 'cli/analyze/fold.c includes shim/policy/config.h: analyze/ may not include shim/policy/'
+
+edit='printf "int dr_misplaced(void);\nint dr_misplaced(void)\n{\n    return 0;\n}\n" >> analyze/hang.c'
+cplant cli-prefix 'dr_misplaced is defined in analyze/hang.c but does not start with an_, the prefix of analyze/'
+
+edit='echo "#include \"analyze/read.h\"" >> analyze/fold.h'
+cplant cli-cycle 'include cycle: analyze/fold -> analyze/read'
+
+if "$GRAPH" | grep -q '^shim/track/ .* -> base ([0-9]*)$' &&
+    "$GRAPH" --tree cli | grep -q '^cli/json/ .* -> nothing$'; then
+    pass "the graph shows track/ including base/ only, json/ including nothing"
 else
     fail "graph output" "$("$GRAPH")"
 fi

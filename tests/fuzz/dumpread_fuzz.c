@@ -1,12 +1,12 @@
 /*
  * dumpread_fuzz.c: libFuzzer target for the dump reader of the ncclguard command
- * (cli/dumpread.h): the input is read as one dump by both JSON libraries (simdjson
+ * (cli/dump/dump.h): the input is read as one dump by both JSON libraries (simdjson
  * and jansson), fully and briefly. Neither may crash, leak or misbehave; when both
  * accept it, they must have read the same values (the two differ only in what they
  * refuse: jansson refuses duplicate keys and integers beyond 64 bits anywhere, and
  * the libraries' nesting limits differ). Then the analysis runs on what was read,
  * as the only dump of a job. An input that starts as a pickle (0x80) is a Flight
- * Recorder dump to the reader (cli/frread.h); the pickle reader's tree is also
+ * Recorder dump to the reader (cli/dump/fr.h); the pickle reader's tree is also
  * walked as a whole, every value visited once per path up to a budget.
  *
  * Run: make fuzz-smoke (20 s from the corpus in tests/fuzz/corpus/dumpread).
@@ -17,9 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze.h"
-#include "dumpread.h"
-#include "pickle.h"
+#include "analyze/fold.h"
+#include "analyze/model.h"
+#include "analyze/verdict.h"
+#include "dump/dump.h"
+#include "dump/pickle.h"
+#include "dump/read.h"
+#include "json/json.h"
+#include "json/parser.h"
+#include "render/json.h"
+#include "render/text.h"
 
 static ng_jparser *fast, *slow;
 
@@ -39,11 +46,11 @@ static int same_str(const char *a, const char *b)
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "differ: %s\n", #c); abort(); } } while (0)
 
-static void same_ops(const struct ng_dump *a, const struct ng_dump *b)
+static void same_ops(const struct dr_dump *a, const struct dr_dump *b)
 {
     CHECK(a->nops == b->nops);
     for (size_t i = 0; i < a->nops; i++) {
-        const struct ng_dop *x = &a->ops[i], *y = &b->ops[i];
+        const struct dr_op *x = &a->ops[i], *y = &b->ops[i];
         CHECK(x->index == y->index && x->comm == y->comm && x->seq == y->seq);
         CHECK(x->p2p_seq == y->p2p_seq && x->count == y->count && x->bytes == y->bytes);
         CHECK(x->stream == y->stream && x->group == y->group && x->thread == y->thread);
@@ -55,7 +62,7 @@ static void same_ops(const struct ng_dump *a, const struct ng_dump *b)
     }
 }
 
-static void same_dump(const struct ng_dump *a, const struct ng_dump *b)
+static void same_dump(const struct dr_dump *a, const struct dr_dump *b)
 {
     CHECK(same_str(a->schema, b->schema) && a->major == b->major && a->minor == b->minor);
     CHECK(same_str(a->reason, b->reason) && same_str(a->incident, b->incident));
@@ -63,7 +70,7 @@ static void same_dump(const struct ng_dump *a, const struct ng_dump *b)
     CHECK(a->time_ns == b->time_ns && a->pid == b->pid && a->rank == b->rank);
     CHECK(a->flight.recorded == b->flight.recorded && a->ncomms == b->ncomms);
     for (size_t i = 0; i < a->ncomms; i++) {
-        const struct ng_dcomm *x = &a->comms[i], *y = &b->comms[i];
+        const struct dr_comm *x = &a->comms[i], *y = &b->comms[i];
         CHECK(x->id == y->id && x->rank == y->rank && x->nranks == y->nranks);
         CHECK(x->last_seq == y->last_seq && x->npeers == y->npeers);
         CHECK(same_str(x->name, y->name) && same_str(x->state, y->state));
@@ -81,7 +88,7 @@ static void same_dump(const struct ng_dump *a, const struct ng_dump *b)
 }
 
 /* The analysis of one dump: every detector, the verdict and both printers. */
-static void analyze_one(const struct ng_dump *d)
+static void analyze_one(const struct dr_dump *d)
 {
     struct an_opts o = {0};
     struct an a;
@@ -90,23 +97,23 @@ static void analyze_one(const struct ng_dump *d)
     an_verdict(&a);
     FILE *null = fopen("/dev/null", "w");
     if (null) {
-        an_print_text(&a, null);
-        an_print_json(&a, null);
+        rn_print_text(&a, null);
+        rn_print_json(&a, null);
         fclose(null);
     }
     an_free(&a);
 }
 
 /* Every value under v (a tree may share subtrees: the budget bounds the visits). */
-static void walk(const struct ng_pk_val *v, unsigned depth, size_t *budget)
+static void walk(const struct dr_pk_val *v, unsigned depth, size_t *budget)
 {
     if (!*budget) return;
     --*budget;
-    CHECK(depth <= NG_PK_MAX_DEPTH + 1 && v->depth <= NG_PK_MAX_DEPTH);
-    if (v->kind == NG_PK_STR || v->kind == NG_PK_BYTES) CHECK(v->u.s[v->n] == '\0');
-    if (v->kind != NG_PK_LIST && v->kind != NG_PK_TUPLE && v->kind != NG_PK_DICT) return;
+    CHECK(depth <= DR_PK_MAX_DEPTH + 1 && v->depth <= DR_PK_MAX_DEPTH);
+    if (v->kind == DR_PK_STR || v->kind == DR_PK_BYTES) CHECK(v->u.s[v->n] == '\0');
+    if (v->kind != DR_PK_LIST && v->kind != DR_PK_TUPLE && v->kind != DR_PK_DICT) return;
     CHECK(v->depth >= 1);
-    if (v->kind == NG_PK_DICT) CHECK(v->n % 2 == 0);
+    if (v->kind == DR_PK_DICT) CHECK(v->n % 2 == 0);
     for (size_t i = 0; i < v->n; i++) {
         CHECK(v->u.items[i]->depth < v->depth); /* no cycle */
         walk(v->u.items[i], depth + 1, budget);
@@ -116,12 +123,12 @@ static void walk(const struct ng_pk_val *v, unsigned depth, size_t *budget)
 static void pickle_tree(const uint8_t *data, size_t size)
 {
     char err[256];
-    struct ng_pk_doc *d = ng_pk_parse(data, size, err, sizeof err);
+    struct dr_pk_doc *d = dr_pk_parse(data, size, err, sizeof err);
     CHECK(d || (err[0] && !strchr(err, '\n')));
     if (!d) return;
     size_t budget = 100000;
-    walk(ng_pk_root(d), 1, &budget);
-    ng_pk_free(d);
+    walk(dr_pk_root(d), 1, &budget);
+    dr_pk_free(d);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -132,17 +139,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     memset(buf + size, 0, NG_JSON_PADDING);
     char e1[512], e2[512];
-    struct ng_dump *a = ng_dump_parse(fast, buf, size, "fuzz", 0, e1, sizeof e1);
+    struct dr_dump *a = dr_parse(fast, buf, size, "fuzz", 0, e1, sizeof e1);
     CHECK(a || e1[0]); /* a refusal says why */
-    struct ng_dump *b = ng_dump_parse(slow, buf, size, "fuzz", 0, e2, sizeof e2);
+    struct dr_dump *b = dr_parse(slow, buf, size, "fuzz", 0, e2, sizeof e2);
     CHECK(b || e2[0]);
-    struct ng_dump *c = ng_dump_parse(fast, buf, size, "fuzz", NG_DUMP_BRIEF, e1, sizeof e1);
+    struct dr_dump *c = dr_parse(fast, buf, size, "fuzz", DR_BRIEF, e1, sizeof e1);
     CHECK(!a || c); /* a brief read checks less: it may accept more */
     if (a && b) same_dump(a, b);
     if (c) analyze_one(c);
-    ng_dump_free(a);
-    ng_dump_free(b);
-    ng_dump_free(c);
+    dr_free(a);
+    dr_free(b);
+    dr_free(c);
     free(buf);
     return 0;
 }

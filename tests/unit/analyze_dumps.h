@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "analyze/model.h"
+#include "analyze/read.h"
+#include "analyze/verdict.h"
 
 /* Communicators of the fixtures: 00..0aa is the world, bb and cc are splits. */
 #define W "00000000000000aa"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The round trip of a dump through the ncclguard command's reader (cli/dumpread.h).
+"""The round trip of a dump through the ncclguard command's reader (cli/dump/dump.h).
 
 usage: check_dumpread.py ECHO FILE...
 

@@ -1,5 +1,5 @@
 /*
- * dumpread_echo: reads dumps with the ncclguard command's reader (cli/dumpread.h)
+ * dumpread_echo: reads dumps with the ncclguard command's reader (cli/dump/dump.h)
  * and prints what it read as JSON, member names as in the dump, nulls where the
  * dump has them: tests/unit/check_dumpread.py compares that with the file as
  * Python reads it (the round trip writer -> reader), for both JSON backends.
@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dumpread.h"
+#include "dump/dump.h"
+#include "dump/read.h"
 #include "evidence/dump_format.h"
+#include "json/json.h"
+#include "json/parser.h"
 
 static json_t *str(const char *s) { return s ? json_string(s) : json_null(); }
 static json_t *num(int64_t v) { return json_integer((json_int_t)v); }
@@ -24,7 +27,7 @@ static json_t *hex(uint64_t v)
     return json_string(b);
 }
 
-static json_t *op_json(const struct ng_dop *o)
+static json_t *op_json(const struct dr_op *o)
 {
     static const char *const flags[] = NG_DUMP_OP_FLAG_NAMES; /* the writer's names */
     const int nflags = (int)(sizeof flags / sizeof flags[0]);
@@ -38,18 +41,18 @@ static json_t *op_json(const struct ng_dop *o)
     return json_pack("{sI so sI sI so so ss sI ss sI so so so so so sI sI sI ss so so so so sI so so}",
         "index", (json_int_t)o->index, "comm", hex(o->comm), "comm_rank", (json_int_t)o->comm_rank,
         "comm_nranks", (json_int_t)o->comm_nranks, "seq", num_or((int64_t)o->seq, 0),
-        "p2p_seq", num_or((int64_t)o->p2p_seq, 0), "op", ng_dop_name_str(o->op),
+        "p2p_seq", num_or((int64_t)o->p2p_seq, 0), "op", dr_op_name(o->op),
         "count", (json_int_t)o->count, "datatype", o->datatype, "bytes", (json_int_t)o->bytes,
         "redop", o->redop[0] ? json_string(o->redop) : json_null(), "root", num_or(o->root, -1),
         "peer", num_or(o->peer, -1), "stream", hex(o->stream), "group", num_or((int64_t)o->group, 0),
         "thread", (json_int_t)o->thread, "enqueue_ns", (json_int_t)o->enqueue_ns,
-        "enqueue_mono_ns", (json_int_t)o->enqueue_mono_ns, "state", ng_dop_state_str(o->state),
+        "enqueue_mono_ns", (json_int_t)o->enqueue_mono_ns, "state", dr_state_name(o->state),
         "gpu_start_ns", num_or(o->gpu_start_ns, 0), "gpu_end_ns", num_or(o->gpu_end_ns, 0),
         "seen_start_ns", num_or(o->seen_start_ns, 0), "seen_end_ns", num_or(o->seen_end_ns, 0),
         "result", (json_int_t)o->result, "flags", f, "marker", num_or(o->marker, -1));
 }
 
-static json_t *comm_json(const struct ng_dcomm *c)
+static json_t *comm_json(const struct dr_comm *c)
 {
     json_t *peers = json_array();
     for (size_t i = 0; i < c->npeers; i++)
@@ -64,15 +67,15 @@ static json_t *comm_json(const struct ng_dcomm *c)
         "last_async_error", (json_int_t)c->last_async_error, "peers", peers);
 }
 
-static json_t *threads_json(const struct ng_dump *d)
+static json_t *threads_json(const struct dr_dump *d)
 {
     if (!d->has_threads) return json_null();
     json_t *a = json_array();
     for (size_t i = 0; i < d->nthreads; i++) {
-        const struct ng_dthread *t = &d->threads[i];
+        const struct dr_thread *t = &d->threads[i];
         json_t *fr = json_array();
         for (size_t k = 0; k < t->nframes; k++) {
-            const struct ng_dframe *f = &t->frames[k];
+            const struct dr_frame *f = &t->frames[k];
             json_t *o = json_pack("{so so sI so so so}", "pc", hex(f->pc), "module", str(f->module),
                 "offset", (json_int_t)f->offset, "function", str(f->function),
                 "function_offset", num_or(f->function_offset, -1), "build_id", str(f->build_id));
@@ -86,15 +89,15 @@ static json_t *threads_json(const struct ng_dump *d)
     return a;
 }
 
-static json_t *python_json(const struct ng_dump *d)
+static json_t *python_json(const struct dr_dump *d)
 {
-    const struct ng_dpython *y = d->python;
+    const struct dr_python *y = d->python;
     if (!y) return json_null();
     json_t *a = json_array();
     for (size_t i = 0; i < y->nthreads; i++) {
         json_t *fr = json_array();
         for (size_t k = 0; k < y->threads[i].nframes; k++) {
-            const struct ng_dpyframe *f = &y->threads[i].frames[k];
+            const struct dr_pyframe *f = &y->threads[i].frames[k];
             json_array_append_new(fr, json_pack("{sososo}", "file", str(f->file), "line", num_or(f->line, -1),
                                                 "function", str(f->function)));
         }
@@ -105,7 +108,7 @@ static json_t *python_json(const struct ng_dump *d)
                      "raw", str(y->raw));
 }
 
-static json_t *dump_json(const struct ng_dump *d)
+static json_t *dump_json(const struct dr_dump *d)
 {
     json_t *comms = json_array(), *ops = json_array();
     for (size_t i = 0; i < d->ncomms; i++) json_array_append_new(comms, comm_json(&d->comms[i]));
@@ -144,12 +147,12 @@ int main(int argc, char **argv)
     ng_jparser *p = ng_jparser_new(b);
     for (int i = first; i < argc; i++) {
         char err[512];
-        struct ng_dump *d = ng_dump_read_file(p, argv[i], 0, err, sizeof err);
+        struct dr_dump *d = dr_read_file(p, argv[i], 0, err, sizeof err);
         json_t *j = d ? dump_json(d) : json_pack("{ss}", "error", err);
         json_dumpf(j, stdout, JSON_COMPACT);
         putchar('\n');
         json_decref(j);
-        ng_dump_free(d);
+        dr_free(d);
     }
     ng_jparser_free(p);
     return 0;

@@ -4,8 +4,8 @@
  * lowest seq waited in, gpu_not_started; whether a job is stuck at all (the dump's
  * reason, a timeout flag, a failed op, an async error, an op in flight 60 s); the order
  * of the causes when one rank has several, what a crash explains, and the launcher's
- * line about a culprit (cli/analyze_rank.c, analyze_hang.c, analyze_cmp.c,
- * analyze_p2p.c, analyze_verdict.c, analyze_launcher.c).
+ * line about a culprit (cli/analyze/rank.c, analyze/hang.c, analyze/cmp.c,
+ * analyze/p2p.c, analyze/verdict.c, analyze/launcher.c).
  *
  * Each rule is tried at its boundary and beside it (one rank, one count, one ns, one
  * state apart), on small dumps written by hand (analyze_dumps.h) and read through the
@@ -16,12 +16,13 @@
  */
 #include <check.h>
 
-#include "check_main.h"
 #include <stdio.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "analyze/intern.h"
+#include "analyze/model.h"
 #include "analyze_dumps.h"
+#include "check_main.h"
 
 #define STUCK_NS 60000000000LL /* docs/analysis.md: an op in flight for 60 s */
 
@@ -59,7 +60,7 @@ static const struct an_finding *culprit(int64_t g)
 
 static uint32_t comm_index(uint64_t id)
 {
-    uint32_t c = ng_u64map_get(&g_an.comm_by_id, id);
+    uint32_t c = an_u64map_get(&g_an.comm_by_id, id);
     ck_assert_uint_ne(c, AN_NONE);
     return c;
 }
@@ -389,7 +390,7 @@ START_TEST(async_error_is_named)
     async_errors(2, (const int[]){0, 2});
     ck_assert_str_eq(verdict(), "1 async_error");
     ck_assert_uint_eq(culprit(1)->comm, comm_index(0xaa));
-    ck_assert_ptr_nonnull(strstr(ng_intern_get(&g_an.strs, culprit(1)->detail),
+    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(1)->detail),
                                  "error 2 (ncclSystemError) through ncclCommGetAsyncError"));
 }
 END_TEST
@@ -450,7 +451,7 @@ START_TEST(failed_op_is_an_async_error_and_a_hang)
     /* the failure makes it a hang: rank 2 is blamed too */
     ck_assert_str_eq(verdict(), "1 async_error; 2 missing");
     ck_assert_uint_eq(culprit(1)->comm, AN_NONE);
-    ck_assert_ptr_nonnull(strstr(ng_intern_get(&g_an.strs, culprit(1)->detail),
+    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(1)->detail),
                                  "on a failed op"));
 }
 END_TEST
@@ -587,7 +588,7 @@ START_TEST(op_of_the_next_seq_is_a_skipped_op)
     skipped_one("Broadcast");
     ck_assert_str_eq(verdict(), "2 missing");
     ck_assert_uint_eq(culprit(2)->seq, 5);
-    ck_assert_ptr_nonnull(strstr(ng_intern_get(&g_an.strs, culprit(2)->detail),
+    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(2)->detail),
                                  "skipped AllReduce #5"));
 }
 END_TEST
@@ -734,7 +735,7 @@ static const char *launcher_line(const char *log, int absent)
     g_exit = ad_analyze(&g_an, g_dir, &o);
     ck_assert_str_eq(ad_culprits(&g_an, 0), absent ? "3 no_dump" : "1 crashed");
     uint32_t l = g_an.culprits[0].f.launcher;
-    return l ? ng_intern_get(&g_an.strs, l) : NULL;
+    return l ? an_intern_get(&g_an.strs, l) : NULL;
 }
 
 static const struct {

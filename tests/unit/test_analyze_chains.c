@@ -1,6 +1,6 @@
 /*
- * test_analyze_chains.c: the chain rules of `ncclguard analyze` (cli/analyze_verdict.c,
- * the `held` inference of cli/analyze_hang.c, the link rule of cli/analyze_p2p.c), on
+ * test_analyze_chains.c: the chain rules of `ncclguard analyze` (cli/analyze/verdict.c,
+ * the `held` inference of cli/analyze/hang.c, the link rule of cli/analyze/p2p.c), on
  * small dumps that each test writes into a directory of its own (analyze_dumps.h) and
  * analyzes through the real reader (an_read_dir), as the command does. Each rule is
  * tried at its boundary and beside it: one op index, one count, one state apart.
@@ -10,12 +10,14 @@
  */
 #include <check.h>
 
-#include "check_main.h"
 #include <stdio.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "analyze/intern.h"
+#include "analyze/model.h"
 #include "analyze_dumps.h"
+#include "check_main.h"
+#include "dump/dump.h"
 
 static char g_dir[64];
 static struct an g_an;
@@ -43,7 +45,7 @@ static const char *verdict(void)
 static const char *line0(void)
 {
     ck_assert_uint_ge(g_an.nculprits, 1);
-    return ng_intern_get(&g_an.strs, g_an.culprits[0].text);
+    return an_intern_get(&g_an.strs, g_an.culprits[0].text);
 }
 
 /* ---- missing, and a chain to the rank's own finding at the end ---- */
@@ -226,7 +228,7 @@ START_TEST(scheduled_behind_a_newer_op_of_another_stream)
     held_by_other_stream(6); /* beside it: enqueued after the AllReduce, it holds nothing */
     ck_assert_str_eq(verdict(), "2 missing [2/missing/bb]; 1 gpu_not_started "
                                 "[1/gpu_not_started/aa]");
-    ck_assert_ptr_nonnull(strstr(ng_intern_get(&g_an.strs, g_an.culprits[1].text),
+    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, g_an.culprits[1].text),
                                  "blocked by work that is not NCCL's (no NCCL op"));
 }
 END_TEST
@@ -300,7 +302,7 @@ START_TEST(p2p_link_broken_behind_stuck_streams)
     /* rank 2's oldest op with it is its Send, but the Send is what rank 0 dropped: the
      * counts do not say which op is missing, and the culprit names none */
     ck_assert_ptr_nonnull(strstr(line0(), "whose Send #5 waits for it"));
-    ck_assert_int_eq(g_an.culprits[0].f.op, NG_OP_UNKNOWN);
+    ck_assert_int_eq(g_an.culprits[0].f.op, DR_OP_UNKNOWN);
 }
 END_TEST
 

@@ -1,22 +1,28 @@
 /*
- * test_analyze_frread.c: the pickle reader (cli/pickle.c) on hand-made bytes: every
+ * test_analyze_frread.c: the pickle reader (cli/dump/pickle.c) on hand-made bytes: every
  * opcode it reads, every one it refuses, each prefix of a valid file, the bounds at
  * and beside their limits (nesting, marks, memo, integer width), cycles; then
- * Flight Recorder dumps made here read through ng_dump_parse (detection by
- * content, cli/frread.c's mapping) and a directory of them analyzed.
+ * Flight Recorder dumps made here read through dr_parse (detection by
+ * content, cli/dump/fr.c's mapping) and a directory of them analyzed.
  */
 #include <check.h>
 
-#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "analyze.h"
-#include "dumpread.h"
-#include "pickle.h"
+#include "analyze/intern.h"
+#include "analyze/model.h"
+#include "analyze/read.h"
+#include "analyze/verdict.h"
+#include "check_main.h"
+#include "dump/dump.h"
+#include "dump/pickle.h"
+#include "dump/read.h"
+#include "json/json.h"
+#include "json/parser.h"
 
 /* ---- a pickle writer for the tests ---- */
 
@@ -64,15 +70,15 @@ static void start(struct buf *b)
     op(b, 2);
 }
 
-static struct ng_pk_doc *parse(const struct buf *b, char *err, size_t errlen)
+static struct dr_pk_doc *parse(const struct buf *b, char *err, size_t errlen)
 {
-    return ng_pk_parse(b->b, b->n, err, errlen);
+    return dr_pk_parse(b->b, b->n, err, errlen);
 }
 
-static int64_t int_of(const struct ng_pk_val *v)
+static int64_t int_of(const struct dr_pk_val *v)
 {
     int64_t x;
-    ck_assert_msg(!ng_pk_int(v, &x), "not an int");
+    ck_assert_msg(!dr_pk_int(v, &x), "not an int");
     return x;
 }
 
@@ -133,52 +139,52 @@ START_TEST(reads_every_data_opcode)
     struct buf b;
     all_opcodes(&b);
     char err[256];
-    struct ng_pk_doc *d = parse(&b, err, sizeof err);
+    struct dr_pk_doc *d = parse(&b, err, sizeof err);
     ck_assert_msg(d, "refused: %s", err);
-    const struct ng_pk_val *r = ng_pk_root(d);
-    ck_assert_int_eq(r->kind, NG_PK_DICT);
-    ck_assert_int_eq(ng_pk_get(r, "none")->kind, NG_PK_NONE);
-    ck_assert_int_eq(ng_pk_get(r, "true")->kind, NG_PK_BOOL);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "true")), 1);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "false")), 0);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "binint")), -5);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "binint1")), 200);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "binint2")), 60000);
-    ck_assert(int_of(ng_pk_get(r, "long1")) == -1796188671344651437LL);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "long1short")), -129);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "long4")), 0x010203);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "long1zero")), 0);
-    const struct ng_pk_val *f = ng_pk_get(r, "binfloat");
-    ck_assert(f && f->kind == NG_PK_FLOAT && f->u.f > 3.14159 && f->u.f < 3.14160);
-    ck_assert_str_eq(ng_pk_str(ng_pk_get(r, "short")), "ab");
-    ck_assert_str_eq(ng_pk_str(ng_pk_get(r, "long")), "xyz");
-    const struct ng_pk_val *bb = ng_pk_get(r, "binbytes");
-    ck_assert(bb && bb->kind == NG_PK_BYTES && bb->n == 2 && bb->u.s[1] == 1);
-    ck_assert(!ng_pk_str(bb)); /* bytes are not a str */
-    ck_assert_int_eq(ng_pk_get(r, "shortbytes")->kind, NG_PK_BYTES);
-    ck_assert_int_eq(ng_pk_get(r, "bytes8")->kind, NG_PK_BYTES);
-    ck_assert_int_eq(ng_pk_get(r, "binstring")->n, 3);
-    ck_assert_int_eq(ng_pk_get(r, "shortstring")->n, 2);
-    const struct ng_pk_val *l = ng_pk_get(r, "list");
-    ck_assert_uint_eq(ng_pk_len(l), 3);
-    ck_assert_int_eq(int_of(ng_pk_item(l, 2)), 3);
-    ck_assert(ng_pk_get(r, "again") == l); /* the memo holds the object, not a copy */
-    ck_assert_uint_eq(ng_pk_len(ng_pk_get(r, "marklist")), 2);
-    ck_assert_uint_eq(ng_pk_len(ng_pk_get(r, "tuple")), 4);
-    ck_assert_int_eq(ng_pk_get(r, "empty")->kind, NG_PK_TUPLE);
-    ck_assert_uint_eq(ng_pk_len(ng_pk_get(r, "empty")), 0);
-    ck_assert_uint_eq(ng_pk_len(ng_pk_get(r, "t1")), 1);
-    ck_assert_uint_eq(ng_pk_len(ng_pk_get(r, "t2")), 2);
-    ck_assert_int_eq(int_of(ng_pk_item(ng_pk_get(r, "t3"), 2)), 3);
-    ck_assert_int_eq(int_of(ng_pk_get(ng_pk_get(r, "markdict"), "k")), 9);
-    ck_assert_int_eq(int_of(ng_pk_get(ng_pk_get(r, "setitem"), "k")), 10);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "longput")), 77);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "dup")), 5);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "popmark")), 6);
-    ck_assert_int_eq(int_of(ng_pk_get(r, "dupkey")), 2);
-    ck_assert(!ng_pk_get(r, "absent"));
-    ck_assert(!ng_pk_item(l, 3));
-    ng_pk_free(d);
+    const struct dr_pk_val *r = dr_pk_root(d);
+    ck_assert_int_eq(r->kind, DR_PK_DICT);
+    ck_assert_int_eq(dr_pk_get(r, "none")->kind, DR_PK_NONE);
+    ck_assert_int_eq(dr_pk_get(r, "true")->kind, DR_PK_BOOL);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "true")), 1);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "false")), 0);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "binint")), -5);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "binint1")), 200);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "binint2")), 60000);
+    ck_assert(int_of(dr_pk_get(r, "long1")) == -1796188671344651437LL);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "long1short")), -129);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "long4")), 0x010203);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "long1zero")), 0);
+    const struct dr_pk_val *f = dr_pk_get(r, "binfloat");
+    ck_assert(f && f->kind == DR_PK_FLOAT && f->u.f > 3.14159 && f->u.f < 3.14160);
+    ck_assert_str_eq(dr_pk_str(dr_pk_get(r, "short")), "ab");
+    ck_assert_str_eq(dr_pk_str(dr_pk_get(r, "long")), "xyz");
+    const struct dr_pk_val *bb = dr_pk_get(r, "binbytes");
+    ck_assert(bb && bb->kind == DR_PK_BYTES && bb->n == 2 && bb->u.s[1] == 1);
+    ck_assert(!dr_pk_str(bb)); /* bytes are not a str */
+    ck_assert_int_eq(dr_pk_get(r, "shortbytes")->kind, DR_PK_BYTES);
+    ck_assert_int_eq(dr_pk_get(r, "bytes8")->kind, DR_PK_BYTES);
+    ck_assert_int_eq(dr_pk_get(r, "binstring")->n, 3);
+    ck_assert_int_eq(dr_pk_get(r, "shortstring")->n, 2);
+    const struct dr_pk_val *l = dr_pk_get(r, "list");
+    ck_assert_uint_eq(dr_pk_len(l), 3);
+    ck_assert_int_eq(int_of(dr_pk_item(l, 2)), 3);
+    ck_assert(dr_pk_get(r, "again") == l); /* the memo holds the object, not a copy */
+    ck_assert_uint_eq(dr_pk_len(dr_pk_get(r, "marklist")), 2);
+    ck_assert_uint_eq(dr_pk_len(dr_pk_get(r, "tuple")), 4);
+    ck_assert_int_eq(dr_pk_get(r, "empty")->kind, DR_PK_TUPLE);
+    ck_assert_uint_eq(dr_pk_len(dr_pk_get(r, "empty")), 0);
+    ck_assert_uint_eq(dr_pk_len(dr_pk_get(r, "t1")), 1);
+    ck_assert_uint_eq(dr_pk_len(dr_pk_get(r, "t2")), 2);
+    ck_assert_int_eq(int_of(dr_pk_item(dr_pk_get(r, "t3"), 2)), 3);
+    ck_assert_int_eq(int_of(dr_pk_get(dr_pk_get(r, "markdict"), "k")), 9);
+    ck_assert_int_eq(int_of(dr_pk_get(dr_pk_get(r, "setitem"), "k")), 10);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "longput")), 77);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "dup")), 5);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "popmark")), 6);
+    ck_assert_int_eq(int_of(dr_pk_get(r, "dupkey")), 2);
+    ck_assert(!dr_pk_get(r, "absent"));
+    ck_assert(!dr_pk_item(l, 3));
+    dr_pk_free(d);
 }
 END_TEST
 
@@ -187,7 +193,7 @@ END_TEST
 static void refused_with(const struct buf *b, const char *what)
 {
     char err[256];
-    struct ng_pk_doc *d = parse(b, err, sizeof err);
+    struct dr_pk_doc *d = parse(b, err, sizeof err);
     ck_assert_msg(!d, "accepted, expected '%s'", what);
     ck_assert_msg(strstr(err, what), "'%s' does not say '%s'", err, what);
     ck_assert(!strchr(err, '\n'));
@@ -237,7 +243,7 @@ START_TEST(every_prefix_is_refused)
     all_opcodes(&b);
     for (size_t n = 0; n < b.n; n++) {
         char err[256] = "";
-        struct ng_pk_doc *d = ng_pk_parse(b.b, n, err, sizeof err);
+        struct dr_pk_doc *d = dr_pk_parse(b.b, n, err, sizeof err);
         ck_assert_msg(!d, "a prefix of %zu bytes accepted", n);
         ck_assert(err[0]);
     }
@@ -273,24 +279,24 @@ START_TEST(bounds_depth_marks_memo_integers)
 {
     struct buf b;
     char err[256];
-    nested(&b, NG_PK_MAX_DEPTH);
-    struct ng_pk_doc *d = parse(&b, err, sizeof err);
-    ck_assert_msg(d, "depth %d refused: %s", NG_PK_MAX_DEPTH, err);
-    ck_assert_int_eq(ng_pk_root(d)->depth, NG_PK_MAX_DEPTH);
-    ng_pk_free(d);
-    nested(&b, NG_PK_MAX_DEPTH + 1);
+    nested(&b, DR_PK_MAX_DEPTH);
+    struct dr_pk_doc *d = parse(&b, err, sizeof err);
+    ck_assert_msg(d, "depth %d refused: %s", DR_PK_MAX_DEPTH, err);
+    ck_assert_int_eq(dr_pk_root(d)->depth, DR_PK_MAX_DEPTH);
+    dr_pk_free(d);
+    nested(&b, DR_PK_MAX_DEPTH + 1);
     refused_with(&b, "nested deeper than the bound");
     /* a depth bomb of marks */
     start(&b);
-    for (int i = 0; i < NG_PK_MAX_MARKS; i++) op(&b, '(');
-    for (int i = 0; i < NG_PK_MAX_MARKS; i++) op(&b, '1');
+    for (int i = 0; i < DR_PK_MAX_MARKS; i++) op(&b, '(');
+    for (int i = 0; i < DR_PK_MAX_MARKS; i++) op(&b, '1');
     op(&b, 'N');
     op(&b, '.');
     d = parse(&b, err, sizeof err);
-    ck_assert_msg(d, "%d marks refused: %s", NG_PK_MAX_MARKS, err);
-    ng_pk_free(d);
+    ck_assert_msg(d, "%d marks refused: %s", DR_PK_MAX_MARKS, err);
+    dr_pk_free(d);
     start(&b);
-    for (int i = 0; i <= NG_PK_MAX_MARKS; i++) op(&b, '(');
+    for (int i = 0; i <= DR_PK_MAX_MARKS; i++) op(&b, '(');
     refused_with(&b, "marks nested deeper than the bound");
     /* the memo: an index beyond the bytes read, one never stored */
     start(&b);
@@ -308,7 +314,7 @@ START_TEST(bounds_depth_marks_memo_integers)
     op(&b, '.');
     d = parse(&b, err, sizeof err);
     ck_assert_msg(d, "memo 8 refused: %s", err);
-    ng_pk_free(d);
+    dr_pk_free(d);
     start(&b);
     op(&b, 'N');
     op(&b, 'r');
@@ -402,10 +408,10 @@ START_TEST(no_cycles)
     op(&b, 'a');
     op(&b, '.');
     char err[256];
-    struct ng_pk_doc *d = parse(&b, err, sizeof err);
+    struct dr_pk_doc *d = parse(&b, err, sizeof err);
     ck_assert_msg(d, "refused: %s", err);
-    ck_assert(ng_pk_item(ng_pk_root(d), 0) == ng_pk_item(ng_pk_root(d), 1));
-    ng_pk_free(d);
+    ck_assert(dr_pk_item(dr_pk_root(d), 0) == dr_pk_item(dr_pk_root(d), 1));
+    dr_pk_free(d);
 }
 END_TEST
 
@@ -507,20 +513,20 @@ static void fr_dump(struct buf *b, const char *ranks, int last_enqueued, const s
 
 #define T0 1796188671000000000LL
 
-static struct ng_dump *read_fr(const struct buf *b, const char *path)
+static struct dr_dump *read_fr(const struct buf *b, const char *path)
 {
     char *copy = malloc(b->n + NG_JSON_PADDING), err[512];
     memcpy(copy, b->b, b->n);
     memset(copy + b->n, 0, NG_JSON_PADDING);
     ng_jparser *p = ng_jparser_new(NG_JSON_SIMDJSON);
-    struct ng_dump *d = ng_dump_parse(p, copy, b->n, path, 0, err, sizeof err);
+    struct dr_dump *d = dr_parse(p, copy, b->n, path, 0, err, sizeof err);
     ck_assert_msg(d, "refused: %s", err);
     ng_jparser_free(p);
     free(copy);
     return d;
 }
 
-static const struct ng_dop *op_seq(const struct ng_dump *d, uint64_t seq, uint64_t p2p)
+static const struct dr_op *op_seq(const struct dr_dump *d, uint64_t seq, uint64_t p2p)
 {
     for (size_t i = 0; i < d->nops; i++)
         if (d->ops[i].seq == seq && d->ops[i].p2p_seq == p2p) return &d->ops[i];
@@ -539,12 +545,12 @@ START_TEST(maps_an_fr_dump)
     };
     struct buf b;
     fr_dump(&b, "[4, 5, 6]", 3, e, 5, 0);
-    struct ng_dump *d = read_fr(&b, "/nonexistent/dir/comm_lib_trace_rank_5");
+    struct dr_dump *d = read_fr(&b, "/nonexistent/dir/comm_lib_trace_rank_5");
     ck_assert_str_eq(d->schema, "torch.fr/2.10");
     ck_assert_int_eq(d->rank, 5);
     ck_assert_str_eq(d->job, "torch FR comm_lib_trace_rank_*");
     ck_assert_int_eq(d->versions.nccl, 22105);
-    ck_assert(!d->host && d->pid == NG_DUMP_NONE && !d->has_threads);
+    ck_assert(!d->host && d->pid == DR_NONE && !d->has_threads);
     ck_assert(d->time_ns == T0 + 3000000000LL); /* no file: its newest entry */
     ck_assert_uint_eq(d->ncomms, 1);
     ck_assert_int_eq(d->comms[0].rank, 1);
@@ -554,12 +560,12 @@ START_TEST(maps_an_fr_dump)
     /* in flight first, newest first */
     ck_assert_uint_eq(d->ops[0].index, 4);
     ck_assert_uint_eq(d->ops[d->nops - 1].index, 0);
-    const struct ng_dop *o = op_seq(d, 1, 0);
+    const struct dr_op *o = op_seq(d, 1, 0);
     ck_assert_int_eq(o->op, NG_OP_ALLREDUCE);
     ck_assert_uint_eq(o->count, 32);
     ck_assert_str_eq(o->datatype, "bfloat16");
     ck_assert_uint_eq(o->bytes, 64);
-    ck_assert_int_eq(o->state, NG_ST_COMPLETED); /* retired */
+    ck_assert_int_eq(o->state, NG_OP_COMPLETED); /* retired */
     ck_assert_int_eq(o->comm_rank, 1);
     ck_assert_uint_eq(o->thread, 140139537927040ull);
     ck_assert(o->enqueue_ns == T0);
@@ -567,12 +573,12 @@ START_TEST(maps_an_fr_dump)
     o = op_seq(d, 0, 1);
     ck_assert_int_eq(o->op, NG_OP_SEND);
     ck_assert_int_eq(o->peer, 2);
-    ck_assert_int_eq(o->state, NG_ST_COMPLETED);
+    ck_assert_int_eq(o->state, NG_OP_COMPLETED);
     o = op_seq(d, 2, 0);
     ck_assert_int_eq(o->op, NG_OP_ALLGATHER);
-    ck_assert_int_eq(o->state, NG_ST_STARTED);
-    ck_assert_int_eq(o->flags, NG_DOP_TIMEOUT); /* 3 s in flight, 1 s allowed */
-    ck_assert_int_eq(o->peer, NG_DUMP_NONE);
+    ck_assert_int_eq(o->state, NG_OP_STARTED);
+    ck_assert_int_eq(o->flags, DR_OP_TIMEOUT); /* 3 s in flight, 1 s allowed */
+    ck_assert_int_eq(o->peer, DR_NONE);
     o = op_seq(d, 3, 0);
     ck_assert_str_eq(o->datatype, "int64");
     ck_assert_uint_eq(o->bytes, 24);
@@ -583,26 +589,26 @@ START_TEST(maps_an_fr_dump)
     ck_assert_str_eq(o->datatype, "int8");
     ck_assert_str_eq(d->reason, "timeout");
     uint64_t id = d->comms[0].id;
-    ng_dump_free(d);
+    dr_free(d);
     /* another rank of the group: the same communicator id, its own place */
     fr_dump(&b, "[4, 5, 6]", 3, e, 1, 0);
     d = read_fr(&b, "comm_lib_trace_rank_6");
     ck_assert(d->comms[0].id == id);
     ck_assert_int_eq(d->comms[0].rank, 2);
     ck_assert_str_eq(d->reason, "torch_fr");
-    ng_dump_free(d);
+    dr_free(d);
     /* other members: another communicator */
     fr_dump(&b, "[4, 5]", 3, e, 1, 0);
     d = read_fr(&b, "comm_lib_trace_rank_5");
     ck_assert(d->comms[0].id != id);
     ck_assert_int_eq(d->comms[0].nranks, 2);
-    ng_dump_free(d);
+    dr_free(d);
     /* Gloo's form: the members under "" */
     fr_dump(&b, "[4, 5, 6]", 3, e, 1, 1);
     d = read_fr(&b, "comm_lib_trace_rank_4");
     ck_assert_uint_eq(d->ncomms, 1);
     ck_assert_int_eq(d->comms[0].rank, 0);
-    ng_dump_free(d);
+    dr_free(d);
 }
 END_TEST
 
@@ -614,14 +620,14 @@ START_TEST(refuses_what_is_not_fr)
     start(&b);
     op(&b, ']');
     op(&b, '.');
-    ck_assert(!ng_dump_parse(p, (const char *)b.b, b.n, "x0", 0, err, sizeof err));
+    ck_assert(!dr_parse(p, (const char *)b.b, b.n, "x0", 0, err, sizeof err));
     ck_assert_str_eq(err, "Flight Recorder dump: not a dict");
     start(&b);
     op(&b, '}');
     kv_str(&b, "version", "3.0");
     op(&b, 's');
     op(&b, '.');
-    ck_assert(!ng_dump_parse(p, (const char *)b.b, b.n, "x0", 0, err, sizeof err));
+    ck_assert(!dr_parse(p, (const char *)b.b, b.n, "x0", 0, err, sizeof err));
     ck_assert_msg(strstr(err, "no \"entries\""), "%s", err);
     ng_jparser_free(p);
 }
@@ -660,7 +666,7 @@ START_TEST(analyzes_a_directory_of_fr_dumps)
     ck_assert_int_eq(an_read_dir(&a, dir), 0);
     ck_assert_uint_eq(a.files, 3);
     ck_assert_uint_eq(a.nranks, 3);
-    ck_assert_str_eq(ng_intern_get(&a.strs, a.ranks[0].reason), "torch_fr");
+    ck_assert_str_eq(an_intern_get(&a.strs, a.ranks[0].reason), "torch_fr");
     ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
     ck_assert_uint_eq(a.nculprits, 1);
     ck_assert_int_eq(a.culprits[0].f.cause, AN_MISSING);

@@ -1,5 +1,5 @@
 /*
- * test_analyze_slow.c: the straggler rule (cli/analyze_cmp.c, docs/analysis.md).
+ * test_analyze_slow.c: the straggler rule (cli/analyze/cmp.c, docs/analysis.md).
  *
  * The binomial tail and the test's thresholds on hand-made counts; then seeded
  * synthetic jobs of trainloop's model (4 ranks, 200 steps, host jitter 0-15 ms on
@@ -14,8 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "analyze/cmp.h"
+#include "analyze/fold.h"
+#include "analyze/intern.h"
+#include "analyze/model.h"
+#include "analyze/verdict.h"
 #include "check_main.h"
+#include "dump/dump.h"
 
 #define RANKS 4
 #define STEPS 200
@@ -35,12 +40,12 @@ static uint64_t next_u64(void) /* splitmix64 */
 static double uniform(void) { return (double)(next_u64() >> 11) / 9007199254740992.0; }
 
 struct job {
-    struct ng_dump d[RANKS];
-    struct ng_dcomm c[RANKS];
+    struct dr_dump d[RANKS];
+    struct dr_comm c[RANKS];
     char path[RANKS][32];
 };
 
-static void set_op(struct ng_dop *o, int r, uint64_t seq, int64_t enq, int64_t start, int64_t end)
+static void set_op(struct dr_op *o, int r, uint64_t seq, int64_t enq, int64_t start, int64_t end)
 {
     memset(o, 0, sizeof *o);
     o->index = seq;
@@ -57,7 +62,7 @@ static void set_op(struct ng_dop *o, int r, uint64_t seq, int64_t enq, int64_t s
     o->root = o->peer = -1;
     o->stack = -1;
     o->op = NG_OP_ALLREDUCE;
-    o->state = NG_ST_COMPLETED;
+    o->state = NG_OP_COMPLETED;
     strcpy(o->datatype, "float32");
     strcpy(o->redop, "sum");
 }
@@ -71,7 +76,7 @@ static void make_job(struct job *j, uint64_t seed, int late, double late_ms, int
     size_t nops = (size_t)(STEPS + stall) * (1 + FOLLOW);
     memset(j, 0, sizeof *j);
     for (int r = 0; r < RANKS; r++) {
-        struct ng_dump *d = &j->d[r];
+        struct dr_dump *d = &j->d[r];
         snprintf(j->path[r], sizeof j->path[r], "ncclguard-r%d.json", r);
         d->path = j->path[r];
         d->schema = "ncclguard.dump/2.1";
@@ -84,7 +89,7 @@ static void make_job(struct job *j, uint64_t seed, int late, double late_ms, int
         d->pid = 100 + r;
         d->rank = r;
         d->local_rank = r;
-        j->c[r] = (struct ng_dcomm){.id = 0xabcdef0123456789ull, .rank = r, .nranks = RANKS,
+        j->c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull, .rank = r, .nranks = RANKS,
                                     .device = r, .last_seq = nops, .last_completed_seq = nops,
                                     .name = "world", .state = "ready", .blocking = 1};
         d->comms = &j->c[r];
@@ -235,7 +240,7 @@ START_TEST(verdict_words)
     an_init(&a, &o);
     for (int r = 0; r < RANKS; r++) an_add_dump(&a, &j.d[r]);
     ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
-    const char *line = ng_intern_get(&a.strs, a.culprits[0].text);
+    const char *line = an_intern_get(&a.strs, a.culprits[0].text);
     ck_assert_msg(strstr(line, "arrived last at ") && strstr(line, " of 200 collectives") &&
                   strstr(line, "% of the waiting, p < 1e-9 by chance") &&
                   strstr(line, "4 rank(s) tested"), "%s", line);

@@ -1,5 +1,5 @@
 /*
- * test_analyze_where.c: the verdict's "where" (cli/analyze_where.c, analyze_format.c;
+ * test_analyze_where.c: the verdict's "where" (cli/analyze/where.c, analyze/words.c;
  * docs/analysis.md, "Where"): which threads it shows and which frames it leaves out.
  *
  * A two-rank job written by hand as dumps (schema 2.1) and read through the real
@@ -11,8 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "analyze/fold.h"
+#include "analyze/intern.h"
+#include "analyze/model.h"
+#include "analyze/verdict.h"
 #include "check_main.h"
+#include "dump/dump.h"
+#include "dump/read.h"
+#include "json/json.h"
+#include "json/parser.h"
 
 #define LIBC "\"module\":\"/lib/x86_64-linux-gnu/libc.so.6\""
 #define PROG "\"module\":\"/opt/job/bin/train\""
@@ -80,7 +87,7 @@ static const char *op_json(int seq, const char *state, const char *flags, int th
 }
 
 /* One rank's dump: its op(s), threads and Python member. */
-static struct ng_dump *parse(int rank, const char *ops, int last_seq, int done_seq,
+static struct dr_dump *parse(int rank, const char *ops, int last_seq, int done_seq,
                              const char *threads, const char *python)
 {
     size_t cap = 1 << 16;
@@ -99,7 +106,7 @@ static struct ng_dump *parse(int rank, const char *ops, int last_seq, int done_s
     ck_assert_int_lt(n, (int)cap);
     char err[256] = "";
     ng_jparser *p = ng_jparser_new(NG_JSON_SIMDJSON);
-    struct ng_dump *d = ng_dump_parse(p, buf, (size_t)n, rank ? "r1.json" : "r0.json", 0, err,
+    struct dr_dump *d = dr_parse(p, buf, (size_t)n, rank ? "r1.json" : "r0.json", 0, err,
                                       sizeof err);
     ng_jparser_free(p);
     free(buf);
@@ -110,20 +117,20 @@ static struct ng_dump *parse(int rank, const char *ops, int last_seq, int done_s
 /* The verdict line about rank 1, with rank 1's threads and Python member. */
 static char *verdict(const char *threads, const char *python)
 {
-    struct ng_dump *d0 = parse(0, op_json(2, "started", "\"timeout\"", 100), 2, 1,
+    struct dr_dump *d0 = parse(0, op_json(2, "started", "\"timeout\"", 100), 2, 1,
                                TH(100, "train", "\"futex\"", FR(LIBC, "null")), NULL);
-    struct ng_dump *d1 = parse(1, op_json(1, "completed", "", 201), 1, 1, threads, python);
+    struct dr_dump *d1 = parse(1, op_json(1, "completed", "", 201), 1, 1, threads, python);
     struct an a;
     struct an_opts o = {0};
     an_init(&a, &o);
     ck_assert_int_eq(an_add_dump(&a, d0), 0);
     ck_assert_int_eq(an_add_dump(&a, d1), 0);
-    ng_dump_free(d0);
-    ng_dump_free(d1);
+    dr_free(d0);
+    dr_free(d1);
     ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
     ck_assert_uint_eq(a.nculprits, 1);
     ck_assert_int_eq(a.culprits[0].f.cause, AN_MISSING);
-    char *line = strdup(ng_intern_get(&a.strs, a.culprits[0].text));
+    char *line = strdup(an_intern_get(&a.strs, a.culprits[0].text));
     an_free(&a);
     return line;
 }

@@ -36,10 +36,10 @@ $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS +=
 # (CLI_OBJS comes later, from cli/cli.mk: the recipe expands it, and the command is
 # the prerequisite that builds them).
 $(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_main.h \
-        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*.h)
+        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(JSON_CFLAGS) -Icli -c $< -o $@.o
-	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
+	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/cmd/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
 	    -ldl $(JSON_LIBS) $(DW_LIBS) -lm
 
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c))
