@@ -47,7 +47,7 @@ $(B)/tests/gpu/events_bench: tests/gpu/events_bench.c bench/timing.h $(B)/fakes/
 ALL += $(B)/tests/gpu/events_bench
 
 # Synthetic dumps with a planted culprit, for `ncclguard analyze` at scale (bench/analyze.sh).
-$(B)/bench/gendumps: bench/gendumps.c bench/gen_dump.c bench/gendumps.h
+$(B)/bench/gendumps: bench/gendumps.c bench/gen_dump.c bench/gendumps.h shim/evidence/dump_format.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ bench/gendumps.c bench/gen_dump.c $(LDFLAGS)
 

@@ -1,6 +1,9 @@
 /*
  * gen_dump.c: one rank's dump of the synthetic job (gendumps.h), in the writer's
  * layout (shim/evidence/dump_body.c): one line per top-level member, comm and op.
+ * The members come from the writer's lists (evidence/dump_format.h), in their
+ * order; each key's value is written by the macro named after it (OP_seq, ...),
+ * so that a key renamed or added there fails this build until it is written here.
  *
  * Step k of rank r: AllReduce on the world communicator (seq k+1), AllGather on
  * its group (seq k+1), then Send to r+1 and Recv from r-1 in one group. Ranks
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "evidence/dump_format.h"
 #include "gendumps.h"
 
 #define T0 ((int64_t)1718000000000000000)
@@ -111,140 +115,421 @@ static void make_op(const struct rankview *v, long k, int j, struct op *o)
     }
 }
 
-static void put_opt(FILE *f, const char *key, int64_t v, int isnull)
+/* ---- members: the key, then its value ---- */
+
+struct out {
+    FILE *f;
+    int first; /* no member yet in the innermost object */
+    int depth; /* of objects: the top level's members are one a line */
+};
+
+static void key(struct out *w, const char *k)
 {
-    if (isnull) fprintf(f, ",\"%s\":null", key);
-    else fprintf(f, ",\"%s\":%" PRId64, key, v);
+    fprintf(w->f, "%s\"%s\":", w->first ? "" : w->depth == 1 ? ",\n" : ",", k);
+    w->first = 0;
 }
 
-static void write_op(FILE *f, const struct rankview *v, long index, const struct op *o)
+static void i64_or_null(FILE *f, int64_t v, int isnull)
 {
-    fprintf(f, "{\"index\":%ld,\"comm\":\"%016" PRIx64 "\",\"comm_rank\":%d,\"comm_nranks\":%d",
-            index, o->comm, o->comm_rank, o->comm_nranks);
-    put_opt(f, "seq", (int64_t)o->seq, !o->seq);
-    put_opt(f, "p2p_seq", (int64_t)o->p2p, !o->p2p);
-    fprintf(f, ",\"op\":\"%s\",\"count\":%" PRIu64 ",\"datatype\":\"%s\",\"bytes\":%" PRIu64,
-            o->name, o->count, o->dtype, o->bytes);
-    if (o->redop) fprintf(f, ",\"redop\":\"%s\"", o->redop);
-    else fputs(",\"redop\":null", f);
-    fputs(",\"root\":null", f);
-    put_opt(f, "peer", o->peer, o->peer < 0);
-    fprintf(f, ",\"stream\":\"%016" PRIx64 "\"",
-            (uint64_t)0x000055d0c2a41e20 + (uint64_t)v->rank * 4096);
-    put_opt(f, "group", (int64_t)o->group, !o->group);
-    fprintf(f, ",\"thread\":%d,\"enqueue_ns\":%" PRId64 ",\"enqueue_mono_ns\":%" PRId64
-               ",\"state\":\"%s\"",
-            gen_pid(v->rank), o->enq, o->enq - T0 + (int64_t)90000000000, o->state);
-    put_opt(f, "gpu_start_ns", o->start, !o->start);
-    put_opt(f, "gpu_end_ns", o->end, !o->end);
-    put_opt(f, "seen_start_ns", o->start + 2 * MS, !o->start);
-    put_opt(f, "seen_end_ns", o->end + 2 * MS, !o->end);
-    fprintf(f, ",\"result\":0,\"flags\":[%s],\"marker\":%ld}", o->flags, index % 4096);
+    if (isnull) fputs("null", f);
+    else fprintf(f, "%" PRId64, v);
 }
 
-/* One frame: function NULL writes a bare address (a crash dump's). */
-static void frame(FILE *f, int first, int rank, const char *module, const char *fn, uint64_t off)
+static void str_or_null(FILE *f, const char *s)
 {
-    uint64_t base = strstr(module, "trainloop") ? (uint64_t)0x55d0c2a00000 : (uint64_t)0x7f3c1a200000;
-    base += (uint64_t)rank << 24;
-    fprintf(f, "%s{\"pc\":\"%016" PRIx64 "\",\"module\":\"%s\",\"offset\":%" PRIu64,
-            first ? "" : ",", base + off, module, off);
-    if (fn) fprintf(f, ",\"function\":\"%s\",\"function_offset\":%d", fn, (int)(off % 97));
-    else fputs(",\"function\":null,\"function_offset\":null", f);
-    fputs(",\"build_id\":\"3d2f0b1c9e8a7d6c5b4a39281706f5e4d3c2b1a0\"}", f);
+    if (s) fprintf(f, "\"%s\"", s);
+    else fputs("null", f);
 }
+
+/* Writes list with each key's macro PREFIX##key(k), in an object of its own. */
+#define MEMBER(key, kind, source) M_(key);
+#define OBJECT(w, LIST)                 \
+    do {                                \
+        int first_ = (w)->first;        \
+        fputc('{', (w)->f);             \
+        (w)->first = 1;                 \
+        (w)->depth++;                   \
+        NG_DUMP_##LIST##_FIELDS(MEMBER) \
+        (w)->depth--;                   \
+        fputc('}', (w)->f);             \
+        (w)->first = first_;            \
+    } while (0)
+
+/* ---- ops ---- */
+
+#define OP_index(k) (key(w, k), fprintf(f, "%ld", index))
+#define OP_comm(k) (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", o->comm))
+#define OP_comm_rank(k) (key(w, k), fprintf(f, "%d", o->comm_rank))
+#define OP_comm_nranks(k) (key(w, k), fprintf(f, "%d", o->comm_nranks))
+#define OP_seq(k) (key(w, k), i64_or_null(f, (int64_t)o->seq, !o->seq))
+#define OP_p2p_seq(k) (key(w, k), i64_or_null(f, (int64_t)o->p2p, !o->p2p))
+#define OP_op(k) (key(w, k), fprintf(f, "\"%s\"", o->name))
+#define OP_count(k) (key(w, k), fprintf(f, "%" PRIu64, o->count))
+#define OP_datatype(k) (key(w, k), fprintf(f, "\"%s\"", o->dtype))
+#define OP_bytes(k) (key(w, k), fprintf(f, "%" PRIu64, o->bytes))
+#define OP_redop(k) (key(w, k), str_or_null(f, o->redop))
+#define OP_root(k) (key(w, k), fputs("null", f))
+#define OP_peer(k) (key(w, k), i64_or_null(f, o->peer, o->peer < 0))
+#define OP_stream(k) \
+    (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", (uint64_t)0x000055d0c2a41e20 + (uint64_t)v->rank * 4096))
+#define OP_group(k) (key(w, k), i64_or_null(f, (int64_t)o->group, !o->group))
+#define OP_thread(k) (key(w, k), fprintf(f, "%d", gen_pid(v->rank)))
+#define OP_enqueue_ns(k) (key(w, k), fprintf(f, "%" PRId64, o->enq))
+#define OP_enqueue_mono_ns(k) (key(w, k), fprintf(f, "%" PRId64, o->enq - T0 + (int64_t)90000000000))
+#define OP_state(k) (key(w, k), fprintf(f, "\"%s\"", o->state))
+#define OP_gpu_start_ns(k) (key(w, k), i64_or_null(f, o->start, !o->start))
+#define OP_gpu_end_ns(k) (key(w, k), i64_or_null(f, o->end, !o->end))
+#define OP_seen_start_ns(k) (key(w, k), i64_or_null(f, o->start + 2 * MS, !o->start))
+#define OP_seen_end_ns(k) (key(w, k), i64_or_null(f, o->end + 2 * MS, !o->end))
+#define OP_times(k) (key(w, k), str_or_null(f, o->start ? "sampled" : NULL))
+#define OP_result(k) (key(w, k), fputs("0", f))
+#define OP_flags(k) (key(w, k), fprintf(f, "[%s]", o->flags))
+#define OP_marker(k) (key(w, k), fprintf(f, "%ld", index % 4096))
+#define OP_stack(k) (key(w, k), fputs("null", f))
+
+static void write_op(struct out *w, const struct rankview *v, long index, const struct op *o)
+{
+    FILE *f = w->f;
+#define M_(key) OP_##key(#key)
+    OBJECT(w, OP);
+#undef M_
+}
+
+/* ---- threads and Python ---- */
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 #define APP "/opt/job/bin/trainloop"
 #define SHIMLIB "/opt/job/lib/libncclguard.so"
 
-static void main_frames(FILE *f, const struct rankview *v, int crash, int stalled)
+struct frame {
+    const char *module, *fn; /* fn NULL: a bare address (a crash dump's) */
+    uint64_t off;
+};
+
+#define FRAME_pc(k) (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", base + fr->off))
+#define FRAME_module(k) (key(w, k), fprintf(f, "\"%s\"", fr->module))
+#define FRAME_offset(k) (key(w, k), fprintf(f, "%" PRIu64, fr->off))
+#define FRAME_function(k) (key(w, k), str_or_null(f, fr->fn))
+#define FRAME_function_offset(k) (key(w, k), i64_or_null(f, (int64_t)(fr->off % 97), !fr->fn))
+#define FRAME_build_id(k) (key(w, k), fputs("\"3d2f0b1c9e8a7d6c5b4a39281706f5e4d3c2b1a0\"", f))
+#define FRAME_guess(k) (key(w, k), fputs("false", f))
+
+static void write_frames(struct out *w, int rank, const struct frame *frames, int n)
 {
-    int r = v->rank;
-    if (crash) {
-        frame(f, 1, r, APP, NULL, 0x2a1c);
-        frame(f, 0, r, APP, NULL, 0x31f0);
-        frame(f, 0, r, APP, NULL, 0x1e40);
-        return;
+    FILE *f = w->f;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        const struct frame *fr = &frames[i];
+        uint64_t base = strstr(fr->module, "trainloop") ? (uint64_t)0x55d0c2a00000
+                                                        : (uint64_t)0x7f3c1a200000;
+        base += (uint64_t)rank << 24;
+        if (i) fputc(',', f);
+#define M_(key) FRAME_##key(#key)
+        OBJECT(w, FRAME);
+#undef M_
     }
-    if (stalled) {
-        frame(f, 1, r, LIBC, "clock_nanosleep", 0xe57fa);
-        frame(f, 0, r, LIBC, "sleep", 0xe5a10);
-        frame(f, 0, r, APP, "trainloop_host_stall", 0x2a1c);
-    } else if (v->last < 0 && v->last != -2) {
-        frame(f, 1, r, SHIMLIB, "ncclguard_dump_write", 0x1a2b0);
-        frame(f, 0, r, LIBC, "__run_exit_handlers", 0x3c4a5);
-        frame(f, 0, r, LIBC, "exit", 0x3c5f0);
-        frame(f, 0, r, APP, "main", 0x1e90);
-        return;
-    } else {
-        frame(f, 1, r, LIBC, "__futex_abstimed_wait_common", 0x8a3e6);
-        frame(f, 0, r, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "cuStreamSynchronize", 0x2b1f0);
-        frame(f, 0, r, APP, "tl_stream_wait", 0x2f00);
-    }
-    frame(f, 0, r, APP, "train_step", 0x31f0);
-    frame(f, 0, r, APP, "main", 0x1e40);
-    frame(f, 0, r, LIBC, "__libc_start_call_main", 0x271ca);
+    fputc(']', f);
 }
 
-static void write_threads(FILE *f, const struct rankview *v)
+/* The main thread's frames, innermost first; their number. */
+static int main_frames(const struct rankview *v, int crash, int stalled, struct frame *out)
 {
-    int pid = gen_pid(v->rank), crash = v->culprit && v->g->cause == GEN_CRASH;
-    int stalled = v->culprit && v->g->cause == GEN_MISSING;
-    int done = v->last == -1;
-    fprintf(f, "\"threads\":[\n{\"tid\":%d,\"name\":\"trainloop\",\"state\":\"%s\",\"syscall\":%s,"
-               "\"stack_from\":\"%s\",\"frames\":[",
-            pid, crash ? "R" : "S", crash ? "null" : stalled ? "\"clock_nanosleep\"" : "\"futex\"",
-            crash ? "self" : "signal");
-    main_frames(f, v, crash, stalled);
-    fputs("]}", f);
-    if (!crash) {
-        fprintf(f, ",\n{\"tid\":%d,\"name\":\"ncclguard-wd\",\"state\":\"S\",\"syscall\":"
-                   "\"clock_nanosleep\",\"stack_from\":\"self\",\"frames\":[", pid + 1);
-        frame(f, 1, v->rank, LIBC, "clock_nanosleep", 0xe57fa);
-        frame(f, 0, v->rank, SHIMLIB, "ng_watchdog_main", 0x31c00);
-        frame(f, 0, v->rank, LIBC, "start_thread", 0x89134);
-        fputs("]}", f);
-    }
-    fputs("\n],\n", f);
-    if (crash) {
-        fputs("\"python\":null\n", f);
-        return;
-    }
-    fprintf(f, "\"python\":{\"method\":\"debug_offsets\",\"why\":null,\"threads\":[{\"thread_id\":"
-               "\"00007f3c1b2c4680\",\"tid\":%d,\"frames\":[", pid);
-    if (stalled)
-        fputs("{\"file\":\"train.py\",\"line\":212,\"function\":\"load_batch\"},", f);
-    else if (!done)
-        fputs("{\"file\":\"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\","
-              "\"line\":2501,\"function\":\"all_reduce\"},{\"file\":\"train.py\",\"line\":230,"
-              "\"function\":\"train_step\"},", f);
-    fputs("{\"file\":\"train.py\",\"line\":240,\"function\":\"<module>\"}]}],\"raw\":null}\n", f);
+    static const struct frame crashed[] = {{APP, NULL, 0x2a1c}, {APP, NULL, 0x31f0},
+                                           {APP, NULL, 0x1e40}};
+    static const struct frame exiting[] = {{SHIMLIB, "ncclguard_dump_write", 0x1a2b0},
+                                           {LIBC, "__run_exit_handlers", 0x3c4a5},
+                                           {LIBC, "exit", 0x3c5f0}, {APP, "main", 0x1e90}};
+    static const struct frame sleeping[] = {{LIBC, "clock_nanosleep", 0xe57fa},
+                                            {LIBC, "sleep", 0xe5a10},
+                                            {APP, "trainloop_host_stall", 0x2a1c}};
+    static const struct frame waiting[] = {
+        {LIBC, "__futex_abstimed_wait_common", 0x8a3e6},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "cuStreamSynchronize", 0x2b1f0},
+        {APP, "tl_stream_wait", 0x2f00}};
+    static const struct frame step[] = {{APP, "train_step", 0x31f0}, {APP, "main", 0x1e40},
+                                        {LIBC, "__libc_start_call_main", 0x271ca}};
+    const struct frame *top = crash ? crashed : stalled ? sleeping
+                              : v->last < 0 && v->last != -2 ? exiting : waiting;
+    int n = crash ? 3 : top == exiting ? 4 : 3;
+    memcpy(out, top, (size_t)n * sizeof *out);
+    if (crash || top == exiting) return n;
+    memcpy(out + n, step, sizeof step);
+    return n + 3;
 }
 
-static void write_comm(FILE *f, const struct rankview *v, int world, long called, long done)
+struct thread {
+    int tid;
+    const char *name, *state, *syscall, *from;
+    const struct frame *frames;
+    int nframes;
+};
+
+#define THREAD_tid(k) (key(w, k), fprintf(f, "%d", t->tid))
+#define THREAD_name(k) (key(w, k), fprintf(f, "\"%s\"", t->name))
+#define THREAD_state(k) (key(w, k), fprintf(f, "\"%s\"", t->state))
+#define THREAD_syscall(k) (key(w, k), str_or_null(f, t->syscall))
+#define THREAD_stack_from(k) (key(w, k), fprintf(f, "\"%s\"", t->from))
+#define THREAD_frames(k) (key(w, k), write_frames(w, rank, t->frames, t->nframes))
+#define THREAD_stack_note(k) (key(w, k), fputs("null", f))
+
+static void write_thread(struct out *w, int rank, const struct thread *t)
 {
+    FILE *f = w->f;
+#define M_(key) THREAD_##key(#key)
+    OBJECT(w, THREAD);
+#undef M_
+}
+
+struct pyframe {
+    const char *file, *function;
+    int line;
+};
+
+#define PY_FRAME_file(k) (key(w, k), fprintf(f, "\"%s\"", fr->file))
+#define PY_FRAME_line(k) (key(w, k), fprintf(f, "%d", fr->line))
+#define PY_FRAME_function(k) (key(w, k), fprintf(f, "\"%s\"", fr->function))
+
+#define PY_THREAD_thread_id(k) (key(w, k), fputs("\"00007f3c1b2c4680\"", f))
+#define PY_THREAD_tid(k) (key(w, k), fprintf(f, "%d", gen_pid(v->rank)))
+#define PY_THREAD_frames(k) (key(w, k), write_pyframes(w, frames, n))
+#define PY_THREAD_note(k) (key(w, k), fputs("null", f))
+
+#define PYTHON_method(k) (key(w, k), fputs("\"debug_offsets\"", f))
+#define PYTHON_why(k) (key(w, k), fputs("null", f))
+#define PYTHON_threads(k) (key(w, k), write_pythread(w, v, frames, n))
+#define PYTHON_raw(k) (key(w, k), fputs("null", f))
+
+static void write_pyframes(struct out *w, const struct pyframe *frames, int n)
+{
+    FILE *f = w->f;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        const struct pyframe *fr = &frames[i];
+        if (i) fputc(',', f);
+#define M_(key) PY_FRAME_##key(#key)
+        OBJECT(w, PY_FRAME);
+#undef M_
+    }
+    fputc(']', f);
+}
+
+static void write_pythread(struct out *w, const struct rankview *v, const struct pyframe *frames,
+                           int n)
+{
+    FILE *f = w->f;
+    fputc('[', f);
+#define M_(key) PY_THREAD_##key(#key)
+    OBJECT(w, PY_THREAD);
+#undef M_
+    fputc(']', f);
+}
+
+static void write_python(struct out *w, const struct rankview *v, int stalled)
+{
+    FILE *f = w->f;
+    static const struct pyframe loading[] = {{"train.py", "load_batch", 212},
+                                             {"train.py", "<module>", 240}};
+    static const struct pyframe reducing[] = {
+        {"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", "all_reduce",
+         2501},
+        {"train.py", "train_step", 230},
+        {"train.py", "<module>", 240}};
+    static const struct pyframe done[] = {{"train.py", "<module>", 240}};
+    const struct pyframe *frames = stalled ? loading : v->last != -1 ? reducing : done;
+    int n = stalled ? 2 : v->last != -1 ? 3 : 1;
+#define M_(key) PYTHON_##key(#key)
+    OBJECT(w, PYTHON);
+#undef M_
+}
+
+/* ---- communicators ---- */
+
+#define PEER_peer(k) (key(w, k), fprintf(f, "%d", p->peer))
+#define PEER_last_p2p_seq(k) (key(w, k), fprintf(f, "%ld", p->called))
+#define PEER_last_completed_p2p_seq(k) (key(w, k), fprintf(f, "%ld", p->done))
+
+struct peer {
+    int peer;
+    long called, done;
+};
+
+static void write_peers(struct out *w, const struct peer *peers, int n)
+{
+    FILE *f = w->f;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        const struct peer *p = &peers[i];
+        if (i) fputc(',', f);
+#define M_(key) PEER_##key(#key)
+        OBJECT(w, PEER);
+#undef M_
+    }
+    fputc(']', f);
+}
+
+#define COMM_id(k) (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", world ? WORLD_ID : tp_id(v->rank / g->tp)))
+#define COMM_rank(k) (key(w, k), fprintf(f, "%d", world ? v->rank : v->rank % g->tp))
+#define COMM_nranks(k) (key(w, k), fprintf(f, "%d", world ? g->nranks : g->tp))
+#define COMM_device(k) (key(w, k), fprintf(f, "%d", v->rank % 8))
+#define COMM_name(k) (key(w, k), fprintf(f, "\"%s\"", world ? "world" : "tp"))
+#define COMM_state(k) (key(w, k), fputs("\"ready\"", f))
+#define COMM_blocking(k) (key(w, k), fputs("true", f))
+#define COMM_parent(k) \
+    (key(w, k), world ? (void)fputs("null", f) : (void)fprintf(f, "\"%016" PRIx64 "\"", WORLD_ID))
+#define COMM_created_ns(k) (key(w, k), fprintf(f, "%" PRId64, T0 - 5000 * MS))
+#define COMM_last_seq(k) (key(w, k), fprintf(f, "%ld", called))
+#define COMM_last_completed_seq(k) (key(w, k), fprintf(f, "%ld", done))
+#define COMM_last_async_error(k) (key(w, k), fputs("0", f))
+#define COMM_peers(k) (key(w, k), write_peers(w, peers, npeers))
+
+static void write_comm(struct out *w, const struct rankview *v, int world, long called, long done)
+{
+    FILE *f = w->f;
     const struct gen_job *g = v->g;
-    fprintf(f, "{\"id\":\"%016" PRIx64 "\",\"rank\":%d,\"nranks\":%d,\"device\":%d,\"name\":\"%s\","
-               "\"state\":\"ready\",\"blocking\":true,\"parent\":",
-            world ? WORLD_ID : tp_id(v->rank / g->tp), world ? v->rank : v->rank % g->tp,
-            world ? g->nranks : g->tp, v->rank % 8, world ? "world" : "tp");
-    if (world) fputs("null", f);
-    else fprintf(f, "\"%016" PRIx64 "\"", WORLD_ID);
-    fprintf(f, ",\"created_ns\":%" PRId64 ",\"last_seq\":%ld,\"last_completed_seq\":%ld,"
-               "\"last_async_error\":0,\"peers\":[",
-            T0 - 5000 * MS, called, done);
+    struct peer peers[2];
+    int npeers = 0;
     if (world && v->next == v->prev) {
-        fprintf(f, "{\"peer\":%d,\"last_p2p_seq\":%ld,\"last_completed_p2p_seq\":%ld}",
-                v->next, 2 * called, 2 * done);
+        peers[npeers++] = (struct peer){v->next, 2 * called, 2 * done};
     } else if (world) {
         int lo = v->next < v->prev ? v->next : v->prev;
         int hi = v->next < v->prev ? v->prev : v->next;
-        fprintf(f, "{\"peer\":%d,\"last_p2p_seq\":%ld,\"last_completed_p2p_seq\":%ld},"
-                   "{\"peer\":%d,\"last_p2p_seq\":%ld,\"last_completed_p2p_seq\":%ld}",
-                lo, called, done, hi, called, done);
+        peers[npeers++] = (struct peer){lo, called, done};
+        peers[npeers++] = (struct peer){hi, called, done};
     }
-    fputs("]}", f);
+#define M_(key) COMM_##key(#key)
+    OBJECT(w, COMM);
+#undef M_
+}
+
+/* ---- the top level ---- */
+
+#define VERSION_ncclguard(k) (key(w, k), fputs("\"0.1.0\"", f))
+#define VERSION_nccl(k) (key(w, k), fputs("22809", f))
+#define VERSION_cuda_driver(k) (key(w, k), fputs("13000", f))
+#define VERSION_python(k) (key(w, k), fputs("\"3.11.2\"", f))
+
+#define FLIGHT_capacity(k) (key(w, k), fprintf(f, "%ld", g->records))
+#define FLIGHT_recorded(k) (key(w, k), fprintf(f, "%ld", nrec))
+#define FLIGHT_overwritten(k) (key(w, k), fputs("0", f))
+#define FLIGHT_dropped_inflight(k) (key(w, k), fputs("0", f))
+
+/* One line per member, as the writer does; no config (the writer leaves it out
+ * without a site policy), no enqueue stacks (stacks off), no RAS answer. */
+#define TOP_schema(k) (key(w, k), fprintf(f, "\"%s\"", NG_DUMP_SCHEMA))
+#define TOP_reason(k) (key(w, k), fprintf(f, "\"%s\"", reason))
+#define TOP_incident(k) (key(w, k), incident(f, &v, t))
+#define TOP_time_ns(k) (key(w, k), fprintf(f, "%" PRId64, t))
+#define TOP_host(k) (key(w, k), fprintf(f, "\"%s\"", gen_host(rank)))
+#define TOP_pid(k) (key(w, k), fprintf(f, "%d", gen_pid(rank)))
+#define TOP_rank(k) (key(w, k), fprintf(f, "%d", rank))
+#define TOP_local_rank(k) (key(w, k), fprintf(f, "%d", rank % 8))
+#define TOP_job(k) (key(w, k), fputs("\"gen-job\"", f))
+#define TOP_versions(k) (key(w, k), write_versions(w))
+#define TOP_env(k)                                                                            \
+    (key(w, k),                                                               \
+     fprintf(f, "{\"RANK\":\"%d\",\"WORLD_SIZE\":\"%d\",\"LOCAL_RANK\":\"%d\"}", rank,        \
+             g->nranks, rank % 8))
+#define TOP_config(k)
+#define TOP_flight(k) (key(w, k), write_flight(w, g, nrec))
+#define TOP_ops(k) (key(w, k), write_ops(w, &v, nrec))
+#define TOP_comms(k) (key(w, k), write_comms(w, &v))
+#define TOP_stack_table(k) (key(w, k), write_stack_table(w))
+#define TOP_stacks(k) (key(w, k), fputs("[]", f))
+#define TOP_threads(k) (key(w, k), write_threads(w, &v))
+#define TOP_python(k) (key(w, k), write_python_or_null(w, &v))
+#define TOP_ras(k) (key(w, k), fputs("null", f))
+
+#define STACK_TABLE_depth(k) (key(w, k), fputs("0", f))
+#define STACK_TABLE_capacity(k) (key(w, k), fputs("0", f))
+#define STACK_TABLE_used(k) (key(w, k), fputs("0", f))
+#define STACK_TABLE_lost(k) (key(w, k), fputs("0", f))
+
+static void write_stack_table(struct out *w)
+{
+    FILE *f = w->f;
+#define M_(key) STACK_TABLE_##key(#key)
+    OBJECT(w, STACK_TABLE);
+#undef M_
+}
+
+static void write_versions(struct out *w)
+{
+    FILE *f = w->f;
+#define M_(key) VERSION_##key(#key)
+    OBJECT(w, VERSION);
+#undef M_
+}
+
+static void write_flight(struct out *w, const struct gen_job *g, long nrec)
+{
+    FILE *f = w->f;
+#define M_(key) FLIGHT_##key(#key)
+    OBJECT(w, FLIGHT);
+#undef M_
+}
+
+static void incident(FILE *f, const struct rankview *v, int64_t t)
+{
+    if (v->hang) fprintf(f, "\"%" PRId64 ".118000000-r0@gen-0000\"", t / 1000000000);
+    else fputs("null", f);
+}
+
+static void write_ops(struct out *w, const struct rankview *v, long nrec)
+{
+    FILE *f = w->f;
+    fputs("[\n", f);
+    /* in flight first (only the last step can be), then the others, each newest first */
+    int first = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (long i = nrec - 1; i >= (pass == 0 && nrec > 4 ? nrec - 4 : 0); i--) {
+            struct op o;
+            make_op(v, i / 4, (int)(i % 4), &o);
+            int inflight = strcmp(o.state, "completed") != 0;
+            if (inflight != (pass == 0)) continue;
+            if (!first) fputs(",\n", f);
+            first = 0;
+            write_op(w, v, i, &o);
+        }
+    fputs("\n]", f);
+}
+
+static void write_comms(struct out *w, const struct rankview *v)
+{
+    long hung = v->last >= 0 ? 1 : 0;
+    fputs("[\n", w->f);
+    write_comm(w, v, 1, v->steps, v->steps - hung);
+    fputs(",\n", w->f);
+    write_comm(w, v, 0, v->steps, v->steps - hung);
+    fputs("\n]", w->f);
+}
+
+static void write_threads(struct out *w, const struct rankview *v)
+{
+    int pid = gen_pid(v->rank), crash = v->culprit && v->g->cause == GEN_CRASH;
+    int stalled = v->culprit && v->g->cause == GEN_MISSING;
+    struct frame frames[6];
+    int n = main_frames(v, crash, stalled, frames);
+    static const struct frame wd[] = {{LIBC, "clock_nanosleep", 0xe57fa},
+                                      {SHIMLIB, "ng_watchdog_main", 0x31c00},
+                                      {LIBC, "start_thread", 0x89134}};
+    struct thread main_thread = {pid, "trainloop", crash ? "R" : "S",
+                                 crash ? NULL : stalled ? "clock_nanosleep" : "futex",
+                                 crash ? "self" : "signal", frames, n};
+    struct thread watchdog = {pid + 1, "ncclguard-wd", "S", "clock_nanosleep", "self", wd, 3};
+    fputs("[\n", w->f);
+    write_thread(w, v->rank, &main_thread);
+    if (!crash) {
+        fputs(",\n", w->f);
+        write_thread(w, v->rank, &watchdog);
+    }
+    fputs("\n]", w->f);
+}
+
+static void write_python_or_null(struct out *w, const struct rankview *v)
+{
+    int crash = v->culprit && v->g->cause == GEN_CRASH;
+    if (crash) fputs("null", w->f);
+    else write_python(w, v, v->culprit && v->g->cause == GEN_MISSING);
 }
 
 void gen_write_dump(FILE *f, const struct gen_job *g, int rank)
@@ -261,37 +546,10 @@ void gen_write_dump(FILE *f, const struct gen_job *g, int rank)
     int crash = v.culprit && g->cause == GEN_CRASH;
     int64_t t = T0 + steps * STEP_NS + (v.hang ? 300000 * MS : 1000 * MS);
     const char *reason = crash ? "crash" : !v.hang ? "exit" : v.culprit ? "trigger" : "timeout";
-    fprintf(f, "{\n\"schema\":\"ncclguard.dump/2\",\n\"reason\":\"%s\",\n\"incident\":", reason);
-    if (v.hang) fprintf(f, "\"%" PRId64 ".118000000-r0@gen-0000\"", t / 1000000000);
-    else fputs("null", f);
-    fprintf(f, ",\n\"time_ns\":%" PRId64 ",\n\"host\":\"%s\",\n\"pid\":%d,\n\"rank\":%d,\n"
-               "\"local_rank\":%d,\n\"job\":\"gen-job\",\n",
-            t, gen_host(rank), gen_pid(rank), rank, rank % 8);
-    fputs("\"versions\":{\"ncclguard\":\"0.1.0\",\"nccl\":22809,\"cuda_driver\":13000,"
-          "\"python\":\"3.11.2\"},\n", f);
-    fprintf(f, "\"env\":{\"RANK\":\"%d\",\"WORLD_SIZE\":\"%d\",\"LOCAL_RANK\":\"%d\"},\n", rank,
-            g->nranks, rank % 8);
     long nrec = v.steps * 4;
-    fprintf(f, "\"flight\":{\n\"capacity\":%ld,\n\"recorded\":%ld,\n\"overwritten\":0,\n"
-               "\"dropped_inflight\":0\n},\n\"comms\":[\n", g->records, nrec);
-    long hung = v.last >= 0 ? 1 : 0;
-    write_comm(f, &v, 1, v.steps, v.steps - hung);
-    fputs(",\n", f);
-    write_comm(f, &v, 0, v.steps, v.steps - hung);
-    fputs("\n],\n\"ops\":[\n", f);
-    /* in flight first (only the last step can be), then the others, each newest first */
-    int first = 1;
-    for (int pass = 0; pass < 2; pass++)
-        for (long i = nrec - 1; i >= (pass == 0 && nrec > 4 ? nrec - 4 : 0); i--) {
-            struct op o;
-            make_op(&v, i / 4, (int)(i % 4), &o);
-            int inflight = strcmp(o.state, "completed") != 0;
-            if (inflight != (pass == 0)) continue;
-            if (!first) fputs(",\n", f);
-            first = 0;
-            write_op(f, &v, i, &o);
-        }
-    fputs("\n],\n", f);
-    write_threads(f, &v);
-    fputs("}\n", f);
+    struct out top = {f, 1, 0}, *w = &top;
+#define M_(key) TOP_##key(#key)
+    OBJECT(w, TOP);
+#undef M_
+    fputs("\n", f);
 }

@@ -1,5 +1,5 @@
 /*
- * gendumps: writes the dumps (schema ncclguard.dump/2) of a synthetic job with one
+ * gendumps: writes the dumps (the writer's schema, NG_DUMP_SCHEMA) of a synthetic job with one
  * planted culprit, for `make bench` and the analyzer's tests. The job has N ranks,
  * a world communicator, tensor-parallel groups of T ranks split from it, and
  * steps of AllReduce (world), AllGather (its group) and a Send/Recv ring (world):

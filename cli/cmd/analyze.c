@@ -1,5 +1,5 @@
 /*
- * analyze.c: `ncclguard analyze DIR`: reads every rank's dump of a hang and says
+ * cmd/analyze.c: `ncclguard analyze DIR`: reads every rank's dump of a hang and says
  * which rank is the culprit, why, and where its threads are (docs/analysis.md).
  */
 #include "cmd/analyze.h"

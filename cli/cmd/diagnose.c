@@ -1,5 +1,5 @@
 /*
- * diagnose.c: `ncclguard diagnose [--json] [--root DIR] [--nccl PATH]`: what this
+ * cmd/diagnose.c: `ncclguard diagnose [--json] [--root DIR] [--nccl PATH]`: what this
  * node offers a NCCL job, as far as it can be seen without running one: the NCCL
  * library and its version, the driver and the GPUs (NVML through dlopen when it
  * is there, else /proc/driver/nvidia), the topology matrix (nvidia-smi topo -m),

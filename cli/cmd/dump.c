@@ -1,5 +1,5 @@
 /*
- * dump.c: `ncclguard dump`, a dump by hand. Two ways, as the shim offers them:
+ * cmd/dump.c: `ncclguard dump`, a dump by hand. Two ways, as the shim offers them:
  *
  *  - PID... or --all: the processes of this node. Only a process that has a
  *    communicator has the dump signal's handler (before, SIGUSR2 would end it),
@@ -347,8 +347,8 @@ static int open_markers(const char *dir)
 static int trigger(const char *dir, const char *id)
 {
     char tmp[PATH_MAX], path[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/TRIGGER.ncclguard-dump.%d.tmp", dir, (int)getpid());
-    snprintf(path, sizeof path, "%s/TRIGGER", dir);
+    snprintf(tmp, sizeof tmp, "%s/" NG_TRIGGER_NAME ".ncclguard-dump.%d.tmp", dir, (int)getpid());
+    snprintf(path, sizeof path, "%s/" NG_TRIGGER_NAME, dir);
     int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "ncclguard: dump: cannot write in %s (%s): give the job's dump "

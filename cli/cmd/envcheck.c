@@ -1,5 +1,5 @@
 /*
- * envcheck.c: `ncclguard envcheck`, the NCCL environment audit of envaudit.c run
+ * cmd/envcheck.c: `ncclguard envcheck`, the NCCL environment audit of envaudit.c run
  * offline, with no GPU: it finds the libnccl.so.2 that a job would load (--nccl,
  * NCCL_HOME, CUDA_HOME, /usr/local/cuda, then the loader's search path), scans
  * its read-only data for the variables it reads, and audits this environment.

@@ -1,5 +1,5 @@
 /*
- * main.c: the ncclguard command. Dispatches to one function per subcommand;
+ * cmd/main.c: the ncclguard command. Dispatches to one function per subcommand;
  * adding one is one line in `commands` plus its file.
  */
 #include <stdio.h>

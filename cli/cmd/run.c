@@ -1,5 +1,5 @@
 /*
- * run.c: `ncclguard run [--config F] [--dump-dir D] -- CMD...`, which runs CMD
+ * cmd/run.c: `ncclguard run [--config F] [--dump-dir D] -- CMD...`, which runs CMD
  * with the library preloaded. The library is found next to the command, where
  * `make` and `make install` put it: build/ncclguard beside build/libncclguard.so,
  * PREFIX/bin/ncclguard beside PREFIX/lib/libncclguard.so.

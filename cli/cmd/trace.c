@@ -1,5 +1,5 @@
 /*
- * trace.c: `ncclguard trace DIR -o trace.json [--ranks LIST] [--window S]
+ * cmd/trace.c: `ncclguard trace DIR -o trace.json [--ranks LIST] [--window S]
  * [--incident ID]`: the ops of every rank's dump as a Chrome trace (the JSON
  * trace event format that chrome://tracing and ui.perfetto.dev load).
  *
@@ -296,10 +296,12 @@ static void progress(const char *what, int i, int n)
     }
 }
 
+/* NG_DUMP_PREFIX "..." NG_DUMP_SUFFIX, the writer's file name (evidence/dump_format.h). */
 static int is_dump_name(const char *n)
 {
-    size_t len = strlen(n);
-    return !strncmp(n, "ncclguard-", 10) && len > 15 && !strcmp(n + len - 5, ".json");
+    size_t len = strlen(n), pre = strlen(NG_DUMP_PREFIX), suf = strlen(NG_DUMP_SUFFIX);
+    return !strncmp(n, NG_DUMP_PREFIX, pre) && len > pre + suf &&
+           !strcmp(n + len - suf, NG_DUMP_SUFFIX);
 }
 
 static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_info *info,

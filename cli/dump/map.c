@@ -34,53 +34,56 @@ static const char *const state_names[] = {NG_OP_STATES(NAME_OF)};
 #define E(name, member, names, other) \
     {name, NG_JF_ENUM, 0, offsetof(struct dr_op, member), sizeof names / sizeof names[0], other, names}
 
+/* How each member of an op is read, by its key in the writer's list
+ * (evidence/dump_format.h): a key added or renamed there leaves its OP_<key>
+ * undefined here, and this file no longer builds. */
+#define OP_index(name) F(name, NG_JF_U64, 0, index, 0)
+#define OP_comm(name) F(name, NG_JF_HEX, 0, comm, 0)
+#define OP_comm_rank(name) F(name, NG_JF_I32, 1, comm_rank, DR_NONE)
+#define OP_comm_nranks(name) F(name, NG_JF_I32, 1, comm_nranks, DR_NONE)
+#define OP_seq(name) F(name, NG_JF_U64_OR_NULL, 1, seq, 0)
+#define OP_p2p_seq(name) F(name, NG_JF_U64_OR_NULL, 1, p2p_seq, 0)
+#define OP_op(name) E(name, op, op_names, DR_OP_UNKNOWN)
+#define OP_count(name) F(name, NG_JF_U64, 0, count, 0)
+#define OP_datatype(name) S(name, datatype)
+#define OP_bytes(name) F(name, NG_JF_U64, 0, bytes, 0)
+#define OP_redop(name) S(name, redop)
+#define OP_root(name) F(name, NG_JF_I32, 1, root, DR_NONE)
+#define OP_peer(name) F(name, NG_JF_I32, 1, peer, DR_NONE)
+#define OP_stream(name) F(name, NG_JF_HEX, 0, stream, 0)
+#define OP_group(name) F(name, NG_JF_U64_OR_NULL, 1, group, 0)
+#define OP_thread(name) F(name, NG_JF_U64, 0, thread, 0)
+#define OP_enqueue_ns(name) F(name, NG_JF_I64, 1, enqueue_ns, 0)
+#define OP_enqueue_mono_ns(name) F(name, NG_JF_I64, 1, enqueue_mono_ns, 0)
+#define OP_state(name) E(name, state, state_names, DR_ST_OTHER)
+#define OP_gpu_start_ns(name) F(name, NG_JF_I64, 1, gpu_start_ns, 0)
+#define OP_gpu_end_ns(name) F(name, NG_JF_I64, 1, gpu_end_ns, 0)
+#define OP_seen_start_ns(name) F(name, NG_JF_I64, 1, seen_start_ns, 0)
+#define OP_seen_end_ns(name) F(name, NG_JF_I64, 1, seen_end_ns, 0)
+#define OP_times(name) S(name, times)
+#define OP_result(name) F(name, NG_JF_I32, 1, result, 0)
+#define OP_flags(name) \
+    {name, NG_JF_FLAGS, 0, offsetof(struct dr_op, flags), sizeof flag_names / sizeof flag_names[0], 0, flag_names}
+#define OP_marker(name) F(name, NG_JF_I32, 1, marker, DR_NONE)
+#define OP_stack(name) F(name, NG_JF_I32, 1, stack, DR_NONE)
+
 /* Every member, in the writer's order (the reader tries the next one first). */
-static const struct ng_jfield op_fields[] = {
-    F("index", NG_JF_U64, 0, index, 0),
-    F("comm", NG_JF_HEX, 0, comm, 0),
-    F("comm_rank", NG_JF_I32, 1, comm_rank, DR_NONE),
-    F("comm_nranks", NG_JF_I32, 1, comm_nranks, DR_NONE),
-    F("seq", NG_JF_U64_OR_NULL, 1, seq, 0),
-    F("p2p_seq", NG_JF_U64_OR_NULL, 1, p2p_seq, 0),
-    E("op", op, op_names, DR_OP_UNKNOWN),
-    F("count", NG_JF_U64, 0, count, 0),
-    S("datatype", datatype),
-    F("bytes", NG_JF_U64, 0, bytes, 0),
-    S("redop", redop),
-    F("root", NG_JF_I32, 1, root, DR_NONE),
-    F("peer", NG_JF_I32, 1, peer, DR_NONE),
-    F("stream", NG_JF_HEX, 0, stream, 0),
-    F("group", NG_JF_U64_OR_NULL, 1, group, 0),
-    F("thread", NG_JF_U64, 0, thread, 0),
-    F("enqueue_ns", NG_JF_I64, 1, enqueue_ns, 0),
-    F("enqueue_mono_ns", NG_JF_I64, 1, enqueue_mono_ns, 0),
-    E("state", state, state_names, DR_ST_OTHER),
-    F("gpu_start_ns", NG_JF_I64, 1, gpu_start_ns, 0),
-    F("gpu_end_ns", NG_JF_I64, 1, gpu_end_ns, 0),
-    F("seen_start_ns", NG_JF_I64, 1, seen_start_ns, 0),
-    F("seen_end_ns", NG_JF_I64, 1, seen_end_ns, 0),
-    S("times", times),
-    F("result", NG_JF_I32, 1, result, 0),
-    {"flags", NG_JF_FLAGS, 0, offsetof(struct dr_op, flags),
-     sizeof flag_names / sizeof flag_names[0], 0, flag_names},
-    F("marker", NG_JF_I32, 1, marker, DR_NONE),
-    F("stack", NG_JF_I32, 1, stack, DR_NONE),
-};
+#define OP_FIELD(key, kind, source) OP_##key(#key),
+static const struct ng_jfield op_fields[] = {NG_DUMP_OP_FIELDS(OP_FIELD)};
+#define OP_ID(key, kind, source) O_##key,
+enum { NG_DUMP_OP_FIELDS(OP_ID) NOPFIELDS };
+_Static_assert(NOPFIELDS <= 64, "an op's members are bits of a uint64_t");
+
 /* The members a dump's op must have. */
-static const char *const op_required[] = {"index", "comm", "seq", "op", "state", "enqueue_ns"};
-#define NOPFIELDS ((int)(sizeof op_fields / sizeof op_fields[0]))
-/* The writer's list (shim/evidence/dump_format.h) and this table have the same members:
- * a member added there fails this until it is read here. */
-#define COUNT_ONE(key, kind, source) +1
-_Static_assert(NOPFIELDS == 0 NG_DUMP_OP_FIELDS(COUNT_ONE), "ops[] members differ from dump_format.h");
+static const int op_required[] = {O_index, O_comm, O_seq, O_op, O_state, O_enqueue_ns};
 
 /* The members a brief read (DR_BRIEF) skips unparsed; and those it skips too
  * in the ops past the ones in flight (dump-format.md: those come first), which the
  * analysis needs only of an op in flight. */
-static const char *const brief_skips[] = {"comm_rank", "comm_nranks", "bytes", "group",
-                                          "enqueue_mono_ns", "seen_start_ns", "seen_end_ns",
-                                          "marker", "stack"};
-static const char *const tail_skips[] = {"index", "p2p_seq", "peer", "stream"};
+static const int brief_skips[] = {O_comm_rank, O_comm_nranks, O_bytes, O_group,
+                                  O_enqueue_mono_ns, O_seen_start_ns, O_seen_end_ns,
+                                  O_marker, O_stack};
+static const int tail_skips[] = {O_index, O_p2p_seq, O_peer, O_stream};
 static struct ng_jfield brief_fields[NOPFIELDS], tail_fields[NOPFIELDS];
 static struct ng_jrecord op_record, brief_record, tail_record;
 static uint64_t op_need, tail_need; /* the bits of op_required in each */
@@ -118,14 +121,15 @@ static int op_elem(void *c, size_t i, ng_jv *v)
 
 /* ---- comms[] and their peers ---- */
 
-static const char *const comm_keys[] = {"id", "rank", "nranks", "device", "name", "state",
-                                        "blocking", "parent", "created_ns", "last_seq",
-                                        "last_completed_seq", "last_async_error", "peers"};
-enum { C_ID, C_RANK, C_NRANKS, C_DEVICE, C_NAME, C_STATE, C_BLOCKING, C_PARENT, C_CREATED,
-       C_LAST_SEQ, C_LAST_DONE, C_ASYNC, C_PEERS, C_NKEYS };
-#define COMM_REQUIRED ((1u << C_ID) | (1u << C_RANK) | (1u << C_NRANKS) | (1u << C_LAST_SEQ) | \
-                       (1u << C_LAST_DONE))
-static const char *const peer_keys[] = {"peer", "last_p2p_seq", "last_completed_p2p_seq"};
+static const char *const comm_keys[] = {NG_DUMP_COMM_FIELDS(NG_DUMP_KEY_NAME)};
+#define COMM_ID(key, kind, source) C_##key,
+enum { NG_DUMP_COMM_FIELDS(COMM_ID) C_NKEYS };
+#define COMM_REQUIRED ((1u << C_id) | (1u << C_rank) | (1u << C_nranks) | (1u << C_last_seq) | \
+                       (1u << C_last_completed_seq))
+static const char *const peer_keys[] = {NG_DUMP_PEER_FIELDS(NG_DUMP_KEY_NAME)};
+#define PEER_ID(key, kind, source) P_##key,
+enum { NG_DUMP_PEER_FIELDS(PEER_ID) P_NKEYS };
+#define PEER_REQUIRED ((1u << P_NKEYS) - 1)
 
 struct comm_ctx {
     struct dr_reader *r;
@@ -139,8 +143,13 @@ static int peer_member(void *c, int k, ng_jv *v)
     struct comm_ctx *x = c;
     struct dr_peer *p = &x->c->peers[x->c->npeers - 1];
     x->seen |= 1u << k;
-    if (k == 0) return dr_i64(x->r, peer_keys[k], v, &p->peer, DR_NONE);
-    return dr_u64(x->r, peer_keys[k], v, k == 1 ? &p->last_p2p_seq : &p->last_completed_p2p_seq);
+    switch (k) {
+    case P_peer: return dr_i64(x->r, peer_keys[k], v, &p->peer, DR_NONE);
+    case P_last_p2p_seq: return dr_u64(x->r, peer_keys[k], v, &p->last_p2p_seq);
+    case P_last_completed_p2p_seq:
+        return dr_u64(x->r, peer_keys[k], v, &p->last_completed_p2p_seq);
+    }
+    return 0;
 }
 
 static struct ng_jkeys peer_table, comm_table;
@@ -155,7 +164,8 @@ static int peer_elem(void *c, size_t i, ng_jv *v)
     x->seen = 0;
     dr_enter(x->r, "peers", (long)i);
     int rc = dr_object(x->r, v, &peer_table, peer_member, x);
-    if (!rc && x->seen != 7) rc = dr_missing(x->r, peer_keys, 3, x->seen, 7);
+    if (!rc && x->seen != PEER_REQUIRED)
+        rc = dr_missing(x->r, peer_keys, P_NKEYS, x->seen, PEER_REQUIRED);
     dr_leave(x->r);
     x->seen = seen;
     return rc;
@@ -169,19 +179,19 @@ static int comm_member(void *c, int k, ng_jv *v)
     const char *key = comm_keys[k];
     x->seen |= 1u << k;
     switch (k) {
-    case C_ID: return dr_hex(r, key, v, &cm->id, 0);
-    case C_RANK: return dr_i64(r, key, v, &cm->rank, DR_NONE);
-    case C_NRANKS: return dr_i64(r, key, v, &cm->nranks, DR_NONE);
-    case C_DEVICE: return dr_i64(r, key, v, &cm->device, DR_NONE);
-    case C_NAME: return dr_str(r, key, v, &cm->name);
-    case C_STATE: return dr_str(r, key, v, &cm->state);
-    case C_BLOCKING: return dr_bool(r, key, v, &cm->blocking);
-    case C_PARENT: return dr_hex(r, key, v, &cm->parent, 1);
-    case C_CREATED: return dr_i64(r, key, v, &cm->created_ns, 0);
-    case C_LAST_SEQ: return dr_u64(r, key, v, &cm->last_seq);
-    case C_LAST_DONE: return dr_u64(r, key, v, &cm->last_completed_seq);
-    case C_ASYNC: return dr_i64(r, key, v, &cm->last_async_error, 0);
-    case C_PEERS:
+    case C_id: return dr_hex(r, key, v, &cm->id, 0);
+    case C_rank: return dr_i64(r, key, v, &cm->rank, DR_NONE);
+    case C_nranks: return dr_i64(r, key, v, &cm->nranks, DR_NONE);
+    case C_device: return dr_i64(r, key, v, &cm->device, DR_NONE);
+    case C_name: return dr_str(r, key, v, &cm->name);
+    case C_state: return dr_str(r, key, v, &cm->state);
+    case C_blocking: return dr_bool(r, key, v, &cm->blocking);
+    case C_parent: return dr_hex(r, key, v, &cm->parent, 1);
+    case C_created_ns: return dr_i64(r, key, v, &cm->created_ns, 0);
+    case C_last_seq: return dr_u64(r, key, v, &cm->last_seq);
+    case C_last_completed_seq: return dr_u64(r, key, v, &cm->last_completed_seq);
+    case C_last_async_error: return dr_i64(r, key, v, &cm->last_async_error, 0);
+    case C_peers:
         if (ng_jv_kind(v) != NG_J_ARRAY) return dr_fail(r, key, "not an array");
         return ng_jv_array(v, peer_elem, x);
     }
@@ -210,24 +220,20 @@ static int comm_elem(void *c, size_t i, ng_jv *v)
 static void init_once(void)
 {
     ng_jrecord_init(&op_record, op_fields, NOPFIELDS);
-    for (int i = 0; i < NOPFIELDS; i++) {
-        brief_fields[i] = tail_fields[i] = op_fields[i];
-        for (size_t k = 0; k < sizeof brief_skips / sizeof brief_skips[0]; k++)
-            if (!strcmp(op_fields[i].name, brief_skips[k]))
-                brief_fields[i].kind = tail_fields[i].kind = NG_JF_SKIP;
-        for (size_t k = 0; k < sizeof tail_skips / sizeof tail_skips[0]; k++)
-            if (!strcmp(op_fields[i].name, tail_skips[k])) tail_fields[i].kind = NG_JF_SKIP;
-    }
+    for (int i = 0; i < NOPFIELDS; i++) brief_fields[i] = tail_fields[i] = op_fields[i];
+    for (size_t k = 0; k < sizeof brief_skips / sizeof brief_skips[0]; k++)
+        brief_fields[brief_skips[k]].kind = tail_fields[brief_skips[k]].kind = NG_JF_SKIP;
+    for (size_t k = 0; k < sizeof tail_skips / sizeof tail_skips[0]; k++)
+        tail_fields[tail_skips[k]].kind = NG_JF_SKIP;
     ng_jrecord_init(&brief_record, brief_fields, NOPFIELDS);
     ng_jrecord_init(&tail_record, tail_fields, NOPFIELDS);
     for (size_t k = 0; k < sizeof op_required / sizeof op_required[0]; k++)
-        for (int i = 0; i < op_record.n; i++)
-            if (!strcmp(op_fields[i].name, op_required[k])) op_need |= 1ull << i;
+        op_need |= 1ull << op_required[k];
     tail_need = op_need;
     for (int i = 0; i < NOPFIELDS; i++)
         if (tail_fields[i].kind == NG_JF_SKIP) tail_need &= ~(1ull << i);
     ng_jkeys_init(&comm_table, comm_keys, C_NKEYS);
-    ng_jkeys_init(&peer_table, peer_keys, 3);
+    ng_jkeys_init(&peer_table, peer_keys, P_NKEYS);
 }
 
 static void init_tables(void)

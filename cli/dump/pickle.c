@@ -1,5 +1,5 @@
 /*
- * pickle.c: the bounded pickle reader of pickle.h. One pass over the opcodes,
+ * dump/pickle.c: the bounded pickle reader of dump/pickle.h. One pass over the opcodes,
  * with the pickle machine's stack, marks and memo as arrays; values live in an
  * arena freed with the document. The format is Python's (Lib/pickletools.py
  * documents each opcode); only the binary opcodes of data are read.

@@ -1,5 +1,5 @@
 /*
- * pickle.h: a bounded reader of the data subset of Python's pickle format (the
+ * dump/pickle.h: a bounded reader of the data subset of Python's pickle format (the
  * opcodes of protocols 0 to 5 that build None, booleans, integers, floats,
  * strings, bytes, lists, tuples and dicts), enough for the files PyTorch's C++
  * pickler writes (its Flight Recorder dumps, cli/dump/fr.h).

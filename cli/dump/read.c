@@ -20,34 +20,37 @@
 #include "dump/mem.h"
 #include "dump/scalar.h"
 #include "dump/stack.h"
+#include "evidence/dump_format.h"
 #include "json/json.h"
 
 #define MAX_DUMP_BYTES (1ull << 30)
 
-static const char *const top_keys[] = {
-    "schema", "reason", "incident", "time_ns", "host", "pid", "rank", "local_rank", "job",
-    "versions", "flight", "comms", "ops", "threads", "python", "ncclguard_version",
-    "nccl_version", "ras"};
-enum { T_SCHEMA, T_REASON, T_INCIDENT, T_TIME, T_HOST, T_PID, T_RANK, T_LOCAL_RANK, T_JOB,
-       T_VERSIONS, T_FLIGHT, T_COMMS, T_OPS, T_THREADS, T_PYTHON, T_NG_VERSION, T_NCCL_VERSION,
-       T_RAS, T_NKEYS };
+/* The writer's keys (evidence/dump_format.h), then those of ncclguard.dump/1.x. */
+static const char *const top_keys[] = {NG_DUMP_TOP_FIELDS(NG_DUMP_KEY_NAME) "ncclguard_version",
+                                       "nccl_version"};
+#define TOP_ID(key, kind, source) T_##key,
+enum { NG_DUMP_TOP_FIELDS(TOP_ID) T_ncclguard_version, T_nccl_version, T_NKEYS };
+_Static_assert(T_NKEYS <= 32, "top-level keys are bits of a uint32_t");
 #define BIT(k) (1u << (k))
-#define NEED_ALL (BIT(T_SCHEMA) | BIT(T_REASON) | BIT(T_TIME) | BIT(T_HOST) | BIT(T_PID) | \
-                  BIT(T_RANK) | BIT(T_LOCAL_RANK) | BIT(T_JOB) | BIT(T_FLIGHT) | BIT(T_COMMS) | \
-                  BIT(T_OPS))
-#define NEED_2 (NEED_ALL | BIT(T_INCIDENT) | BIT(T_VERSIONS) | BIT(T_THREADS) | BIT(T_PYTHON))
-#define NEED_1 (NEED_ALL | BIT(T_NG_VERSION) | BIT(T_NCCL_VERSION))
+#define NEED_ALL (BIT(T_schema) | BIT(T_reason) | BIT(T_time_ns) | BIT(T_host) | BIT(T_pid) | \
+                  BIT(T_rank) | BIT(T_local_rank) | BIT(T_job) | BIT(T_flight) | BIT(T_comms) | \
+                  BIT(T_ops))
+#define NEED_2 (NEED_ALL | BIT(T_incident) | BIT(T_versions) | BIT(T_threads) | BIT(T_python))
+#define NEED_1 (NEED_ALL | BIT(T_ncclguard_version) | BIT(T_nccl_version))
 
-static const char *const version_keys[] = {"ncclguard", "nccl", "cuda_driver", "python"};
-static const char *const flight_keys[] = {"capacity", "recorded", "overwritten",
-                                          "dropped_inflight"};
+static const char *const version_keys[] = {NG_DUMP_VERSION_FIELDS(NG_DUMP_KEY_NAME)};
+#define VERSION_ID(key, kind, source) V_##key,
+enum { NG_DUMP_VERSION_FIELDS(VERSION_ID) V_NKEYS };
+static const char *const flight_keys[] = {NG_DUMP_FLIGHT_FIELDS(NG_DUMP_KEY_NAME)};
+#define FLIGHT_ID(key, kind, source) F_##key,
+enum { NG_DUMP_FLIGHT_FIELDS(FLIGHT_ID) F_NKEYS };
 static struct ng_jkeys top_table, version_table, flight_table;
 
 static void init_once(void)
 {
     ng_jkeys_init(&top_table, top_keys, T_NKEYS);
-    ng_jkeys_init(&version_table, version_keys, 4);
-    ng_jkeys_init(&flight_table, flight_keys, 4);
+    ng_jkeys_init(&version_table, version_keys, V_NKEYS);
+    ng_jkeys_init(&flight_table, flight_keys, F_NKEYS);
 }
 
 struct top_ctx {
@@ -58,7 +61,7 @@ struct top_ctx {
 /* "ncclguard.dump/<major>[.<minor>]" with major 1 or 2. */
 static int check_schema(struct dr_reader *r, const char *s)
 {
-    static const char prefix[] = "ncclguard.dump/";
+    static const char prefix[] = NG_DUMP_SCHEMA_PREFIX;
     const char *p = s + sizeof prefix - 1;
     char *end;
     if (strncmp(s, prefix, sizeof prefix - 1) || *p < '1' || *p > '9') goto bad;
@@ -82,19 +85,22 @@ static int version_member(void *c, int k, ng_jv *v)
 {
     struct dr_reader *r = c;
     switch (k) {
-    case 0: return dr_str(r, version_keys[k], v, &r->d->versions.ncclguard);
-    case 1: return dr_i64(r, version_keys[k], v, &r->d->versions.nccl, 0);
-    case 2: return dr_i64(r, version_keys[k], v, &r->d->versions.cuda_driver, 0);
-    default: return dr_str(r, version_keys[k], v, &r->d->versions.python);
+    case V_ncclguard: return dr_str(r, version_keys[k], v, &r->d->versions.ncclguard);
+    case V_nccl: return dr_i64(r, version_keys[k], v, &r->d->versions.nccl, 0);
+    case V_cuda_driver: return dr_i64(r, version_keys[k], v, &r->d->versions.cuda_driver, 0);
+    case V_python: return dr_str(r, version_keys[k], v, &r->d->versions.python);
     }
+    return 0;
 }
 
 static int flight_member(void *c, int k, ng_jv *v)
 {
     struct dr_reader *r = c;
-    uint64_t *f[] = {&r->d->flight.capacity, &r->d->flight.recorded, &r->d->flight.overwritten,
-                     &r->d->flight.dropped_inflight};
-    return dr_u64(r, flight_keys[k], v, f[k]);
+    uint64_t *f[F_NKEYS] = {[F_capacity] = &r->d->flight.capacity,
+                            [F_recorded] = &r->d->flight.recorded,
+                            [F_overwritten] = &r->d->flight.overwritten,
+                            [F_dropped_inflight] = &r->d->flight.dropped_inflight};
+    return f[k] ? dr_u64(r, flight_keys[k], v, f[k]) : 0;
 }
 
 static int nested(struct dr_reader *r, const char *name, ng_jv *v, const struct ng_jkeys *keys,
@@ -115,27 +121,27 @@ static int top_member(void *c, int k, ng_jv *v)
     if (x->seen & BIT(k)) return dr_fail(r, key, "appears twice");
     x->seen |= BIT(k);
     switch (k) {
-    case T_SCHEMA:
+    case T_schema:
         if (dr_str(r, key, v, &d->schema)) return -1;
         if (!d->schema) return dr_fail(r, key, "not a string");
         return check_schema(r, d->schema);
-    case T_REASON: return dr_str(r, key, v, &d->reason);
-    case T_INCIDENT: return dr_str(r, key, v, &d->incident);
-    case T_TIME: return dr_i64(r, key, v, &d->time_ns, 0);
-    case T_HOST: return dr_str(r, key, v, &d->host);
-    case T_PID: return dr_i64(r, key, v, &d->pid, DR_NONE);
-    case T_RANK: return dr_i64(r, key, v, &d->rank, DR_NONE);
-    case T_LOCAL_RANK: return dr_i64(r, key, v, &d->local_rank, DR_NONE);
-    case T_JOB: return dr_str(r, key, v, &d->job);
-    case T_VERSIONS: return nested(r, key, v, &version_table, version_member);
-    case T_FLIGHT: return nested(r, key, v, &flight_table, flight_member);
-    case T_COMMS: return dr_read_comms(r, v);
-    case T_OPS: return dr_read_ops(r, v);
-    case T_THREADS: return dr_read_threads(r, v);
-    case T_PYTHON: return dr_read_python(r, v);
-    case T_NG_VERSION: return dr_str(r, key, v, &d->versions.ncclguard);
-    case T_NCCL_VERSION: return dr_i64(r, key, v, &d->versions.nccl, 0);
-    case T_RAS:
+    case T_reason: return dr_str(r, key, v, &d->reason);
+    case T_incident: return dr_str(r, key, v, &d->incident);
+    case T_time_ns: return dr_i64(r, key, v, &d->time_ns, 0);
+    case T_host: return dr_str(r, key, v, &d->host);
+    case T_pid: return dr_i64(r, key, v, &d->pid, DR_NONE);
+    case T_rank: return dr_i64(r, key, v, &d->rank, DR_NONE);
+    case T_local_rank: return dr_i64(r, key, v, &d->local_rank, DR_NONE);
+    case T_job: return dr_str(r, key, v, &d->job);
+    case T_versions: return nested(r, key, v, &version_table, version_member);
+    case T_flight: return nested(r, key, v, &flight_table, flight_member);
+    case T_comms: return dr_read_comms(r, v);
+    case T_ops: return dr_read_ops(r, v);
+    case T_threads: return dr_read_threads(r, v);
+    case T_python: return dr_read_python(r, v);
+    case T_ncclguard_version: return dr_str(r, key, v, &d->versions.ncclguard);
+    case T_nccl_version: return dr_i64(r, key, v, &d->versions.nccl, 0);
+    case T_ras:
         if (ng_jv_kind(v) == NG_J_STRING || ng_jv_kind(v) == NG_J_NULL)
             return dr_str(r, key, v, &d->ras);
         return 0; /* another shape: not one this reader shows */
@@ -148,7 +154,7 @@ static int root(void *c, ng_jv *v)
     struct top_ctx *x = c;
     struct dr_reader *r = x->r;
     if (dr_object(r, v, &top_table, top_member, x)) return -1;
-    if (!(x->seen & BIT(T_SCHEMA))) return dr_fail(r, NULL, "no \"schema\": not a dump");
+    if (!(x->seen & BIT(T_schema))) return dr_fail(r, NULL, "no \"schema\": not a dump");
     uint32_t need = r->d->major == 2 ? NEED_2 : NEED_1;
     if ((x->seen & need) != need) return dr_missing(r, top_keys, T_NKEYS, x->seen, need);
     if (!r->d->host || !r->d->job || !r->d->reason)

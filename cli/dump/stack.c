@@ -10,24 +10,32 @@
 #include "dump/dump.h"
 #include "dump/mem.h"
 #include "dump/scalar.h"
+#include "evidence/dump_format.h"
 #include "json/json.h"
 
-static const char *const thread_keys[] = {"tid",        "name",   "state",     "syscall",
-                                          "stack_from", "frames", "stack_note"};
-static const char *const frame_keys[] = {"pc", "module", "offset", "function", "function_offset",
-                                         "build_id", "guess"};
-static const char *const python_keys[] = {"method", "why", "threads", "raw"};
-static const char *const pythread_keys[] = {"thread_id", "tid", "frames"};
-static const char *const pyframe_keys[] = {"file", "line", "function"};
+/* The writer's keys (evidence/dump_format.h), and an id for each: K_<list>_<key>. */
+#define KEYS(list, LIST)                                                        \
+    static const char *const list##_keys[] = {NG_DUMP_##LIST##_FIELDS(NG_DUMP_KEY_NAME)}; \
+    enum { NG_DUMP_##LIST##_FIELDS(list##_ID) list##_NKEYS }
+#define thread_ID(key, kind, source) K_thread_##key,
+#define frame_ID(key, kind, source) K_frame_##key,
+#define python_ID(key, kind, source) K_python_##key,
+#define pythread_ID(key, kind, source) K_pythread_##key,
+#define pyframe_ID(key, kind, source) K_pyframe_##key,
+KEYS(thread, THREAD);
+KEYS(frame, FRAME);
+KEYS(python, PYTHON);
+KEYS(pythread, PY_THREAD);
+KEYS(pyframe, PY_FRAME);
 static struct ng_jkeys thread_table, frame_table, python_table, pythread_table, pyframe_table;
 
 static void init_once(void)
 {
-    ng_jkeys_init(&thread_table, thread_keys, 7);
-    ng_jkeys_init(&frame_table, frame_keys, 7);
-    ng_jkeys_init(&python_table, python_keys, 4);
-    ng_jkeys_init(&pythread_table, pythread_keys, 3);
-    ng_jkeys_init(&pyframe_table, pyframe_keys, 3);
+    ng_jkeys_init(&thread_table, thread_keys, thread_NKEYS);
+    ng_jkeys_init(&frame_table, frame_keys, frame_NKEYS);
+    ng_jkeys_init(&python_table, python_keys, python_NKEYS);
+    ng_jkeys_init(&pythread_table, pythread_keys, pythread_NKEYS);
+    ng_jkeys_init(&pyframe_table, pyframe_keys, pyframe_NKEYS);
 }
 
 static void init_tables(void)
@@ -51,14 +59,15 @@ static int frame_member(void *c, int k, ng_jv *v)
     struct dr_frame *f = x->f;
     const char *key = frame_keys[k];
     switch (k) {
-    case 0: return dr_hex(x->r, key, v, &f->pc, 0);
-    case 1: return dr_str(x->r, key, v, &f->module);
-    case 2: return dr_u64(x->r, key, v, &f->offset);
-    case 3: return dr_str(x->r, key, v, &f->function);
-    case 4: return dr_i64(x->r, key, v, &f->function_offset, DR_NONE);
-    case 5: return dr_str(x->r, key, v, &f->build_id);
-    default: return dr_bool(x->r, key, v, &f->guess); /* 2.2; absent before: 0 */
+    case K_frame_pc: return dr_hex(x->r, key, v, &f->pc, 0);
+    case K_frame_module: return dr_str(x->r, key, v, &f->module);
+    case K_frame_offset: return dr_u64(x->r, key, v, &f->offset);
+    case K_frame_function: return dr_str(x->r, key, v, &f->function);
+    case K_frame_function_offset: return dr_i64(x->r, key, v, &f->function_offset, DR_NONE);
+    case K_frame_build_id: return dr_str(x->r, key, v, &f->build_id);
+    case K_frame_guess: return dr_bool(x->r, key, v, &f->guess); /* 2.2; absent before: 0 */
     }
+    return 0;
 }
 
 static int frame_elem(void *c, size_t i, ng_jv *v)
@@ -80,16 +89,17 @@ static int thread_member(void *c, int k, ng_jv *v)
     struct dr_thread *t = x->t;
     const char *key = thread_keys[k];
     switch (k) {
-    case 0: return dr_i64(x->r, key, v, &t->tid, DR_NONE);
-    case 1: return dr_str(x->r, key, v, &t->name);
-    case 2: return dr_str(x->r, key, v, &t->state);
-    case 3: return dr_str(x->r, key, v, &t->syscall);
-    case 4: return dr_str(x->r, key, v, &t->stack_from);
-    case 5:
+    case K_thread_tid: return dr_i64(x->r, key, v, &t->tid, DR_NONE);
+    case K_thread_name: return dr_str(x->r, key, v, &t->name);
+    case K_thread_state: return dr_str(x->r, key, v, &t->state);
+    case K_thread_syscall: return dr_str(x->r, key, v, &t->syscall);
+    case K_thread_stack_from: return dr_str(x->r, key, v, &t->stack_from);
+    case K_thread_frames:
         if (ng_jv_kind(v) != NG_J_ARRAY) return dr_fail(x->r, key, "not an array");
         return ng_jv_array(v, frame_elem, x);
-    default: return dr_str(x->r, key, v, &t->stack_note); /* 2.2 */
+    case K_thread_stack_note: return dr_str(x->r, key, v, &t->stack_note); /* 2.2 */
     }
+    return 0;
 }
 
 static int thread_elem(void *c, size_t i, ng_jv *v)
@@ -152,8 +162,12 @@ static int pyframe_member(void *c, int k, ng_jv *v)
 {
     struct py_ctx *x = c;
     const char *key = pyframe_keys[k];
-    if (k == 1) return dr_i64(x->r, key, v, &x->f->line, DR_NONE);
-    return dr_str(x->r, key, v, k == 0 ? &x->f->file : &x->f->function);
+    switch (k) {
+    case K_pyframe_file: return dr_str(x->r, key, v, &x->f->file);
+    case K_pyframe_line: return dr_i64(x->r, key, v, &x->f->line, DR_NONE);
+    case K_pyframe_function: return dr_str(x->r, key, v, &x->f->function);
+    }
+    return 0;
 }
 
 static int pyframe_elem(void *c, size_t i, ng_jv *v)
@@ -173,11 +187,15 @@ static int pythread_member(void *c, int k, ng_jv *v)
 {
     struct py_ctx *x = c;
     const char *key = pythread_keys[k];
-    if (k == 0) return dr_hex(x->r, key, v, &x->t->thread_id, 0);
-    if (k == 1) return dr_i64(x->r, key, v, &x->t->tid, DR_NONE);
-    if (ng_jv_kind(v) != NG_J_ARRAY) return dr_fail(x->r, key, "not an array");
-    x->frames_cap = 0;
-    return ng_jv_array(v, pyframe_elem, x);
+    switch (k) {
+    case K_pythread_thread_id: return dr_hex(x->r, key, v, &x->t->thread_id, 0);
+    case K_pythread_tid: return dr_i64(x->r, key, v, &x->t->tid, DR_NONE);
+    case K_pythread_frames:
+        if (ng_jv_kind(v) != NG_J_ARRAY) return dr_fail(x->r, key, "not an array");
+        x->frames_cap = 0;
+        return ng_jv_array(v, pyframe_elem, x);
+    }
+    return 0; /* "note": not shown */
 }
 
 static int pythread_elem(void *c, size_t i, ng_jv *v)
@@ -199,13 +217,14 @@ static int python_member(void *c, int k, ng_jv *v)
     struct py_ctx *x = c;
     const char *key = python_keys[k];
     switch (k) {
-    case 0: return dr_str(x->r, key, v, &x->py->method);
-    case 1: return dr_str(x->r, key, v, &x->py->why);
-    case 3: return dr_str(x->r, key, v, &x->py->raw);
-    default:
+    case K_python_method: return dr_str(x->r, key, v, &x->py->method);
+    case K_python_why: return dr_str(x->r, key, v, &x->py->why);
+    case K_python_raw: return dr_str(x->r, key, v, &x->py->raw);
+    case K_python_threads:
         if (ng_jv_kind(v) != NG_J_ARRAY) return dr_fail(x->r, key, "not an array");
         return ng_jv_array(v, pythread_elem, x);
     }
+    return 0;
 }
 
 int dr_read_python(struct dr_reader *r, ng_jv *v)

@@ -246,7 +246,7 @@ static void put_OP_FLAGS(struct ng_json *j, const struct ng_json_key *key, uint6
 
 #define PUT_FIELD(key, kind, source)                              \
     {                                                             \
-        static const struct ng_json_key key_ = NG_JSON_KEY(key);  \
+        static const struct ng_json_key key_ = NG_JSON_KEY(#key); \
         put_##kind(j, &key_, source);                             \
     }
 
@@ -442,7 +442,7 @@ static void op_OP_FLAGS(struct ng_json_run *o, const struct ng_json_key *key, ui
 
 #define RUN_FIELD(key, kind, source)                              \
     {                                                             \
-        static const struct ng_json_key key_ = NG_JSON_KEY(key);  \
+        static const struct ng_json_key key_ = NG_JSON_KEY(#key); \
         op_##kind(&run, &key_, source);                           \
     }
 

@@ -508,7 +508,7 @@ def check_format(header_path, docs_path):
         if not m:
             fail(header_path, f"no list {name}")
             continue
-        found = re.findall(r'X\("([a-z_0-9]+)",\s*([A-Z_0-9]+),', m.group(1))
+        found = re.findall(r'X\(([a-z_0-9]+),\s*([A-Z_0-9]+),', m.group(1))
         if found != spec:
             fail(header_path, f"{name} is {found}, the checker expects {spec}")
         sect = re.search(r"^#+ `?" + re.escape(DOC_SECTIONS[name]) + r"`?.*?$(.*?)(?=^#+ |\Z)",
