@@ -93,13 +93,13 @@ static int jv_member(const struct ng_jfield *f, void *out, json_t *j)
     switch (json_typeof(j)) {
     case JSON_INTEGER: return ng_jf_int(f, out, (int64_t)json_integer_value(j));
     case JSON_NULL: return ng_jf_null(f, out);
-    case JSON_STRING: return ngjf_str(f, out, json_string_value(j), json_string_length(j));
+    case JSON_STRING: return ng_jf_str(f, out, json_string_value(j), json_string_length(j));
     case JSON_ARRAY:
         if (f->kind != NG_JF_FLAGS) return -1;
         *(uint32_t *)ng_jf_at(f, out) = 0;
         for (size_t i = 0; i < json_array_size(j); i++) {
             json_t *e = json_array_get(j, i);
-            if (!json_is_string(e) || ngjf_flag(f, out, json_string_value(e), json_string_length(e)))
+            if (!json_is_string(e) || ng_jf_flag(f, out, json_string_value(e), json_string_length(e)))
                 return -1;
         }
         return 0;

@@ -49,7 +49,7 @@ static inline int ng_jf_null(const struct ng_jfield *f, void *out)
 }
 
 /* The value of a hexadecimal digit, -1 for any other byte. */
-static inline int ngjf_hexval(unsigned char c)
+static inline int ng_jf_hexval(unsigned char c)
 {
     if ((unsigned)(c - '0') < 10) return c - '0';
     c |= 0x20;
@@ -57,7 +57,7 @@ static inline int ngjf_hexval(unsigned char c)
     return -1;
 }
 
-static inline int ngjf_name(const char *const *names, int n, const char *s, size_t len)
+static inline int ng_jf_name(const char *const *names, int n, const char *s, size_t len)
 {
     for (int i = 0; i < n; i++)
         /* memcmp, not strncmp: a value with a NUL inside ("gap\u0000x") must not
@@ -67,14 +67,14 @@ static inline int ngjf_name(const char *const *names, int n, const char *s, size
     return -1;
 }
 
-static inline int ngjf_str(const struct ng_jfield *f, void *out, const char *s, size_t len)
+static inline int ng_jf_str(const struct ng_jfield *f, void *out, const char *s, size_t len)
 {
     switch (f->kind) {
     case NG_JF_HEX: {
         if (len < 1 || len > 16) return -1;
         uint64_t x = 0;
         for (size_t i = 0; i < len; i++) {
-            int d = ngjf_hexval((unsigned char)s[i]);
+            int d = ng_jf_hexval((unsigned char)s[i]);
             if (d < 0) return -1;
             x = x << 4 | (uint64_t)d;
         }
@@ -89,7 +89,7 @@ static inline int ngjf_str(const struct ng_jfield *f, void *out, const char *s, 
         return 0;
     }
     case NG_JF_ENUM: {
-        int i = ngjf_name(f->names, f->size, s, len);
+        int i = ng_jf_name(f->names, f->size, s, len);
         *(uint8_t *)ng_jf_at(f, out) = (uint8_t)(i >= 0 ? i : f->null_as);
         return 0;
     }
@@ -98,10 +98,10 @@ static inline int ngjf_str(const struct ng_jfield *f, void *out, const char *s, 
 }
 
 /* One string of a FLAGS member: its bit (index in names, or "bitN") is set. */
-static inline int ngjf_flag(const struct ng_jfield *f, void *out, const char *s, size_t len)
+static inline int ng_jf_flag(const struct ng_jfield *f, void *out, const char *s, size_t len)
 {
     uint32_t *bits = (uint32_t *)ng_jf_at(f, out);
-    int i = ngjf_name(f->names, f->size, s, len);
+    int i = ng_jf_name(f->names, f->size, s, len);
     if (i < 0 && len > 3 && len < 6 && !memcmp(s, "bit", 3)) {
         i = 0;
         for (size_t k = 3; k < len; k++) {

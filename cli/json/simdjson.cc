@@ -178,13 +178,13 @@ int sv_member(const ng_jfield *fd, void *out, ondemand::value &val, sparser *p)
         for (auto elem : arr) {
             std::string_view sv;
             if ((e = std::move(elem).get_string().get(sv))) return fail(p, e);
-            if (ngjf_flag(fd, out, sv.data(), sv.size())) return -1;
+            if (ng_jf_flag(fd, out, sv.data(), sv.size())) return -1;
         }
         return 0;
     }
     default: {
         std::string_view sv;
-        if (!(e = val.get_string().get(sv))) return ngjf_str(fd, out, sv.data(), sv.size());
+        if (!(e = val.get_string().get(sv))) return ng_jf_str(fd, out, sv.data(), sv.size());
     }
     }
     if (e != INCORRECT_TYPE) return fail(p, e);

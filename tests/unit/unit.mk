@@ -35,14 +35,30 @@ $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS +=
 # test, read through the real reader; linked with the command's objects but its main
 # (CLI_OBJS comes later, from cli/cli.mk: the recipe expands it, and the command is
 # the prerequisite that builds them).
-$(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_main.h \
-        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
+# The suites of the printers (test_render_*.c) are built the same way.
+define ANALYZE_TEST
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(JSON_CFLAGS) -Icli -c $< -o $@.o
 	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/cmd/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
 	    -ldl $(JSON_LIBS) $(DW_LIBS) -lm
+endef
+$(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_main.h \
+        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
+	$(ANALYZE_TEST)
+$(B)/tests/unit/test_render_%: tests/unit/test_render_%.c tests/unit/check_main.h \
+        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
+	$(ANALYZE_TEST)
 
-UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c))
+UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c tests/unit/test_render_*.c))
+
+# Check suites of the JSON layer (cli/json/), over both back ends: the reader's objects.
+$(B)/tests/unit/test_json_%: tests/unit/test_json_%.c tests/unit/check_main.h $(B)/ncclguard \
+        $(wildcard cli/json/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icli -c $< -o $@.o
+	$(CXX) -o $@ $@.o $(DUMPREAD_OBJS) $(LDFLAGS) $(CHECK_LIBS) $(JSON_LIBS) -lm
+
+UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_json_*.c))
 
 # test_shim_python fakes an interpreter: its _PyRuntime and type objects must be
 # in the dynamic symbol table, where the shim looks for them with dlsym.
