@@ -49,11 +49,12 @@ all:
 ALL        :=
 UNIT_TESTS :=
 include shim/shim.mk
+include cli/cli.mk
 include tests/fakes/fakes.mk
 include tests/apps/apps.mk
 include tests/unit/unit.mk
 include tests/e2e/e2e.mk
-include cli/cli.mk
+include tests/fuzz/fuzz.mk
 include bench/bench.mk
 
 all: $(ALL) $(UNIT_TESTS)

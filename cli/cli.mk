@@ -41,32 +41,3 @@ $(B)/ncclguard: $(CLI_OBJS)
 ALL += $(B)/ncclguard
 
 include bench/policy.mk
-
-# The reader's round-trip tool (tests/unit/check_dumpread.py runs it).
-$(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Icli -o $(B)/tests/unit/dumpread_echo.o -c $<
-	$(CXX) -o $@ $(B)/tests/unit/dumpread_echo.o $(DUMPREAD_OBJS) $(LDFLAGS) $(JSON_LIBS)
-
-ALL += $(B)/tests/unit/dumpread_echo
-
-# --- libFuzzer smoke run of the dump reader (clang), part of `make fuzz-smoke` ---
-DUMPREAD_FUZZ_SRCS := tests/fuzz/dumpread_fuzz.c $(DUMPREAD_SRCS) $(DUMPREAD_BASE_SRCS) \
-    $(filter-out cli/render/page.c cli/render/html.c cli/render/svg.c,$(ANALYZE_SRCS))
-FUZZ_CXX ?= clang++
-$(B)/fuzz/simdjson.o: cli/json/simdjson.cc $(wildcard cli/json/*.h)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CXX) -std=c++17 -g -O1 -fPIC -fno-exceptions -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,function \
-	    -fno-sanitize-recover=undefined -Icli -c $< -o $@
-$(B)/fuzz/dumpread_fuzz: $(DUMPREAD_FUZZ_SRCS) $(B)/fuzz/simdjson.o $(wildcard cli/*/*.h)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(filter-out -std=c11,$(FUZZ_FLAGS)) -std=c11 -Icli -o $@ $(DUMPREAD_FUZZ_SRCS) \
-	    $(B)/fuzz/simdjson.o -lstdc++ $(JSON_LIBS) -lpthread -lm
-
-.PHONY: fuzz-smoke-dumpread
-fuzz-smoke: fuzz-smoke-dumpread
-fuzz-smoke-dumpread: $(B)/fuzz/dumpread_fuzz
-	@rm -rf $(B)/fuzz/work-dumpread && mkdir -p $(B)/fuzz/work-dumpread
-	$(B)/fuzz/dumpread_fuzz -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
-	    -max_len=65536 -dict=tests/fuzz/dumpread.dict -print_final_stats=1 \
-	    $(B)/fuzz/work-dumpread tests/fuzz/corpus/dumpread

@@ -67,3 +67,12 @@ ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap
 $(E2E_BIN)/private_handle: tests/e2e/progs/private_handle.c $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libcuda.so.1 -ldl
+
+# The probe of tests/e2e/policy.sh: applies the site policy in its constructor.
+$(B)/tests/e2e/policy_probe: tests/e2e/policy_probe.c $(POLICY_OBJS) $(POLICY_DEPS) \
+        $(B)/shim/base/log.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(POLICY_OBJS) $(POLICY_DEPS) $(B)/shim/base/log.o \
+	    $(LDFLAGS) -ldl
+
+ALL += $(B)/tests/e2e/policy_probe

@@ -31,28 +31,26 @@ $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: $(B)/fakes
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS += \
     -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
 
-# Check suites of the analyzer's rules (test_analyze_*.c): small dumps written by the
-# test, read through the real reader; linked with the command's objects but its main
-# (CLI_OBJS comes later, from cli/cli.mk: the recipe expands it, and the command is
-# the prerequisite that builds them).
-# The suites of the printers (test_render_*.c) are built the same way.
+# Check suites of the analyzer's rules (test_analyze_*.c) and of its printers
+# (test_render_*.c): small dumps written by the test, read through the real reader;
+# linked with the command's objects (cli/cli.mk) but its main.
+ANALYZE_TEST_OBJS = $(filter-out $(B)/cli/cmd/main.o,$(CLI_OBJS))
 define ANALYZE_TEST
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $(JSON_CFLAGS) -Icli -c $< -o $@.o
-	$(CXX) -o $@ $@.o $(filter-out $(B)/cli/cmd/main.o,$(CLI_OBJS)) $(LDFLAGS) $(CHECK_LIBS) \
-	    -ldl $(JSON_LIBS) $(DW_LIBS) -lm
+	$(CXX) -o $@ $@.o $(ANALYZE_TEST_OBJS) $(LDFLAGS) $(CHECK_LIBS) -ldl $(JSON_LIBS) $(DW_LIBS) -lm
 endef
 $(B)/tests/unit/test_analyze_%: tests/unit/test_analyze_%.c tests/unit/check_main.h \
-        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
+        tests/unit/analyze_dumps.h $(ANALYZE_TEST_OBJS) $(wildcard cli/*/*.h)
 	$(ANALYZE_TEST)
 $(B)/tests/unit/test_render_%: tests/unit/test_render_%.c tests/unit/check_main.h \
-        tests/unit/analyze_dumps.h $(B)/ncclguard $(wildcard cli/*/*.h)
+        tests/unit/analyze_dumps.h $(ANALYZE_TEST_OBJS) $(wildcard cli/*/*.h)
 	$(ANALYZE_TEST)
 
 UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/test_analyze_*.c tests/unit/test_render_*.c))
 
 # Check suites of the JSON layer (cli/json/), over both back ends: the reader's objects.
-$(B)/tests/unit/test_json_%: tests/unit/test_json_%.c tests/unit/check_main.h $(B)/ncclguard \
+$(B)/tests/unit/test_json_%: tests/unit/test_json_%.c tests/unit/check_main.h $(DUMPREAD_OBJS) \
         $(wildcard cli/json/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Icli -c $< -o $@.o
@@ -63,3 +61,23 @@ UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/
 # test_shim_python fakes an interpreter: its _PyRuntime and type objects must be
 # in the dynamic symbol table, where the shim looks for them with dlsym.
 $(B)/tests/unit/test_shim_python: LDFLAGS += -rdynamic
+
+# The site policy's suites (shim/policy/): the real objects, with a log stub that records messages
+POLICY_UNIT := $(B)/tests/unit/test_config $(B)/tests/unit/test_config_policy \
+    $(B)/tests/unit/test_envaudit
+
+$(POLICY_UNIT): $(B)/tests/unit/%: tests/unit/%.c tests/unit/log_capture.c \
+        tests/unit/log_capture.h tests/unit/check_main.h $(POLICY_OBJS) $(POLICY_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< tests/unit/log_capture.c $(POLICY_OBJS) \
+	    $(POLICY_TEST_DEPS) $(LDFLAGS) $(CHECK_LIBS) -ldl
+
+UNIT_TESTS += $(POLICY_UNIT)
+
+# The reader's round-trip tool (tests/unit/check_dumpread.py runs it).
+$(B)/tests/unit/dumpread_echo: tests/unit/dumpread_echo.c $(DUMPREAD_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Icli -o $(B)/tests/unit/dumpread_echo.o -c $<
+	$(CXX) -o $@ $(B)/tests/unit/dumpread_echo.o $(DUMPREAD_OBJS) $(LDFLAGS) $(JSON_LIBS)
+
+ALL += $(B)/tests/unit/dumpread_echo
