@@ -29,6 +29,8 @@
 #define MAX_STEPS   400  /* frames visited per thread, the interpreter's shim frames included */
 #define MAX_TABLE   4096 /* bytes of a line table read */
 #define POOL_MAX    (512 << 10)
+#define NAME_MAX_LEN 4096 /* bytes of a file or function name kept: PATH_MAX */
+#define STR_HEAD    64   /* room for a str object's header (40 or 48 bytes) */
 #define CODE_CACHE  1024 /* code objects named per collection, a power of 2 */
 #define WALK_TRIES  5    /* walks of a thread list that changes underneath */
 #define TAG_BITS    7u   /* 3.14 tags the low bits of a frame's f_executable */
@@ -108,23 +110,29 @@ static const char *pool_add(const char *s, size_t n)
 }
 
 /* A str object's text when it is compact ASCII (every name and path in
- * practice), else "?". */
-static const char *read_str(uintptr_t obj, size_t cap)
+ * practice), else "?": whole up to NAME_MAX_LEN bytes (a path's PATH_MAX), the
+ * first NAME_MAX_LEN and "..." when longer. Most are short: one read of the
+ * header and 256 bytes, a second only for a longer text. */
+static const char *read_str(uintptr_t obj)
 {
-    uint8_t b[48 + 256];
-    if (cap > 256) cap = 256;
-    size_t got = ncclguard_peek(obj, b, (size_t)py->lay.str_data + cap);
-    if (got < (size_t)py->lay.str_data || word(b, py->lay.ob_type) != py->str_type) return "?";
+    static uint8_t b[STR_HEAD + NAME_MAX_LEN + 3];
+    size_t head = (size_t)py->lay.str_data;
+    if (head > STR_HEAD) return "?";
+    size_t got = ncclguard_peek(obj, b, head + 256);
+    if (got < head || word(b, py->lay.ob_type) != py->str_type) return "?";
     uint32_t state = (uint32_t)word32(b, py->lay.str_state);
     int64_t len = (int64_t)word(b, py->lay.str_length);
     if ((state & py->lay.str_compact) == 0 || (state & py->lay.str_ascii) == 0 || len < 0)
         return "?";
-    size_t n = (size_t)len < cap ? (size_t)len : cap;
-    if (got < (size_t)py->lay.str_data + n) return "?"; /* torn: the text is not all there */
-    char *t = (char *)b + py->lay.str_data;
+    size_t n = (size_t)len < NAME_MAX_LEN ? (size_t)len : NAME_MAX_LEN;
+    if (n > 256) got = ncclguard_peek(obj + head, b + head, n) + head;
+    if (got < head + n) return "?"; /* torn: the text is not all there */
+    char *t = (char *)b + head;
     for (size_t i = 0; i < n; i++)
         if (t[i] == '\n' || t[i] == '"' || (unsigned char)t[i] < 32) t[i] = '?';
-    return pool_add(t, n);
+    if ((size_t)len == n) return pool_add(t, n);
+    memcpy(t + n, "...", 3);
+    return pool_add(t, n + 3);
 }
 
 /* The file, name and line table of a code object, named once per collection. */
@@ -150,8 +158,8 @@ static const struct code_info *code_info(uintptr_t code)
                             .table = word(b, py->lay.co_lines),
                             .first = word32(b, py->lay.co_firstlineno),
                             .generation = generation};
-    c->file = read_str(word(b, py->lay.co_filename), 255);
-    c->name = read_str(word(b, py->lay.co_name), 127);
+    c->file = read_str(word(b, py->lay.co_filename));
+    c->name = read_str(word(b, py->lay.co_name));
     return c;
 }
 

@@ -17,6 +17,8 @@ the readings: a lock or an event wait (C code), a long sleep, or the fake NCCL.
   - "deep": recurse(DEPTH) down to 0, then a lock acquire: DEPTH + 1 frames of
     the same function at two lines, whose order a reader must keep.
   - "method": Parked.run, a method (co_name "run"), and a lambda.
+  - "long": code compiled under a file name of LONG_FILE's 600 bytes, whose
+    function has a name of 200 (more than a reader keeps without trying).
   - the main thread: main -> park_main: an Event wait, after "ready".
 With --torch it first imports torch, multiplies two matrices (torch's intra-op
 threads: native, without Python state) and takes one batch from a DataLoader with
@@ -37,7 +39,7 @@ import threading
 import time
 
 DEPTH = 25
-ready = threading.Barrier(6)  # the five threads and main
+ready = threading.Barrier(7)  # the six threads and main
 never = threading.Event()
 tids = {}
 
@@ -177,6 +179,20 @@ class Parked(threading.Thread):
         park()  # @method-call
 
 
+LONG_FILE = "/nowhere/" + "long-directory-name/" * 29 + "parked.py"
+LONG_NAME = "parked_" + "x" * 193
+LONG_SRC = """def %s():
+    ready.wait()
+    never.wait()
+%s()
+""" % (LONG_NAME, LONG_NAME)
+
+
+def long_names():
+    note_tid("long")
+    exec(compile(LONG_SRC, LONG_FILE, "exec"), {"ready": ready, "never": never})
+
+
 def park_main():
     print("tids " + " ".join("%s=%d" % kv for kv in sorted(tids.items())), flush=True)
     print("ready", flush=True)
@@ -195,7 +211,8 @@ def main():
                threading.Thread(target=wait_for_work, name="waiter"),
                threading.Thread(target=sleep_outer, name="sleeper"),
                threading.Thread(target=deep, name="deep"),
-               Parked(name="method")]
+               Parked(name="method"),
+               threading.Thread(target=long_names, name="long")]
     for t in started:
         t.daemon = True
         t.start()

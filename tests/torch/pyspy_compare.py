@@ -15,7 +15,8 @@ PROG is tests/torch/py_threads.py, OUT its output (the "tids" line), SPY_JSON wh
     last part;
   - the scene is the one py_threads.py sets: each of its threads (by the tid it
     printed) stops in its function at the line tagged "# @NAME", called from the
-    line tagged "# @NAME-call", and the collective is rank 0's pending AllReduce.
+    line tagged "# @NAME-call"; the thread "long" shows its 598-byte file and
+    200-byte function names; the collective is rank 0's pending AllReduce.
 Prints one line with the figures, or the differences and exits 1.
 """
 import json
@@ -92,6 +93,11 @@ def main():
         if len(mine) < 2 or mine[0][2] != tag[name] or mine[1][2] != tag[name + "-call"]:
             problems.append("thread %s (tid %s) is not where the program put it: %s"
                             % (name, tids.get(name), mine[:2]))
+    t = by_tid.get(tids.get("long"))
+    parked = [f for f in t["frames"] if f["file"].startswith("/nowhere/")] if t else []
+    if not parked or len(parked[0]["file"]) != 598 or len(parked[0]["function"]) != 200:
+        problems.append("thread long (tid %s) lacks its long names: %s"
+                        % (tids.get("long"), parked[:1]))
     pending = [o for o in after["ops"] if o["comm_rank"] == 0 and o["seq"] == 2]
     if not pending or pending[0]["state"] not in ("scheduled", "started"):
         problems.append("rank 0's AllReduce #2 is not pending: %s" % pending)

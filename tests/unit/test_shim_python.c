@@ -351,6 +351,36 @@ START_TEST(a_name_that_is_not_ascii)
 }
 END_TEST
 
+/* A file name of `n` bytes: "/" then 'd's. */
+static char *long_text(size_t n)
+{
+    char *t = (char *)alloc(n + 1);
+    memset(t, 'd', n);
+    t[0] = '/';
+    t[n] = '\0';
+    return t;
+}
+
+START_TEST(long_names_are_kept_up_to_4096_bytes)
+{
+    fake(12);
+    uint8_t *whole = code(long_text(300)), *cut = code("y");
+    put(whole, L->co_filename, (uintptr_t)str(long_text(4096)));
+    put(cut, L->co_filename, (uintptr_t)str(long_text(5000)));
+    thread(frame(whole, 0, frame(cut, 0, NULL)), 1, 7);
+    struct ng_py_view v;
+    collect(&v);
+    struct ng_py_frame f, g;
+    ncclguard_python_frame(thread_at(0).first, &f);
+    ncclguard_python_frame(thread_at(0).first + 1, &g);
+    ck_assert_uint_eq(strlen(f.function), 300); /* was cut at 127 */
+    ck_assert_uint_eq(strlen(f.file), 4096);    /* was cut at 255 */
+    ck_assert_uint_eq(strlen(g.file), 4099);
+    ck_assert_str_eq(g.file + 4096, "...");
+    ck_assert_int_eq(g.file[4095], 'd');
+}
+END_TEST
+
 static void *stay(void *arg)
 {
     pid_t *tid = arg;
@@ -449,6 +479,7 @@ static Suite *python_suite(void)
     tcase_add_test(tc, a_thread_list_that_loops);
     tcase_add_test(tc, a_deep_stack_keeps_the_innermost_100);
     tcase_add_test(tc, a_name_that_is_not_ascii);
+    tcase_add_test(tc, long_names_are_kept_up_to_4096_bytes);
     tcase_add_test(tc, before_3_11_the_tid_comes_from_struct_pthread);
     tcase_add_test(tc, a_version_without_layout_is_refused);
     tcase_add_test(tc, debug_offsets_of_3_13);
