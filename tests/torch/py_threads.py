@@ -19,6 +19,8 @@ the readings: a lock or an event wait (C code), a long sleep, or the fake NCCL.
   - "method": Parked.run, a method (co_name "run"), and a lambda.
   - "long": code compiled under a file name of LONG_FILE's 600 bytes, whose
     function has a name of 200 (more than a reader keeps without trying).
+  - "unicode": code under file names that are not ASCII, one of each kind of
+    str (1, 2 and 4 bytes a character), in functions named likewise.
   - the main thread: main -> park_main: an Event wait, after "ready".
 With --torch it first imports torch, multiplies two matrices (torch's intra-op
 threads: native, without Python state) and takes one batch from a DataLoader with
@@ -39,7 +41,7 @@ import threading
 import time
 
 DEPTH = 25
-ready = threading.Barrier(7)  # the six threads and main
+ready = threading.Barrier(8)  # the seven threads and main
 never = threading.Event()
 tids = {}
 
@@ -193,6 +195,23 @@ def long_names():
     exec(compile(LONG_SRC, LONG_FILE, "exec"), {"ready": ready, "never": never})
 
 
+# not ASCII, one of each kind of str: Latin-1, CJK, and an astral character (in
+# a file name; in a function name, a CJK Extension B letter). Escaped: the
+# source stays ASCII. Each function, in a file of its own, calls the next.
+WIDE = [("/nowhere/caf\u00e9/r\u00e9sum\u00e9.py", "\u00e9t\u00e9"),
+        ("/nowhere/\u5b66\u7fd2/\u8a13\u7df4.py", "\u5f85\u3064"),
+        ("/nowhere/\U0001f40d/snake.py", "\U00020000x")]
+
+
+def wide_names():
+    note_tid("unicode")
+    glob = {"ready": ready, "never": never}
+    for i, (file, name) in enumerate(WIDE):
+        body = "%s()" % WIDE[i + 1][1] if i + 1 < len(WIDE) else "ready.wait(); never.wait()"
+        exec(compile("def %s():\n    %s\n" % (name, body), file, "exec"), glob)
+    glob[WIDE[0][1]]()  # @unicode
+
+
 def park_main():
     print("tids " + " ".join("%s=%d" % kv for kv in sorted(tids.items())), flush=True)
     print("ready", flush=True)
@@ -212,7 +231,8 @@ def main():
                threading.Thread(target=sleep_outer, name="sleeper"),
                threading.Thread(target=deep, name="deep"),
                Parked(name="method"),
-               threading.Thread(target=long_names, name="long")]
+               threading.Thread(target=long_names, name="long"),
+               threading.Thread(target=wide_names, name="unicode")]
     for t in started:
         t.daemon = True
         t.start()

@@ -16,7 +16,8 @@ PROG is tests/torch/py_threads.py, OUT its output (the "tids" line), SPY_JSON wh
   - the scene is the one py_threads.py sets: each of its threads (by the tid it
     printed) stops in its function at the line tagged "# @NAME", called from the
     line tagged "# @NAME-call"; the thread "long" shows its 598-byte file and
-    200-byte function names; the collective is rank 0's pending AllReduce.
+    200-byte function names, the thread "unicode" its three frames named in
+    UTF-8; the collective is rank 0's pending AllReduce.
 Prints one line with the figures, or the differences and exits 1.
 """
 import json
@@ -98,6 +99,11 @@ def main():
     if not parked or len(parked[0]["file"]) != 598 or len(parked[0]["function"]) != 200:
         problems.append("thread long (tid %s) lacks its long names: %s"
                         % (tids.get("long"), parked[:1]))
+    t = by_tid.get(tids.get("unicode"))
+    wide = [f[:2] for f in ng_frames(t) if f[1].startswith("/nowhere/")] if t else []
+    if len(wide) != 3 or any(max(map(ord, f + n)) < 128 for n, f in wide):
+        problems.append("thread unicode (tid %s) lacks its names that are not ASCII: %s"
+                        % (tids.get("unicode"), wide))
     pending = [o for o in after["ops"] if o["comm_rank"] == 0 and o["seq"] == 2]
     if not pending or pending[0]["state"] not in ("scheduled", "started"):
         problems.append("rank 0's AllReduce #2 is not pending: %s" % pending)
