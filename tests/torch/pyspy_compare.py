@@ -49,9 +49,9 @@ def main():
     qualified = tuple(int(x) for x in version.split(".")[:2]) >= (3, 11)
     problems = []
     py = after["python"]
-    if py["method"] == "none":
+    if py["method"] == "none":  # before 3.8 by design; a failure from 3.8 on
         print("no stacks: %s" % py["why"])
-        return 3
+        return 3 if tuple(int(x) for x in version.split(".")[:2]) < (3, 8) else 1
     a, b = ng_threads(before), ng_threads(after)
     if {k: ng_frames(t) for k, t in a.items()} != {k: ng_frames(t) for k, t in b.items()}:
         problems.append("the stacks moved between the two dumps: the comparison is void")
