@@ -8,16 +8,17 @@ ncclguard's dump of it with py-spy's. It runs on CPython 3.6 and later:
 Every thread ends in a call that does not return, so that no stack moves between
 the readings: a lock or an event wait (C code), a long sleep, or the fake NCCL.
   - "collective": collective_step -> all_reduce_and_wait. One process holds both
-    ranks of a communicator (two threads call ncclCommInitRank, one per fake device); after one
-    grouped AllReduce of both, rank 0 alone issues a second one and waits for it
-    in cuStreamSynchronize, which never returns: the peer never joins.
+    ranks of a communicator (two threads call ncclCommInitRank, one per fake
+    device); after one grouped AllReduce of both, rank 0 alone issues a second
+    one and waits for it in cuStreamSynchronize, which never returns: the peer
+    never joins.
   - "waiter": wait_for_work -> wait_on_event: Event.wait(), so the innermost
     frames are the standard library's threading.py.
   - "sleeper": sleep_outer -> sleep_inner: time.sleep.
   - "deep": recurse(DEPTH) down to 0, then a lock acquire: DEPTH + 1 frames of
     the same function at two lines, whose order a reader must keep.
   - "method": Parked.run, a method (co_name "run"), and a lambda.
-  - "long": code compiled under a file name of LONG_FILE's 600 bytes, whose
+  - "long": code compiled under a file name of LONG_FILE's 598 bytes, whose
     function has a name of 200 (more than a reader keeps without trying).
   - "unicode": code under file names that are not ASCII, one of each kind of
     str (1, 2 and 4 bytes a character), in functions named likewise.
@@ -31,7 +32,8 @@ torch; the fake CUDA and NCCL are then loaded by path into the global scope, whe
 the preloaded shim finds them behind its wrappers, and the calls go through
 ctypes.CDLL(None), as in tests/e2e/progs/py_hang.py.
 
-Prints "tids NAME=TID ..." for the threads it started (from /proc/thread-self) and
+Prints "torch VERSION, N intra-op threads" with --torch, "tids NAME=TID ..." for the
+threads it started (from /proc/thread-self) and
 "ready" once every thread is parked or about to be.
 """
 import ctypes
@@ -63,6 +65,8 @@ def torch_work():
                                          batch_size=4, num_workers=1)
     it = iter(loader)
     next(it)
+    print("torch %s, %d intra-op threads" % (torch.__version__, torch.get_num_threads()),
+          flush=True)
     return loader, it  # kept alive: the worker and the feeder thread stay
 
 

@@ -3,8 +3,9 @@
 #  - In a real PyTorch process (the venv's torch and interpreter): py_threads.py
 #    --torch runs a matmul (torch's intra-op threads) and a DataLoader with a worker
 #    process (a feeder thread of multiprocessing in the main process), then parks
-#    five Python threads of its own in nested functions and a recursion, one of
-#    them waiting for rank 0's AllReduce over the fake NCCL, whose peer never comes.
+#    seven Python threads of its own (nested functions, a method and a lambda, a
+#    recursion, names of 598 bytes, names that are not ASCII), one of them
+#    waiting for rank 0's AllReduce over the fake NCCL, whose peer never comes.
 #  - Without torch, the same program on every CPython pyenv has, and Debian's.
 # Each process is read three times while nothing moves: ncclguard's dump on the
 # AllReduce's timeout, `py-spy dump --json`, ncclguard's dump on SIGUSR2.
@@ -34,7 +35,8 @@ pyspy_version=$("$PYSPY" --version)
 
 # start NAME PYTHON ARGS...: runs the program and its three readings in $TMP/NAME
 # (in the background); leaves the comparison's line in $TMP/NAME/result and its
-# status (0 equal, 1 different, 2 not read, 3 no stacks) in $TMP/NAME/rc.
+# status (0 equal, 1 different, 2 not read, 3 no stacks before 3.8, 4 py-spy cannot
+# read it) in $TMP/NAME/rc.
 start() {
     local name=$1 py=$2 d=$TMP/$1
     shift 2

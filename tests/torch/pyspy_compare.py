@@ -15,7 +15,8 @@ PROG is tests/torch/py_threads.py, OUT its output (the "tids" line), SPY_JSON wh
     last part;
   - the scene is the one py_threads.py sets: each of its threads (by the tid it
     printed) stops in its function at the line tagged "# @NAME", called from the
-    line tagged "# @NAME-call"; the thread "long" shows its 598-byte file and
+    line tagged "# @NAME-call"; with torch, the feeder thread of its DataLoader's
+    index queue (multiprocessing's _feed) is among them; the thread "long" shows its 598-byte file and
     200-byte function names, the thread "unicode" its three frames named in
     UTF-8; the collective is rank 0's pending AllReduce.
 Prints one line with the figures, or the differences and exits 1.
@@ -104,6 +105,12 @@ def main():
     if len(wide) != 3 or any(max(map(ord, f + n)) < 128 for n, f in wide):
         problems.append("thread unicode (tid %s) lacks its names that are not ASCII: %s"
                         % (tids.get("unicode"), wide))
+    text = open(out).read()
+    m = re.search(r"^torch (.*)$", text, re.M)
+    feeder = [t for t in b.values() if any(
+        f[0] == "_feed" and f[1].endswith("multiprocessing/queues.py") for f in ng_frames(t))]
+    if m and not feeder:
+        problems.append("no feeder thread of torch's DataLoader (multiprocessing's _feed)")
     pending = [o for o in after["ops"] if o["comm_rank"] == 0 and o["seq"] == 2]
     if not pending or pending[0]["state"] not in ("scheduled", "started"):
         problems.append("rank 0's AllReduce #2 is not pending: %s" % pending)
@@ -112,9 +119,10 @@ def main():
     if problems:
         print("\n".join(problems))
         return 1
-    print("%s (%s): %d threads, %d frames equal (%d of py-spy's names qualified), "
+    print("%s%s (%s): %d threads, %d frames equal (%d of py-spy's names qualified), "
           "%d Python threads not the program's, %d threads without Python" %
-          (version, py["method"], len(b), frames, renamed, len(others), native))
+          ("%s, " % m.group(1) if m else "", version, py["method"], len(b), frames, renamed,
+           len(others), native))
     return 0
 
 
