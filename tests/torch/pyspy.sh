@@ -42,9 +42,12 @@ start() {
     shift 2
     mkdir -p "$d/dumps"
     (
-        # exec and setsid: $! is the interpreter, the leader of a group of its own
-        (cd "$d" && NCCLGUARD_DUMP_DIR=$d/dumps NCCLGUARD_TIMEOUT=2 LD_PRELOAD=$(preload) \
-            LD_LIBRARY_PATH=$FAKES exec setsid "$py" "$PROG" "$@" >"$d/out" 2>&1) &
+        # exec and setsid: $! is the interpreter, the leader of a group of its own;
+        # the node directory in $TMP: the fan-out file of the incident goes with it
+        mkdir -p "$d/node"
+        (cd "$d" && NCCLGUARD_DUMP_DIR=$d/dumps NCCLGUARD_NODE_DIR=$d/node NCCLGUARD_TIMEOUT=2 \
+            LD_PRELOAD=$(preload) LD_LIBRARY_PATH=$FAKES exec setsid "$py" "$PROG" "$@" \
+            >"$d/out" 2>&1) &
         pid=$!
         f=$d/dumps/ncclguard-*-$pid.json
         rc=2
