@@ -29,6 +29,8 @@
 #define MAX_STEPS   400  /* frames visited per thread, the interpreter's shim frames included */
 #define MAX_TABLE   4096 /* bytes of a line table read */
 #define POOL_MAX    (512 << 10)
+#define NAME_MAX_LEN 4096 /* bytes of a file or function name kept: PATH_MAX */
+#define STR_HEAD    80   /* room for a str object's header (40 to 72 bytes) */
 #define CODE_CACHE  1024 /* code objects named per collection, a power of 2 */
 #define WALK_TRIES  5    /* walks of a thread list that changes underneath */
 #define TAG_BITS    7u   /* 3.14 tags the low bits of a frame's f_executable */
@@ -107,24 +109,82 @@ static const char *pool_add(const char *s, size_t n)
     return p;
 }
 
-/* A str object's text when it is compact ASCII (every name and path in
- * practice), else "?". */
-static const char *read_str(uintptr_t obj, size_t cap)
+/* Code point c as UTF-8 at out (1 to 4 bytes); '?' for a control character, a
+ * quote, or a surrogate (which UTF-8 cannot carry). */
+static size_t utf8_put(char *out, uint32_t c)
 {
-    uint8_t b[48 + 256];
-    if (cap > 256) cap = 256;
-    size_t got = ncclguard_peek(obj, b, (size_t)py->lay.str_data + cap);
+    if (c < 0x80) {
+        out[0] = c == '"' || c < 32 ? '?' : (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | c >> 6);
+        out[1] = (char)(0x80 | (c & 63));
+        return 2;
+    }
+    if ((c >= 0xd800 && c < 0xe000) || c >= 0x110000) {
+        out[0] = '?';
+        return 1;
+    }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | c >> 12);
+        out[1] = (char)(0x80 | (c >> 6 & 63));
+        out[2] = (char)(0x80 | (c & 63));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | c >> 18);
+    out[1] = (char)(0x80 | (c >> 12 & 63));
+    out[2] = (char)(0x80 | (c >> 6 & 63));
+    out[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+
+/* A str object's text in UTF-8 when it is compact (every name and path in
+ * practice: ASCII, or 1, 2 or 4 bytes a character), else "?": whole up to
+ * NAME_MAX_LEN bytes (a path's PATH_MAX), the first ones and "..." when
+ * longer. Most are short: one read of the header and 256 bytes, a second only
+ * for a longer text. */
+static const char *read_str(uintptr_t obj)
+{
+    static uint8_t b[STR_HEAD + 4 * NAME_MAX_LEN];
+    static char out[NAME_MAX_LEN + 3];
+    size_t got = ncclguard_peek(obj, b, STR_HEAD + 256);
     if (got < (size_t)py->lay.str_data || word(b, py->lay.ob_type) != py->str_type) return "?";
     uint32_t state = (uint32_t)word32(b, py->lay.str_state);
     int64_t len = (int64_t)word(b, py->lay.str_length);
-    if ((state & py->lay.str_compact) == 0 || (state & py->lay.str_ascii) == 0 || len < 0)
-        return "?";
-    size_t n = (size_t)len < cap ? (size_t)len : cap;
-    if (got < (size_t)py->lay.str_data + n) return "?"; /* torn: the text is not all there */
-    char *t = (char *)b + py->lay.str_data;
-    for (size_t i = 0; i < n; i++)
-        if (t[i] == '\n' || t[i] == '"' || (unsigned char)t[i] < 32) t[i] = '?';
-    return pool_add(t, n);
+    if ((state & py->lay.str_compact) == 0 || len < 0) return "?";
+    size_t off = (size_t)py->lay.str_data, kind = 1;
+    if ((state & py->lay.str_ascii) == 0) {
+        if (!py->lay.str_kind || py->lay.str_cdata <= 0 || py->lay.str_cdata > STR_HEAD)
+            return "?";
+        kind = (state & py->lay.str_kind) >> __builtin_ctz(py->lay.str_kind);
+        off = (size_t)py->lay.str_cdata;
+        if (kind != 1 && kind != 2 && kind != 4) return "?";
+    }
+    size_t n = (size_t)len < NAME_MAX_LEN ? (size_t)len : NAME_MAX_LEN;
+    if (off + n * kind > got) got = off + ncclguard_peek(obj + off, b + off, n * kind);
+    if (got < off + n * kind) return "?"; /* torn: the text is not all there */
+    size_t o = 0, i = 0;
+    for (; i < n; i++) {
+        uint32_t c = b[off + i];
+        if (kind == 2) {
+            uint16_t c2;
+            memcpy(&c2, b + off + 2 * i, 2);
+            c = c2;
+        } else if (kind == 4) {
+            memcpy(&c, b + off + 4 * i, 4);
+        }
+        char u[4];
+        size_t k = utf8_put(u, c);
+        if (o + k > NAME_MAX_LEN) break;
+        memcpy(out + o, u, k);
+        o += k;
+    }
+    if (i < (size_t)len) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    return pool_add(out, o);
 }
 
 /* The file, name and line table of a code object, named once per collection. */
@@ -150,8 +210,8 @@ static const struct code_info *code_info(uintptr_t code)
                             .table = word(b, py->lay.co_lines),
                             .first = word32(b, py->lay.co_firstlineno),
                             .generation = generation};
-    c->file = read_str(word(b, py->lay.co_filename), 255);
-    c->name = read_str(word(b, py->lay.co_name), 127);
+    c->file = read_str(word(b, py->lay.co_filename));
+    c->name = read_str(word(b, py->lay.co_name));
     return c;
 }
 

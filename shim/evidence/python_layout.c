@@ -162,7 +162,13 @@ static int layout_from_debug_offsets(int minor)
                                    .str_length = 16,
                                    .str_data = 40,
                                    .str_compact = 1u << 5,
-                                   .str_ascii = 1u << 6};
+                                   .str_ascii = 1u << 6,
+                                   /* not in _Py_DebugOffsets: the kind's 3 bits
+                                    * after interned's 2, and the text after
+                                    * PyCompactUnicodeObject's utf8_length and
+                                    * utf8 (3.12 on; 3.13's headers agree) */
+                                   .str_kind = 7u << 2,
+                                   .str_cdata = 40 + 16};
     int fr[] = {py.lay.fr_prev + 8, py.lay.fr_code + 8, py.lay.fr_instr + 8, py.lay.fr_owner + 1};
     int co[] = {py.lay.co_filename + 8, py.lay.co_name + 8, py.lay.co_firstlineno + 4,
                 py.lay.co_lines + 8};
@@ -183,7 +189,8 @@ static int agrees_with_table(const struct ng_py_layout *t)
            t->fr_instr == py.lay.fr_instr && t->fr_owner == py.lay.fr_owner &&
            t->co_filename == py.lay.co_filename && t->co_name == py.lay.co_name &&
            t->co_firstlineno == py.lay.co_firstlineno && t->co_lines == py.lay.co_lines &&
-           t->co_code == py.lay.co_code && t->str_data == py.lay.str_data;
+           t->co_code == py.lay.co_code && t->str_data == py.lay.str_data &&
+           t->str_cdata == py.lay.str_cdata && t->str_kind == py.lay.str_kind;
 }
 
 /* A debug build (Py_REF_DEBUG, Py_TRACE_REFS) exports one of these. */

@@ -43,9 +43,12 @@ struct ng_py_layout {
     /* PyCodeObject: file, name, first line, line table, the instructions (3.11+),
      * and how many bytes to read for all of these */
     int co_filename, co_name, co_firstlineno, co_lines, co_code, co_size;
-    /* PyObject, PyBytesObject, PyASCIIObject (compact ASCII text at str_data) */
-    int ob_type, bytes_size, bytes_sval, str_state, str_length, str_data;
-    uint32_t str_compact, str_ascii; /* the bits of state that say compact and ASCII */
+    /* PyObject, PyBytesObject, PyASCIIObject (compact ASCII text at str_data,
+     * other compact text at str_cdata, sizeof(PyCompactUnicodeObject)) */
+    int ob_type, bytes_size, bytes_sval, str_state, str_length, str_data, str_cdata;
+    /* the bits of state that say compact and ASCII, and those of the kind (the
+     * bytes of a character: 1, 2 or 4) */
+    uint32_t str_compact, str_ascii, str_kind;
 };
 
 enum ng_py_method { NG_PY_NONE, NG_PY_LAYOUT, NG_PY_DEBUG_OFFSETS };

@@ -17,7 +17,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = 104, .fr_instr = -1, .fr_owner = -1, .owner_shim = -1, .fr_size = 108,
      .co_filename = 104, .co_name = 112, .co_firstlineno = 40, .co_lines = 120, .co_code = -1,
      .co_size = 128, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 72},
     /* 3.9.18 */
     {.minor = 9, .lines = NG_PY_LNOTAB, .rt_interp_head = 32, .is_next = 0,
      .is_threads = 8, .ts_next = 8, .ts_interp = 16, .ts_frame = 24, .ts_cframe = -1,
@@ -25,7 +26,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = 104, .fr_instr = -1, .fr_owner = -1, .owner_shim = -1, .fr_size = 108,
      .co_filename = 104, .co_name = 112, .co_firstlineno = 40, .co_lines = 120, .co_code = -1,
      .co_size = 128, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 72},
     /* 3.10.13 */
     {.minor = 10, .lines = NG_PY_LINETABLE, .rt_interp_head = 32, .is_next = 0,
      .is_threads = 8, .ts_next = 8, .ts_interp = 16, .ts_frame = 24, .ts_cframe = -1,
@@ -33,7 +35,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = 96, .fr_instr = -1, .fr_owner = -1, .owner_shim = -1, .fr_size = 100,
      .co_filename = 104, .co_name = 112, .co_firstlineno = 40, .co_lines = 120, .co_code = -1,
      .co_size = 128, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 72},
     /* 3.11.7 */
     {.minor = 11, .lines = NG_PY_LOCATIONS, .rt_interp_head = 40, .is_next = 0,
      .is_threads = 16, .ts_next = 8, .ts_interp = 16, .ts_frame = -1, .ts_cframe = 56,
@@ -41,7 +44,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = -1, .fr_instr = 56, .fr_owner = 69, .owner_shim = -1, .fr_size = 70,
      .co_filename = 112, .co_name = 120, .co_firstlineno = 72, .co_lines = 136, .co_code = 184,
      .co_size = 144, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 48, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 72},
     /* 3.12.1 */
     {.minor = 12, .lines = NG_PY_LOCATIONS, .rt_interp_head = 40, .is_next = 0,
      .is_threads = 72, .ts_next = 8, .ts_interp = 16, .ts_frame = -1, .ts_cframe = 56,
@@ -49,7 +53,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = -1, .fr_instr = 56, .fr_owner = 70, .owner_shim = 3, .fr_size = 71,
      .co_filename = 112, .co_name = 120, .co_firstlineno = 68, .co_lines = 136, .co_code = 192,
      .co_size = 144, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 40, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 40, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 56},
     /* 3.13.0 */
     {.minor = 13, .lines = NG_PY_LOCATIONS, .rt_interp_head = 632, .is_next = 7264,
      .is_threads = 7344, .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_cframe = -1,
@@ -57,7 +62,8 @@ static const struct ng_py_layout ng_py_layouts[] = {
      .fr_lasti = -1, .fr_instr = 56, .fr_owner = 70, .owner_shim = 3, .fr_size = 71,
      .co_filename = 112, .co_name = 120, .co_firstlineno = 68, .co_lines = 136, .co_code = 200,
      .co_size = 144, .ob_type = 8, .bytes_size = 16, .bytes_sval = 32, .str_state = 32,
-     .str_length = 16, .str_data = 40, .str_compact = 0x20, .str_ascii = 0x40},
+     .str_length = 16, .str_data = 40, .str_compact = 0x20, .str_ascii = 0x40,
+     .str_kind = 0x1c, .str_cdata = 56},
 };
 
 #endif

@@ -34,9 +34,9 @@ The job checks read DIR's ncclguard-r*.json (DIR may also be one dump file):
                             of it has FUNCTION in its stack
 Every job check first reads every dump of DIR and checks what must hold in any
 dump (consistency): no two records in flight share a CUDA marker; a completed op
-has its end time (GPU or discovered); each op's communicator is in comms[], and
-its seq is not beyond the communicator's (nor, completed, beyond its last
-completed one); an aborted op belongs to a communicator that was aborted,
+has its end time (GPU or discovered); each op's communicator (its id and rank) is
+in comms[], and its seq is not beyond the communicator's (nor, completed, beyond
+its last completed one); an aborted op belongs to a communicator that was aborted,
 revoked or destroyed.
 
 The schema below is written out here on purpose, independently of the writer:
@@ -544,7 +544,9 @@ ENDED = ("aborted", "revoked", "destroyed")
 
 def consistent(path, doc):
     """What every dump must show, whatever the job did."""
-    comms = {c["id"]: c for c in doc["comms"]}
+    # one process may hold several ranks of one communicator (a thread per device,
+    # or ncclCommInitAll): the entry of an op is the one of its id and its rank
+    comms = {(c["id"], c["rank"]): c for c in doc["comms"]}
     markers = {}
     for o in doc["ops"]:
         where = f"{path}: op {o['index']} ({o['op']} seq {o['seq']} p2p_seq {o['p2p_seq']})"
@@ -555,7 +557,9 @@ def consistent(path, doc):
             markers[o["marker"]] = o["index"]
         if o["state"] == "completed" and o["gpu_end_ns"] is None and o["seen_end_ns"] is None:
             stop(f"{where} is completed without an end time")
-        c = comms.get(o["comm"])
+        c = comms.get((o["comm"], o.get("comm_rank")))
+        if c is None:  # a 1.x op names no rank
+            c = next((c for (i, _), c in comms.items() if i == o["comm"]), None)
         if c is None:
             stop(f"{where}: communicator {o['comm']} is not in comms[]")
         if o["seq"] and o["seq"] > c["last_seq"]:

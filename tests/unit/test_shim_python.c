@@ -335,12 +335,12 @@ START_TEST(a_deep_stack_keeps_the_innermost_100)
 }
 END_TEST
 
-START_TEST(a_name_that_is_not_ascii)
+START_TEST(a_name_of_no_known_kind)
 {
     fake(12);
     uint8_t *c = code("x");
     uint8_t *name = str("caf?");
-    put32(name, L->str_state, L->str_compact); /* compact, not ASCII: its data is elsewhere */
+    put32(name, L->str_state, L->str_compact); /* compact, not ASCII, of kind 0 */
     put(c, L->co_name, (uintptr_t)name);
     thread(frame(c, 0, NULL), 1, 7);
     struct ng_py_view v;
@@ -348,6 +348,72 @@ START_TEST(a_name_that_is_not_ascii)
     struct ng_py_frame f;
     ncclguard_python_frame(thread_at(0).first, &f);
     ck_assert_str_eq(f.function, "?");
+}
+END_TEST
+
+/* A file name of `n` bytes: "/" then 'd's. */
+static char *long_text(size_t n)
+{
+    char *t = (char *)alloc(n + 1);
+    memset(t, 'd', n);
+    t[0] = '/';
+    t[n] = '\0';
+    return t;
+}
+
+START_TEST(long_names_are_kept_up_to_4096_bytes)
+{
+    fake(12);
+    uint8_t *whole = code(long_text(300)), *cut = code("y");
+    put(whole, L->co_filename, (uintptr_t)str(long_text(4096)));
+    put(cut, L->co_filename, (uintptr_t)str(long_text(5000)));
+    thread(frame(whole, 0, frame(cut, 0, NULL)), 1, 7);
+    struct ng_py_view v;
+    collect(&v);
+    struct ng_py_frame f, g;
+    ncclguard_python_frame(thread_at(0).first, &f);
+    ncclguard_python_frame(thread_at(0).first + 1, &g);
+    ck_assert_uint_eq(strlen(f.function), 300); /* was cut at 127 */
+    ck_assert_uint_eq(strlen(f.file), 4096);    /* was cut at 255 */
+    ck_assert_uint_eq(strlen(g.file), 4099);
+    ck_assert_str_eq(g.file + 4096, "...");
+    ck_assert_int_eq(g.file[4095], 'd');
+}
+END_TEST
+
+/* A compact str that is not ASCII: n characters of `kind` bytes each. */
+static uint8_t *wide(const uint32_t *cs, size_t n, unsigned kind)
+{
+    uint8_t *o = alloc((size_t)L->str_cdata + (n + 1) * kind);
+    put(o, L->ob_type, (uintptr_t)PyUnicode_Type);
+    put(o, L->str_length, n);
+    put32(o, L->str_state, L->str_compact | kind << __builtin_ctz(L->str_kind));
+    for (size_t i = 0; i < n; i++) memcpy(o + L->str_cdata + i * kind, &cs[i], kind);
+    return o;
+}
+
+/* On 3.8 (the text 72 bytes in), 3.11 and 3.12 (56): Latin-1, a BMP and an
+ * astral character come out as UTF-8, a surrogate as '?'. */
+START_TEST(names_that_are_not_ascii_come_out_in_utf8)
+{
+    static const int minors[] = {8, 11, 12};
+    fake(minors[_i]);
+    static const uint32_t cafe[] = {'c', 'a', 'f', 0xe9}, kanji[] = {0x6a5f, '/', 0xdc80},
+                          snake[] = {0x1f40d, 'x'};
+    uint8_t *a = code("a"), *b = code("b");
+    put(a, L->co_filename, (uintptr_t)wide(cafe, 4, 1));
+    put(a, L->co_name, (uintptr_t)wide(snake, 2, 4));
+    put(b, L->co_filename, (uintptr_t)wide(kanji, 3, 2));
+    thread(frame(a, 0, frame(b, 0, NULL)), 1, 7);
+    struct ng_py_view v;
+    collect(&v);
+    struct ng_py_frame f, g;
+    ncclguard_python_frame(thread_at(0).first, &f);
+    ncclguard_python_frame(thread_at(0).first + 1, &g);
+    ck_assert_str_eq(f.file, "caf\xc3\xa9");
+    ck_assert_str_eq(f.function, "\xf0\x9f\x90\x8dx");
+    ck_assert_str_eq(g.file, "\xe6\xa9\x9f/?");
+    ck_assert_str_eq(g.function, "b");
 }
 END_TEST
 
@@ -448,7 +514,9 @@ static Suite *python_suite(void)
     tcase_add_test(tc, a_frame_without_code);
     tcase_add_test(tc, a_thread_list_that_loops);
     tcase_add_test(tc, a_deep_stack_keeps_the_innermost_100);
-    tcase_add_test(tc, a_name_that_is_not_ascii);
+    tcase_add_test(tc, a_name_of_no_known_kind);
+    tcase_add_loop_test(tc, names_that_are_not_ascii_come_out_in_utf8, 0, 3);
+    tcase_add_test(tc, long_names_are_kept_up_to_4096_bytes);
     tcase_add_test(tc, before_3_11_the_tid_comes_from_struct_pthread);
     tcase_add_test(tc, a_version_without_layout_is_refused);
     tcase_add_test(tc, debug_offsets_of_3_13);
