@@ -172,6 +172,36 @@ START_TEST(precedence_at_the_place_of_the_wait)
 }
 END_TEST
 
+/* Rank 2 of 3 never called the world's AllReduce #5 (ranks 0 and 1 wait in it) nor
+ * split bb's #3 (rank 0 waits in it): two missing findings on one rank, chains of one.
+ * The op the world's waiters enqueued first is at index w, bb's at index b. */
+static void missing_on_two_comms(int w, int b)
+{
+    for (int r = 0; r < 3; r++) {
+        struct fdump d = {.rank = r};
+        comm(&d, W, r, 3, r == 2 ? 4 : 5, 4, NULL);
+        op(&d, (struct fop){1, W, 4, 0, 0, "AllReduce", SW, "completed", 0});
+        if (r < 2) op(&d, (struct fop){w, W, 5, 0, 0, "AllReduce", SW, "started", 0});
+        if (r != 1) {
+            comm(&d, S1, r / 2, 2, r == 2 ? 2 : 3, 2, NULL);
+            op(&d, (struct fop){2, S1, 2, 0, 0, "Broadcast", ST, "completed", 0});
+            if (r == 0) op(&d, (struct fop){b, S1, 3, 0, 0, "Broadcast", ST, "started", 0});
+        }
+        write_dump(&d);
+    }
+}
+
+START_TEST(tie_of_one_rank_goes_to_the_older_wait)
+{
+    /* the same cause, chains of one: the finding whose wait began first is the one
+     * said, whichever is found first */
+    missing_on_two_comms(10, 5);
+    ck_assert_str_eq(verdict(), "2 missing [2/missing/bb]");
+    missing_on_two_comms(5, 10);
+    ck_assert_str_eq(verdict(), "2 missing [2/missing/aa]");
+}
+END_TEST
+
 START_TEST(tie_at_the_place_of_the_wait)
 {
     two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
@@ -384,6 +414,7 @@ int main(void)
                             missing_follows_to_another_rank, missing_follows_its_oldest_op,
                             missing_without_an_op_in_flight_ends,
                             precedence_at_the_place_of_the_wait, tie_at_the_place_of_the_wait,
+                            tie_of_one_rank_goes_to_the_older_wait,
                             one_finding_at_the_place_of_the_wait,
                             scheduled_behind_an_older_op_of_another_stream,
                             scheduled_behind_a_newer_op_of_another_stream,
