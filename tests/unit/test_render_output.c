@@ -86,7 +86,7 @@ START_TEST(json_names_the_missing_rank_and_its_op)
 }
 END_TEST
 
-START_TEST(json_has_no_op_for_a_rank_without_a_dump)
+START_TEST(json_has_no_dump_for_a_rank_without_one)
 {
     /* rank 3 of 4 left no dump: a no_dump finding, about no op of its own */
     for (int r = 0; r < 3; r++) rank_at(r, 4, 0);
@@ -96,6 +96,26 @@ START_TEST(json_has_no_op_for_a_rank_without_a_dump)
     ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), "no_dump");
     ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), 3);
     ck_assert(json_is_null(json_object_get(c, "dump")));
+    json_decref(j);
+}
+END_TEST
+
+START_TEST(json_has_no_op_for_a_crash)
+{
+    /* rank 1's dump was written by the crash handler: a finding about no op */
+    for (int r = 0; r < 3; r++) {
+        struct fdump d = {.rank = r, .reason = r == 1 ? "crash" : NULL};
+        comm(&d, W, r, 3, 2, 1, NULL);
+        op(&d, (struct fop){1, W, 1, 0, 0, "AllReduce", SW, "completed", 0});
+        op(&d, (struct fop){2, W, 2, 0, 0, "AllReduce", SW, "started", 0});
+        ad_write(g_dir, &d);
+    }
+    ck_assert_int_eq(ad_analyze(&g_an, g_dir, NULL), AN_EXIT_CULPRIT);
+    json_t *j = analysis_json();
+    json_t *c = json_array_get(json_object_get(json_object_get(j, "verdict"), "culprits"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), "crashed");
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), 1);
+    ck_assert(json_is_null(json_object_get(c, "op")));
     json_decref(j);
 }
 END_TEST
@@ -149,7 +169,8 @@ static Suite *suite(void)
 {
     TCase *tc;
     const TTest *const tests[] = {
-        json_names_the_missing_rank_and_its_op, json_has_no_op_for_a_rank_without_a_dump,
+        json_names_the_missing_rank_and_its_op, json_has_no_dump_for_a_rank_without_one,
+        json_has_no_op_for_a_crash,
         text_starts_with_the_verdict_and_groups_ranks, healthy_text_and_json,
         html_escapes_every_markup_character, NULL};
     Suite *s = ng_check_suite("render_output", "printers", 30, tests, &tc);
