@@ -61,7 +61,7 @@ const char *an_cause_name(int cause); /* analyze/model.c */
 
 /* An op's signature, interned (an->sigs): what must agree across ranks at one seq. */
 struct an_sig {
-    uint64_t count, bytes;               /* bytes: 0 (count and datatype say it) */
+    uint64_t count;                      /* and datatype: they say the bytes */
     int32_t root;
     uint8_t op;
     char datatype[16], redop[24];
