@@ -362,7 +362,7 @@ static int64_t unwind(void *const *fp, const uint64_t **pcs_out, int *n_out, int
     return NG_NO_STACK;
 }
 
-__attribute__((noinline)) int64_t ncclguard_stack_capture_at(void *caller_ra)
+int64_t ncclguard_stack_capture_at(void *caller_ra)
 {
     void *const *fp = __builtin_frame_address(0);
     uintptr_t base = (uintptr_t)fp + 16;

@@ -42,7 +42,7 @@ void ncclguard_stacks_init(int depth);
  * tells where the job's innermost return address lies. Off, it costs a load
  * and a branch (no call). */
 extern int ncclguard_stack_depth;
-int64_t ncclguard_stack_capture_at(void *caller_ra);
+__attribute__((noinline)) int64_t ncclguard_stack_capture_at(void *caller_ra);
 static inline int64_t ncclguard_stack_capture(void *caller_ra)
 {
     return ncclguard_stack_depth ? ncclguard_stack_capture_at(caller_ra) : NG_NO_STACK;
