@@ -84,7 +84,7 @@ static unsigned char *sites; /* SITES_MAX x site_size */
 static size_t site_size;
 static struct site_bucket site_buckets[SITE_BUCKETS];
 static ng_atomic(int) sites_used;
-static ng_atomic(uint64_t) hits;
+static ng_atomic(uint64_t) unwinds; /* counted on the slow path only: no line shared by hits */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 {
@@ -387,12 +387,10 @@ int64_t ncclguard_stack_capture_at(void *caller_ra)
                 continue;
             }
             uintptr_t at = base; /* never st->made_at: the same site on any stack */
-            if (site_holds(st, at)) {
-                ng_atomic_add_relaxed(&hits, 1);
-                return st->id;
-            }
+            if (site_holds(st, at)) return st->id;
         }
     }
+    ng_atomic_add_relaxed(&unwinds, 1);
     void *raw[NG_STACKS_DEPTH_MAX + SHIM_FRAMES_MAX];
     const uint64_t *pcs;
     int n, skip;
@@ -416,7 +414,7 @@ void ncclguard_stacks_stats(struct ng_stacks_stats *out)
     out->lost = ng_atomic_load_relaxed(&lost);
     int c = ng_atomic_load_relaxed(&sites_used);
     out->sites = c < SITES_MAX ? c : SITES_MAX;
-    out->hits = ng_atomic_load_relaxed(&hits);
+    out->unwinds = ng_atomic_load_relaxed(&unwinds);
 }
 
 int ncclguard_stack_frames(int64_t id, const uint64_t **pcs)

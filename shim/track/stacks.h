@@ -54,7 +54,7 @@ struct ng_stacks_stats {
     int used;         /* entries taken */
     uint64_t lost;    /* captures that found the table full */
     int sites;        /* call sites cached (each one stack seen from one call site) */
-    uint64_t hits;    /* captures answered by the cache, without an unwind */
+    uint64_t unwinds; /* captures the cache did not answer: full unwinds */
 };
 void ncclguard_stacks_stats(struct ng_stacks_stats *out);
 

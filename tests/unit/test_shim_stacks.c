@@ -55,11 +55,11 @@ __attribute__((noinline)) static int64_t checked(void)
     return id;
 }
 
-static uint64_t hits(void)
+static uint64_t unwinds(void)
 {
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
-    return st.hits;
+    return st.unwinds;
 }
 
 /* The ids of the stacks of paths[], captured from one call site (a stack
@@ -206,7 +206,7 @@ START_TEST(shared_innermost_frames)
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
     ck_assert_int_eq(st.used, 8);
-    ck_assert_uint_ge(st.hits, 8 * 18); /* the cache answers all but the first rounds */
+    ck_assert_uint_le(st.unwinds, 8 * 2); /* the cache answers all but the first rounds */
 }
 END_TEST
 
@@ -222,7 +222,7 @@ START_TEST(recursion_depths)
     struct ng_stacks_stats st;
     ncclguard_stacks_stats(&st);
     ck_assert_int_eq(st.used, 4); /* d = 4, 5 and 6 fill the 5 frames alike */
-    ck_assert_uint_ge(st.hits, 6 * 18);
+    ck_assert_uint_le(st.unwinds, 6 * 2);
 }
 END_TEST
 
@@ -283,7 +283,7 @@ START_TEST(stack_switch)
         ck_assert_int_eq(fiber_ids[i], fiber_ids[0]);
     }
     ck_assert_int_ne(main_ids[0], fiber_ids[0]);
-    ck_assert_uint_ge(hits(), 4);
+    ck_assert_uint_le(unwinds(), 4); /* 8 main and 4 fiber captures: 1 or 2 stacks each */
     free(stack);
 }
 END_TEST
@@ -343,8 +343,9 @@ START_TEST(dl_site_after_reload)
     ck_assert_msg(pcs[0] == site, "the call site moved: the test proves nothing");
     ck_assert(pcs[1] != caller);
     ck_assert(pcs[1] > (uint64_t)(uintptr_t)via_b && pcs[1] < (uint64_t)(uintptr_t)via_b + 256);
+    uint64_t before = unwinds();
     ck_assert_int_eq(via_b(f2, caller), b); /* and from the cache, the same */
-    ck_assert_uint_ge(hits(), 3);
+    ck_assert_uint_eq(unwinds(), before);
     dlclose(h);
 }
 END_TEST
