@@ -350,11 +350,62 @@ START_TEST(dl_site_after_reload)
 }
 END_TEST
 
+#define SHARED_PATHS 16
+static int64_t shared_ids[4][SHARED_PATHS];
+
+static void *sharer(void *arg)
+{
+    int64_t *mine = arg;
+    for (int round = 0; round < 50; round++)
+        for (unsigned p = 0; p < SHARED_PATHS; p++) {
+            unsigned path = (p + (unsigned)(mine - shared_ids[0])) % SHARED_PATHS;
+            int64_t id = stack_sites_path(path, 4, capture);
+            if (id == NG_NO_STACK) continue; /* another thread was adding it */
+            if (mine[path] == NG_NO_STACK) mine[path] = id;
+            if (mine[path] != id) return (void *)1;
+        }
+    return NULL;
+}
+
+/* Threads that make the sites of the same new stacks at once and use each
+ * other's: each path keeps one id, the same in every thread. A library was
+ * unloaded first, so that every full unwind is the shim's own walk (libunwind's
+ * per-thread cache is freed at thread exit in a way ThreadSanitizer cannot
+ * follow: tests/e2e/tsan.sh runs this case). */
+START_TEST(threads_share_sites)
+{
+    init(24);
+    dl_site_fn f;
+    dlclose(open_site("libstackdl1.so", &f));
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        for (int p = 0; p < SHARED_PATHS; p++) shared_ids[i][p] = NG_NO_STACK;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, sharer, shared_ids[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        ck_assert_ptr_null(rc);
+    }
+    for (int p = 0; p < SHARED_PATHS; p++)
+        for (int i = 1; i < 4; i++) ck_assert_int_eq(shared_ids[i][p], shared_ids[0][p]);
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    ck_assert_int_eq(st.used, SHARED_PATHS);
+    ck_assert_uint_lt(st.unwinds, 4 * SHARED_PATHS * 5); /* the rest from the cache */
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {one_id_per_stack,      depth_cuts_the_stack,  off_without_depth,
                             full_table_keeps_what_it_has, threads_agree, shared_innermost_frames,
                             recursion_depths,      stack_switch,          dl_site_after_reload,
                             NULL};
-    return ng_check_run(ng_check_suite("stacks", "table", 60, tests, NULL));
+    Suite *s = ng_check_suite("stacks", "table", 60, tests, NULL);
+    TCase *threads = tcase_create("threads"); /* CK_RUN_CASE=threads under TSan */
+    tcase_set_timeout(threads, 120);
+    tcase_add_test(threads, threads_share_sites);
+    suite_add_tcase(s, threads);
+    return ng_check_run(s);
 }
