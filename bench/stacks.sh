@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/stacks.sh BUILD_DIR: what the enqueue stacks add per NCCL call, at
 # depth 24 (NCCLGUARD_STACK_DEPTH's default) and with the call 24 frames deep,
-# against NCCLGUARD_STACKS=0 in the same run. Instructions from callgrind
+# issued in turn from 8 call sites (the cache of call sites answers all but the
+# first call of each), against NCCLGUARD_STACKS=0 in the same run. Instructions from callgrind
 # (the difference of an N2- and an N1-call run, so that start-up cancels out),
 # time as the median of REPS runs of each, interleaved. Fake NCCL in no-op
 # mode, TRACK=full, a ring that never wraps, no watchdog poll in the loop.
@@ -27,7 +28,7 @@ if command -v valgrind >/dev/null; then
         a=$(instr $s $N1) b=$(instr $s $N2)
         eval "i$s=$(( (b - a) / (N2 - N1) ))"
     done
-    printf 'enqueue stacks, depth %d: %d instructions per call with them, %d without: +%d (%s x)\n' \
+    printf 'enqueue stacks, depth %d, 8 call sites: %d instructions per call with them, %d without: +%d (%s x; target +150)\n' \
         $DEPTH "$i1" "$i0" $((i1 - i0)) "$(awk -v a="$i1" -v b="$i0" 'BEGIN {printf "%.2f", a / b}')"
 else
     echo "stacks: valgrind is not installed; instruction counts skipped"

@@ -189,7 +189,7 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
     r->comm_slot = c->slot;
     r->flags = 0; /* result: the post hook's, before any append */
     r->marker = NG_NO_MARKER;
-    r->stack = ncclguard_stack_capture();
+    r->stack = ncclguard_stack_capture(__builtin_return_address(0));
     enum ng_track_mode mode = ncclguard_track_mode;
     if (mode == NG_TRACK_OFF) return 0;
     uint64_t bytes = count * ng_dtype_size(dtype);

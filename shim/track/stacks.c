@@ -9,6 +9,13 @@
  * meets a claimed bucket whose id is not yet published gets no stack for that
  * one op rather than wait. Two stacks with the same 64-bit hash share an
  * entry: the first one's frames stand for both.
+ *
+ * In front of it, the cache of call sites (shim/track/README.md, "Enqueue
+ * stacks", says why it is exact): buckets keyed by the innermost return
+ * address, each pointing at a site that lists the checks of one stack, the
+ * words its unwind read, at offsets from the caller's stack pointer, and the
+ * values they held. A capture whose every check holds has that stack. The
+ * sites are published the same way as the table's entries.
  */
 #include "track/stacks.h"
 
@@ -20,6 +27,7 @@
 #include "base/atomic.h"
 #include "base/hash.h"
 #include "base/log.h"
+#include "track/cfi.h"
 #include "track/unwind.h"
 
 #define NBUCKETS (2 * NG_STACKS_MAX) /* a power of two, half full at most */
@@ -32,13 +40,51 @@ struct bucket {
     ng_atomic(uint32_t) id;  /* id + 1, 0 until published, ID_FULL */
 };
 
-static int depth; /* 0: off; set before the first communicator is published */
-static uint64_t *frames; /* NG_STACKS_MAX x depth */
+int ncclguard_stack_depth; /* 0: off; set before the first communicator is published */
+static uint64_t *frames; /* NG_STACKS_MAX x the depth */
 static ng_atomic(int) nframes[NG_STACKS_MAX]; /* 0 until the entry is written */
 static struct bucket buckets[NBUCKETS];
 static ng_atomic(int) used;
 static ng_atomic(uint64_t) lost;
 static uintptr_t shim_lo, shim_hi; /* the text of this library */
+
+/* The cache of call sites. */
+#define SITES_MAX 4096
+#define SITE_BUCKETS (2 * SITES_MAX)
+#define SITE_PROBES 16
+#define FRAME_MAX ((uintptr_t)1 << 20) /* a frame larger than 1 MiB is not cached */
+struct check {
+    int64_t off;  /* from the caller's stack pointer (sp) */
+    uint64_t val; /* the word there; for a rel check, the word minus sp */
+};
+struct site {
+    uint64_t adds, subs; /* the loader's counts when it was made */
+    int64_t id;          /* the stack's id in the table */
+    uintptr_t made_at;   /* capture's CFA when it was made: the checks are relative */
+    int nchecks;
+    int nrel;            /* how many of the checks are rel (an rbp, minus capture's CFA) */
+    int32_t rel_at[NG_STACKS_DEPTH_MAX]; /* the index of each rel check */
+    struct check checks[]; /* 2 x depth at most: one per frame, one per rbp */
+};
+struct site_bucket {
+    ng_atomic(uint64_t) ra; /* the innermost return address, 0 when free */
+    ng_atomic(uint32_t) site; /* site + 1, 0 until published */
+};
+/* Where the caller's innermost return address lies, from capture's own frame
+ * record, for each path through the shim (each wrapper): found by the return
+ * address into capture's caller and the return address of that caller. */
+#define PREFIXES 64
+struct prefix {
+    ng_atomic(uint64_t) caller_ra; /* 0 when free */
+    ng_atomic(int64_t) off;        /* from capture's CFA; -1 until published */
+    uint64_t capture_ra;           /* set before caller_ra is */
+};
+static struct prefix prefixes[PREFIXES];
+static unsigned char *sites; /* SITES_MAX x site_size */
+static size_t site_size;
+static struct site_bucket site_buckets[SITE_BUCKETS];
+static ng_atomic(int) sites_used;
+static ng_atomic(uint64_t) unwinds; /* counted on the slow path only: no line shared by hits */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 {
@@ -60,7 +106,7 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 
 void ncclguard_stacks_init(int want)
 {
-    if (depth || want <= 0) return;
+    if (ncclguard_stack_depth || want <= 0) return;
     if (want > NG_STACKS_DEPTH_MAX) want = NG_STACKS_DEPTH_MAX;
     ncclguard_unwind_open();
     void *probe[2];
@@ -77,7 +123,166 @@ void ncclguard_stacks_init(int want)
     }
     dl_iterate_phdr(find_self, NULL);
     frames = m;
-    depth = want;
+    size_t ssize = sizeof(struct site) + 2 * (size_t)want * sizeof(struct check);
+    ssize = (ssize + 63) & ~(size_t)63;
+    if (ncclguard_cfi_open() == 0) {
+        void *c = mmap(NULL, SITES_MAX * ssize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (c != MAP_FAILED) {
+            sites = c;
+            site_size = ssize;
+        }
+    }
+    if (!sites)
+        NG_INFO("no cache of call sites (libgcc_s.so.1 or memory missing): every op unwinds");
+    ncclguard_stack_depth = want;
+}
+
+struct loader_count {
+    uint64_t adds, subs;
+};
+
+static int count_loads(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    struct loader_count *c = ctx;
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) return -1;
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+    return 1; /* the first object is enough: the counts are the loader's */
+}
+
+static inline struct site *site_at(uint32_t i)
+{
+    return (struct site *)(sites + (size_t)i * site_size);
+}
+
+/* 1 when the stack of the caller whose stack pointer is sp is the site's:
+ * every check holds, in order (each read is then inside a frame the checks
+ * before it proved live). */
+#define HOLDS(c) (*(const uint64_t *)(sp + (uintptr_t)(c).off) == (c).val)
+
+__attribute__((no_sanitize("address"))) static inline int site_holds(const struct site *st,
+                                                                     uintptr_t sp)
+{
+    const struct check *c = st->checks, *end = c + st->nchecks;
+    const struct check *stop = st->nrel ? st->checks + st->rel_at[0] : end;
+    for (int r = 0;;) {
+        /* in order, each read only once the one before it held */
+        for (; stop - c >= 4; c += 4)
+            if (!HOLDS(c[0]) || !HOLDS(c[1]) || !HOLDS(c[2]) || !HOLDS(c[3])) return 0;
+        for (; c < stop; c++)
+            if (!HOLDS(c[0])) return 0;
+        if (c == end) return 1;
+        if (*(const uint64_t *)(sp + (uintptr_t)c->off) - sp != c->val) return 0; /* an rbp */
+        c++;
+        r++;
+        stop = r < st->nrel ? st->checks + st->rel_at[r] : end;
+    }
+}
+
+/* The checks of a stack, from the frame record fp of capture itself: f[0] is
+ * fp[1], f[1..s-1] the shim's frames, f[s..s+n-1] the stack's n frames. The
+ * walk follows the call frame information of each return address from fp on
+ * and must find f[] (else the unwinds differ and nothing is cached); *off is
+ * where f[s] lies. 0 when a rule is unknown. */
+__attribute__((no_sanitize("address"))) static int plan(struct site *st, void *const *fp,
+                                                        const uint64_t *f, int s, int n,
+                                                        int64_t *off)
+{
+    uintptr_t base = (uintptr_t)fp + 16, sp = base, rbp_at = (uintptr_t)fp;
+    int k = 0, end = s + n; /* f[end - 1]: the outermost frame kept */
+    st->nrel = 0;
+    st->made_at = base;
+    for (int i = 1; i <= end; i++) {
+        struct ng_cfi_rule r;
+        if (ncclguard_cfi_rule((uintptr_t)f[i - 1], &r) != 0) return 0;
+        if (i == end) {
+            if (n < ncclguard_stack_depth && !r.last) return 0; /* it stopped for another reason */
+            break;
+        }
+        if (r.last) return 0;
+        /* The shim's own frames (i <= s) are fixed code, found by the
+         * prefix: f[1..s] are there once f[0] and f[1] are (see prefix_find). */
+        uintptr_t cfa;
+        if (r.cfa_is_rbp) {
+            uint64_t rbp = *(const uint64_t *)rbp_at;
+            if (i > s) {
+                st->rel_at[st->nrel++] = k;
+                st->checks[k++] = (struct check){(int64_t)(rbp_at - base), rbp - base};
+            }
+            cfa = (uintptr_t)rbp + (uintptr_t)r.cfa_off;
+        } else {
+            cfa = sp + (uintptr_t)r.cfa_off;
+        }
+        if (cfa <= sp || cfa - sp > FRAME_MAX || (cfa & 7)) return 0;
+        if (*(const uint64_t *)(cfa - 8) != f[i]) return 0;
+        if (i == s) *off = (int64_t)(cfa - 8 - base);
+        if (i > s) st->checks[k++] = (struct check){(int64_t)(cfa - 8 - base), f[i]};
+        if (r.rbp_saved) {
+            rbp_at = cfa + (uintptr_t)r.rbp_off;
+            if (rbp_at < sp || rbp_at + 8 > cfa - 8) return 0;
+        }
+        sp = cfa;
+    }
+    st->nchecks = k;
+    return 1;
+}
+
+static inline uint64_t slot(uint64_t key, int probe, unsigned n)
+{
+    return (ng_hash_word(NG_HASH_SEED, key) + (uint64_t)probe) & (n - 1);
+}
+
+/* The offset of the innermost return address of the job's caller from
+ * capture's CFA, for calls through capture_ra and caller_ra; -1 if unknown. */
+static inline int64_t prefix_find(uint64_t capture_ra, uint64_t caller_ra)
+{
+    for (int probe = 0; probe < 4; probe++) {
+        struct prefix *p = &prefixes[slot(caller_ra, probe, PREFIXES)];
+        uint64_t key = ng_atomic_load_acquire(&p->caller_ra);
+        if (key == 0) return -1;
+        if (key == caller_ra && p->capture_ra == capture_ra) return ng_atomic_load_acquire(&p->off);
+    }
+    return -1;
+}
+
+static void prefix_add(uint64_t capture_ra, uint64_t caller_ra, int64_t off)
+{
+    if (prefix_find(capture_ra, caller_ra) >= 0) return;
+    for (int probe = 0; probe < 4; probe++) {
+        struct prefix *p = &prefixes[slot(caller_ra, probe, PREFIXES)];
+        uint64_t key = ng_atomic_load_acquire(&p->caller_ra);
+        if (key != 0) continue;
+        ng_atomic_store_relaxed(&p->off, -1);
+        p->capture_ra = capture_ra; /* a thread that loses the race below leaves it be */
+        if (!ng_atomic_cas_acq_rel(&p->caller_ra, &key, caller_ra)) continue;
+        ng_atomic_store_release(&p->off, off);
+        return;
+    }
+}
+
+/* Caches the stack id of the frames f[s..s+n-1] (see plan). */
+static void remember(void *const *fp, const uint64_t *f, int s, int n, int64_t id,
+                     const struct loader_count *lc)
+{
+    uint64_t ra = f[s];
+    for (int probe = 0; probe < SITE_PROBES; probe++) {
+        struct site_bucket *b = &site_buckets[slot(ra, probe, SITE_BUCKETS)];
+        uint64_t key = ng_atomic_load_acquire(&b->ra);
+        if (key != 0) continue;
+        if (!ng_atomic_cas_acq_rel(&b->ra, &key, ra)) continue;
+        int i = ng_atomic_add_relaxed(&sites_used, 1);
+        if (i >= SITES_MAX) return; /* the bucket stays claimed, never published */
+        struct site *st = site_at((uint32_t)i);
+        st->adds = lc->adds;
+        st->subs = lc->subs;
+        st->id = id;
+        int64_t off = -1;
+        if (plan(st, fp, f, s, n, &off) && off >= 0) prefix_add(f[0], f[1], off);
+        else st->nchecks = -1; /* a site that never holds */
+        ng_atomic_store_release(&b->site, (uint32_t)i + 1);
+        return;
+    }
 }
 
 /* The entry of a new stack, or NG_NO_STACK when the list is full. */
@@ -89,22 +294,53 @@ static int64_t add(struct bucket *b, const uint64_t *pcs, int n)
         ng_atomic_add_relaxed(&lost, 1);
         return NG_NO_STACK;
     }
-    uint64_t *dst = frames + (size_t)id * (size_t)depth;
+    uint64_t *dst = frames + (size_t)id * (size_t)ncclguard_stack_depth;
     for (int i = 0; i < n; i++) dst[i] = pcs[i];
     ng_atomic_store_release(&nframes[id], n);
     ng_atomic_store_release(&b->id, (uint32_t)id + 1);
     return id;
 }
 
-int64_t ncclguard_stack_capture(void)
+/* The return addresses from the frame record fp on (fp[1] first), by the call
+ * frame information alone: what unwind uses once a library has been unloaded.
+ * It stops at the outermost frame, or short of it at a rule cfi.c does not
+ * follow (the stack is then cut there: shorter, never wrong). */
+__attribute__((no_sanitize("address"))) static int walk(void *const *fp, void **raw, int max)
 {
-    if (!depth) return NG_NO_STACK;
-    void *raw[NG_STACKS_DEPTH_MAX + SHIM_FRAMES_MAX];
-    int n = ncclguard_unwind_fast(raw, depth + SHIM_FRAMES_MAX), skip = 0;
+    uintptr_t sp = (uintptr_t)fp + 16, rbp_at = (uintptr_t)fp;
+    int n = 0;
+    raw[n++] = fp[1];
+    while (n < max) {
+        struct ng_cfi_rule r;
+        if (ncclguard_cfi_rule((uintptr_t)raw[n - 1], &r) != 0 || r.last) break;
+        uintptr_t cfa = (r.cfa_is_rbp ? *(const uintptr_t *)rbp_at : sp) + (uintptr_t)r.cfa_off;
+        if (cfa <= sp || cfa - sp > FRAME_MAX || (cfa & 7)) break;
+        void *ra = *(void *const *)(cfa - 8);
+        if (!ra) break;
+        raw[n++] = ra;
+        if (r.rbp_saved) rbp_at = cfa + (uintptr_t)r.rbp_off;
+        sp = cfa;
+    }
+    return n;
+}
+
+/* The stack's id from a full unwind, through the table. libunwind's fast
+ * unw_backtrace keeps, per thread, the frame layout of every address it met,
+ * and never forgets one (nor does its unw_step, flushed or not, in the version
+ * measured): once a library has been unloaded (subs, the loader's count of
+ * unloads, is not 0), another may be where it was, and walk() is used. */
+static int64_t unwind(void *const *fp, const uint64_t **pcs_out, int *n_out, int *skip_out,
+                      void **raw, uint64_t subs)
+{
+    int max = ncclguard_stack_depth + SHIM_FRAMES_MAX, skip = 0;
+    int n = subs == 0 || !sites ? ncclguard_unwind_fast(raw, max) : walk(fp, raw, max);
     while (skip < n && (uintptr_t)raw[skip] >= shim_lo && (uintptr_t)raw[skip] < shim_hi) skip++;
     const uint64_t *pcs = (const uint64_t *)(raw + skip);
     n -= skip;
-    if (n > depth) n = depth;
+    if (n > ncclguard_stack_depth) n = ncclguard_stack_depth;
+    *pcs_out = pcs;
+    *n_out = n;
+    *skip_out = skip;
     if (n <= 0) return NG_NO_STACK;
     uint64_t h = NG_HASH_SEED;
     for (int i = 0; i < n; i++) h = ng_hash_word(h, pcs[i]);
@@ -126,18 +362,64 @@ int64_t ncclguard_stack_capture(void)
     return NG_NO_STACK;
 }
 
+int64_t ncclguard_stack_capture_at(void *caller_ra)
+{
+    void *const *fp = __builtin_frame_address(0);
+    uintptr_t base = (uintptr_t)fp + 16;
+    struct loader_count lc = {0, 0};
+    int dead = 0; /* a site of this address whose frames the cache cannot follow */
+    int64_t off = -1;
+    dl_iterate_phdr(count_loads, &lc);
+    if (sites) off = prefix_find((uint64_t)(uintptr_t)fp[1], (uint64_t)(uintptr_t)caller_ra);
+    if (off >= 0) {
+        uint64_t ra = *(const uint64_t *)(base + (uintptr_t)off);
+        for (int probe = 0; probe < SITE_PROBES; probe++) {
+            struct site_bucket *b = &site_buckets[slot(ra, probe, SITE_BUCKETS)];
+            uint64_t key = ng_atomic_load_acquire(&b->ra);
+            if (key == 0) break;
+            if (key != ra) continue;
+            uint32_t i = ng_atomic_load_acquire(&b->site);
+            if (i == 0) continue;
+            const struct site *st = site_at(i - 1);
+            if (st->adds != lc.adds || st->subs != lc.subs) continue;
+            if (st->nchecks < 0) {
+                dead = 1;
+                continue;
+            }
+            uintptr_t at = base; /* never st->made_at: the same site on any stack */
+            if (site_holds(st, at)) return st->id;
+        }
+    }
+    ng_atomic_add_relaxed(&unwinds, 1);
+    void *raw[NG_STACKS_DEPTH_MAX + SHIM_FRAMES_MAX];
+    const uint64_t *pcs;
+    int n, skip;
+    int64_t id = unwind(fp, &pcs, &n, &skip, raw, lc.subs);
+    if (id < 0 || !sites || dead) return id;
+    int j = 0; /* raw[j]: the return address of capture's own frame */
+    while (j < skip && (uintptr_t)raw[j] != (uintptr_t)fp[1]) j++;
+    /* the prefix knows two levels: capture's caller and the caller's caller */
+    if (j < skip && skip - j <= 2 && j + 1 < skip + n &&
+        (uintptr_t)raw[j + 1] == (uintptr_t)caller_ra)
+        remember(fp, (const uint64_t *)(raw + j), skip - j, n, id, &lc);
+    return id;
+}
+
 void ncclguard_stacks_stats(struct ng_stacks_stats *out)
 {
     int n = ng_atomic_load_acquire(&used);
-    out->depth = depth;
-    out->capacity = depth ? NG_STACKS_MAX : 0;
+    out->depth = ncclguard_stack_depth;
+    out->capacity = ncclguard_stack_depth ? NG_STACKS_MAX : 0;
     out->used = n < NG_STACKS_MAX ? n : NG_STACKS_MAX;
     out->lost = ng_atomic_load_relaxed(&lost);
+    int c = ng_atomic_load_relaxed(&sites_used);
+    out->sites = c < SITES_MAX ? c : SITES_MAX;
+    out->unwinds = ng_atomic_load_relaxed(&unwinds);
 }
 
 int ncclguard_stack_frames(int64_t id, const uint64_t **pcs)
 {
-    if (!depth || id < 0 || id >= NG_STACKS_MAX) return 0;
-    *pcs = frames + (size_t)id * (size_t)depth;
+    if (!ncclguard_stack_depth || id < 0 || id >= NG_STACKS_MAX) return 0;
+    *pcs = frames + (size_t)id * (size_t)ncclguard_stack_depth;
     return ng_atomic_load_acquire(&nframes[id]);
 }

@@ -36,14 +36,25 @@
 void ncclguard_stacks_init(int depth);
 
 /* The calling thread's stack, as the id of its table entry; NG_NO_STACK when
- * stacks are off, the unwind found no frame, or the table is full. */
-int64_t ncclguard_stack_capture(void);
+ * stacks are off, the unwind found no frame, or the table is full. The caller
+ * passes its own return address (__builtin_return_address(0)): with the
+ * return address into the caller, it names the path through the shim, which
+ * tells where the job's innermost return address lies. Off, it costs a load
+ * and a branch (no call). */
+extern int ncclguard_stack_depth;
+__attribute__((noinline)) int64_t ncclguard_stack_capture_at(void *caller_ra);
+static inline int64_t ncclguard_stack_capture(void *caller_ra)
+{
+    return ncclguard_stack_depth ? ncclguard_stack_capture_at(caller_ra) : NG_NO_STACK;
+}
 
 struct ng_stacks_stats {
     int depth;        /* 0: enqueue stacks are off */
     int capacity;     /* NG_STACKS_MAX, 0 when off */
     int used;         /* entries taken */
     uint64_t lost;    /* captures that found the table full */
+    int sites;        /* call sites cached (each one stack seen from one call site) */
+    uint64_t unwinds; /* captures the cache did not answer: full unwinds */
 };
 void ncclguard_stacks_stats(struct ng_stacks_stats *out);
 

@@ -36,6 +36,9 @@ unit observer "observer lanes: records overwritten in flight while passes run, n
 # The marker pools' stacks: threads take from each other's homes.
 unit markers "marker pools: threads taking and giving back at once, no race"
 
+# The cache of call sites: threads make sites and use each other's at once.
+CK_RUN_CASE=threads unit stacks "enqueue stacks: threads making and using cached call sites, no race"
+
 # The stack signal: threads unwind themselves into slots that the dumping thread reads.
 unit threads "all-thread stacks: handler slots and the collector, no race"
 

@@ -12,6 +12,7 @@
 typedef int64_t (*ng_capture_fn)(void);
 
 int64_t stack_sites_path(unsigned path, int levels, ng_capture_fn capture);
+int64_t stack_sites_rec(int d, ng_capture_fn capture);
 
 /* Two call sites for each level: the return addresses tell the paths apart. */
 __attribute__((noinline)) static int64_t site_a(unsigned path, int levels, ng_capture_fn capture)
@@ -36,4 +37,13 @@ __attribute__((noinline)) int64_t stack_sites_path(unsigned path, int levels,
     if (levels == 0) return capture();
     return path & 1 ? site_a(path >> 1, levels - 1, capture)
                     : site_b(path >> 1, levels - 1, capture);
+}
+
+/* capture() d calls deep into a recursion: the same return address d times. */
+__attribute__((noinline)) int64_t stack_sites_rec(int d, ng_capture_fn capture)
+{
+    if (d == 0) return capture();
+    int64_t r = stack_sites_rec(d - 1, capture);
+    __asm__ volatile("" ::: "memory");
+    return r;
 }

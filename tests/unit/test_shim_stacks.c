@@ -1,11 +1,18 @@
 /*
  * test_shim_stacks: the enqueue-stack table (track/stacks.h): one id per
  * distinct stack, the frames from the caller on, the depth cut, a full table,
- * and threads that capture the same stacks at once.
+ * and threads that capture the same stacks at once; and its cache of call
+ * sites, which must give every capture the stack a full unwind gives: two
+ * stacks that share their innermost frames, a recursion at several depths, a
+ * thread that switches to a stack of its own (swapcontext), a library
+ * unloaded and another loaded where it was.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include "check_main.h"
 #include "track/stacks.h"
@@ -13,10 +20,46 @@
 
 typedef int64_t (*ng_capture_fn)(void);
 int64_t stack_sites_path(unsigned path, int levels, ng_capture_fn capture);
+int64_t stack_sites_rec(int d, ng_capture_fn capture);
 
-static int64_t capture(void)
+/* The shim's way: a function of the shim that the job called captures (not
+ * as a tail call: the shim's function keeps its frame, as op_pre does). */
+__attribute__((noinline)) static int64_t capture(void)
 {
-    return ncclguard_stack_capture();
+    int64_t id = ncclguard_stack_capture(__builtin_return_address(0));
+    __asm__ volatile("" ::: "memory");
+    return id;
+}
+
+/* Captures that disagreed with a full unwind made at the same place. */
+static int wrong;
+
+/* capture(), and the same stack unwound in full right after (libunwind): the
+ * frames from this function's return address on, cut to the depth. */
+__attribute__((noinline)) static int64_t checked(void)
+{
+    void *ra = __builtin_return_address(0);
+    int64_t id = ncclguard_stack_capture(ra);
+    void *raw[NG_STACKS_DEPTH_MAX + 16];
+    int n = ncclguard_unwind_fast(raw, NG_STACKS_DEPTH_MAX + 16), i = 0;
+    while (i < n && raw[i] != ra) i++;
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    int want = n - i < st.depth ? n - i : st.depth;
+    const uint64_t *pcs;
+    int got = id >= 0 ? ncclguard_stack_frames(id, &pcs) : 0;
+    if (got != want) wrong++;
+    else
+        for (int k = 0; k < got; k++)
+            if (pcs[k] != (uint64_t)(uintptr_t)raw[i + k]) wrong++;
+    return id;
+}
+
+static uint64_t unwinds(void)
+{
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    return st.unwinds;
 }
 
 /* The ids of the stacks of paths[], captured from one call site (a stack
@@ -145,9 +188,225 @@ START_TEST(threads_agree)
 }
 END_TEST
 
+
+/* Paths of 3 levels: every pair shares its innermost frames, and the paths
+ * that differ in bit 0 differ only in the last of their 7 frames (the
+ * outermost level's call in stack_sites_path; site_a and site_b are one
+ * function once the compiler folds them): each capture,
+ * in any order, has the stack of a full unwind, and most come from the cache. */
+START_TEST(shared_innermost_frames)
+{
+    init(7);
+    for (int round = 0; round < 20; round++)
+        for (unsigned p = 0; p < 8; p++) {
+            unsigned path = round & 1 ? 7 - p : p;
+            stack_sites_path(path, 3, checked);
+        }
+    ck_assert_int_eq(wrong, 0);
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    ck_assert_int_eq(st.used, 8);
+    ck_assert_uint_le(st.unwinds, 8 * 2); /* the cache answers all but the first rounds */
+}
+END_TEST
+
+/* The same call site 1 to 6 calls deep into a recursion: stacks that differ
+ * only by one more repetition of the same return address (depth 5: the
+ * recursion of 3 and of 4 differ in their last frame only). */
+START_TEST(recursion_depths)
+{
+    init(5);
+    for (int round = 0; round < 20; round++)
+        for (int d = 1; d <= 6; d++) stack_sites_rec(round & 1 ? 7 - d : d, checked);
+    ck_assert_int_eq(wrong, 0);
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    ck_assert_int_eq(st.used, 4); /* d = 4, 5 and 6 fill the 5 frames alike */
+    ck_assert_uint_le(st.unwinds, 6 * 2);
+}
+END_TEST
+
+/* Big frames, so that the stack a switch leaves behind keeps its words. */
+__attribute__((noinline)) static int64_t from_main(void)
+{
+    volatile char big[2048];
+    big[0] = 1;
+    int64_t r = stack_sites_path(5, 3, checked);
+    __asm__ volatile("" ::"r"(big) : "memory");
+    return r;
+}
+
+__attribute__((noinline)) static int64_t from_fiber(void)
+{
+    volatile char big[2048];
+    big[0] = 2; /* not the body of from_main: the compiler would fold the two */
+    int64_t r = stack_sites_path(5, 3, checked);
+    __asm__ volatile("" ::"r"(big) : "memory");
+    return r;
+}
+
+static ucontext_t main_ctx, fiber_ctx;
+static int64_t fiber_ids[4];
+
+static void fiber(void)
+{
+    for (int i = 0; i < 4; i++) {
+        fiber_ids[i] = from_fiber();
+        swapcontext(&fiber_ctx, &main_ctx);
+    }
+}
+
+/* A thread that runs the same call site on its own stack and on a stack of
+ * its own making, in turn: each has its stack (the site's 7 frames and the
+ * function that called it), though the words of the other stay where they
+ * were. */
+START_TEST(stack_switch)
+{
+    init(8);
+    size_t size = 256 * 1024;
+    char *stack = malloc(size);
+    ck_assert_ptr_nonnull(stack);
+    ck_assert_int_eq(getcontext(&fiber_ctx), 0);
+    fiber_ctx.uc_stack.ss_sp = stack;
+    fiber_ctx.uc_stack.ss_size = size;
+    fiber_ctx.uc_link = &main_ctx;
+    makecontext(&fiber_ctx, fiber, 0);
+    int64_t main_ids[4];
+    for (int i = 0; i < 4; i++) {
+        main_ids[i] = from_main();
+        from_main();
+        ck_assert_int_eq(swapcontext(&main_ctx, &fiber_ctx), 0);
+    }
+    ck_assert_int_eq(wrong, 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(main_ids[i], main_ids[0]);
+        ck_assert_int_eq(fiber_ids[i], fiber_ids[0]);
+    }
+    ck_assert_int_ne(main_ids[0], fiber_ids[0]);
+    ck_assert_uint_le(unwinds(), 4); /* 8 main and 4 fiber captures: 1 or 2 stacks each */
+    free(stack);
+}
+END_TEST
+
+typedef int64_t (*dl_site_fn)(ng_capture_fn, uint64_t);
+
+/* capture(), not checked(): libunwind's own caches keep the first library's
+ * frame layout (its unw_backtrace and unw_step alike): the stack is checked
+ * against where via_b is instead. */
+__attribute__((noinline)) static int64_t via_a(dl_site_fn f, uint64_t fill)
+{
+    int64_t r = f(capture, fill);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+__attribute__((noinline)) static int64_t via_b(dl_site_fn f, uint64_t fill)
+{
+    int64_t r = f(capture, fill);
+    __asm__ volatile("" ::: "memory");
+    return r + 0 * (int64_t)fill + (r < -1); /* not via_a's body: it would be folded into it */
+}
+
+static void *open_site(const char *name, dl_site_fn *f)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", STACKDL_DIR, name);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "%s: %s", path, dlerror());
+    *f = (dl_site_fn)dlsym(h, "stack_dl_site");
+    ck_assert_ptr_nonnull(*f);
+    return h;
+}
+
+/* A library unloaded, and another loaded at the same address whose call site
+ * is at the same address too but whose frame is larger, and filled where the
+ * first one's caller's return address was with that same word: the second's
+ * stack names its own caller. */
+START_TEST(dl_site_after_reload)
+{
+    init(2);
+    dl_site_fn f1, f2;
+    void *h = open_site("libstackdl1.so", &f1);
+    int64_t a = 0;
+    for (int i = 0; i < 3; i++) a = via_a(f1, 0);
+    ck_assert_int_ge(a, 0);
+    const uint64_t *pcs;
+    ck_assert_int_eq(ncclguard_stack_frames(a, &pcs), 2);
+    uint64_t site = pcs[0], caller = pcs[1];
+    ck_assert_int_eq(dlclose(h), 0);
+    h = open_site("libstackdl2.so", &f2);
+    ck_assert_msg(f1 == f2, "the second library is not where the first was (%p, %p)",
+                  (void *)f1, (void *)f2);
+    int64_t b = via_b(f2, caller);
+    ck_assert_int_ge(b, 0);
+    ck_assert_int_eq(ncclguard_stack_frames(b, &pcs), 2);
+    ck_assert_msg(pcs[0] == site, "the call site moved: the test proves nothing");
+    ck_assert(pcs[1] != caller);
+    ck_assert(pcs[1] > (uint64_t)(uintptr_t)via_b && pcs[1] < (uint64_t)(uintptr_t)via_b + 256);
+    uint64_t before = unwinds();
+    ck_assert_int_eq(via_b(f2, caller), b); /* and from the cache, the same */
+    ck_assert_uint_eq(unwinds(), before);
+    dlclose(h);
+}
+END_TEST
+
+#define SHARED_PATHS 16
+static int64_t shared_ids[4][SHARED_PATHS];
+
+static void *sharer(void *arg)
+{
+    int64_t *mine = arg;
+    for (int round = 0; round < 50; round++)
+        for (unsigned p = 0; p < SHARED_PATHS; p++) {
+            unsigned path = (p + (unsigned)(mine - shared_ids[0])) % SHARED_PATHS;
+            int64_t id = stack_sites_path(path, 4, capture);
+            if (id == NG_NO_STACK) continue; /* another thread was adding it */
+            if (mine[path] == NG_NO_STACK) mine[path] = id;
+            if (mine[path] != id) return (void *)1;
+        }
+    return NULL;
+}
+
+/* Threads that make the sites of the same new stacks at once and use each
+ * other's: each path keeps one id, the same in every thread. A library was
+ * unloaded first, so that every full unwind is the shim's own walk (libunwind's
+ * per-thread cache is freed at thread exit in a way ThreadSanitizer cannot
+ * follow: tests/e2e/tsan.sh runs this case). */
+START_TEST(threads_share_sites)
+{
+    init(24);
+    dl_site_fn f;
+    dlclose(open_site("libstackdl1.so", &f));
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        for (int p = 0; p < SHARED_PATHS; p++) shared_ids[i][p] = NG_NO_STACK;
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, sharer, shared_ids[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        ck_assert_ptr_null(rc);
+    }
+    for (int p = 0; p < SHARED_PATHS; p++)
+        for (int i = 1; i < 4; i++) ck_assert_int_eq(shared_ids[i][p], shared_ids[0][p]);
+    struct ng_stacks_stats st;
+    ncclguard_stacks_stats(&st);
+    ck_assert_int_eq(st.used, SHARED_PATHS);
+    /* each thread's first capture of a path that has an id makes or finds its site */
+    ck_assert_uint_lt(st.unwinds, 4 * SHARED_PATHS * 50);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *tests[] = {one_id_per_stack, depth_cuts_the_stack, off_without_depth,
-                            full_table_keeps_what_it_has, threads_agree, NULL};
-    return ng_check_run(ng_check_suite("stacks", "table", 60, tests, NULL));
+    const TTest *tests[] = {one_id_per_stack,      depth_cuts_the_stack,  off_without_depth,
+                            full_table_keeps_what_it_has, threads_agree, shared_innermost_frames,
+                            recursion_depths,      stack_switch,          dl_site_after_reload,
+                            NULL};
+    Suite *s = ng_check_suite("stacks", "table", 60, tests, NULL);
+    TCase *threads = tcase_create("threads"); /* CK_RUN_CASE=threads under TSan */
+    tcase_set_timeout(threads, 120);
+    tcase_add_test(threads, threads_share_sites);
+    suite_add_tcase(s, threads);
+    return ng_check_run(s);
 }

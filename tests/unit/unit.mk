@@ -10,7 +10,19 @@ UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/
 $(B)/tests/unit/libstacksites.so: tests/unit/stack_sites.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fno-optimize-sibling-calls -shared -o $@ $< $(LDFLAGS)
-$(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so
+# libstackdl1.so and libstackdl2.so: one call site with frames of two sizes (stack_dl.c),
+# its call at the same address in both: built without the sanitizers, whose code differs
+# with the frame.
+STACKDL_FLAGS = $(filter-out $(SANFLAGS),$(CFLAGS)) -fno-optimize-sibling-calls -shared
+$(B)/tests/unit/libstackdl1.so: tests/unit/stack_dl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STACKDL_FLAGS) -DPAD=40 -o $@ $< $(filter-out $(SANFLAGS),$(LDFLAGS))
+$(B)/tests/unit/libstackdl2.so: tests/unit/stack_dl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STACKDL_FLAGS) -DPAD=72 -o $@ $< $(filter-out $(SANFLAGS),$(LDFLAGS))
+$(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so $(B)/tests/unit/libstackdl1.so \
+    $(B)/tests/unit/libstackdl2.so
+$(B)/tests/unit/test_shim_stacks: CFLAGS += -DSTACKDL_DIR='"$(abspath $(B)/tests/unit)"'
 $(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
     -Wl,-rpath,$(abspath $(B)/tests/unit)
 
