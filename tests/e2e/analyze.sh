@@ -87,9 +87,11 @@ grep -q "not NCCL's" "$TMP/stall.txt" && pass "GPU stall: the stream is blocked 
 # A GPU stall that fills the launch queue (3 items: a real GPU's is about a thousand):
 # rank 0's host then blocks in the next driver call of an op, the end marker's record
 # included. Every op NCCL took is in its dump (the communicator's last_seq is in the
-# ring), it times out, and the verdict names it.
-FAKECUDA_QUEUE_DEPTH=3 UNTIL=$(dumped queuefull 2) job queuefull -n 2 --timeout 60 -- \
-    --steps 30 --stall-gpu-rank 0 --stall-step 2 --quiet
+# ring), it times out, and the verdict names it. Both ranks wait in the same op from
+# about the same moment: rank 1's timeout is set later, or the rank whose watchdog
+# happens to pass first would make the other's dump a trigger dump, without a timeout.
+FAKECUDA_QUEUE_DEPTH=3 UNTIL=$(dumped queuefull 2) RANKENV='[ "$RANK" = 1 ] && export NCCLGUARD_TIMEOUT=5' \
+    job queuefull -n 2 --timeout 60 -- --steps 30 --stall-gpu-rank 0 --stall-step 2 --quiet
 verdict queuefull "0:gpu_not_started"
 if python3 - "$TMP"/queuefull/dumps/ncclguard-r0-*.json <<'PY'
 import json, sys
