@@ -36,12 +36,15 @@
 #include "watch/lanes.h"
 #include "watch/nccl_calls.h"
 #include "watch/stats.h"
+#include "watch/watchdog.h"
 
 #define SLOW_LINES_PER_WINDOW 10
 /* The factor rule ignores ops shorter than this: a 20 us op that took 300 us
  * is launch and scheduling noise, not a slow collective. */
 #define SLOW_FACTOR_FLOOR_NS (1000LL * 1000)
 #define SLOW_WINDOW_NS (10LL * 1000000000)
+/* The observer's sleep when nothing is in flight (NCCLGUARD_POLL_MS when longer). */
+#define IDLE_SLEEP_MS 1000
 
 static pthread_t thread;
 static ng_atomic(int) running;
@@ -54,6 +57,8 @@ static struct ng_flight_reader reader;    /* under pass_lock, like the lanes */
 static unsigned char swept[NG_MAX_COMMS]; /* under pass_lock: its ops were ended with it */
 static ng_atomic(int64_t) pass_began;     /* CLOCK_MONOTONIC of the pass under way, 0: none */
 static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
+static ng_atomic(long) sleep_ms; /* the sleep after the last full pass */
+static uint64_t last_head;        /* under pass_lock: the ring's head at the last pass */
 static int64_t slow_window_start; /* under pass_lock, like the slow lines */
 static int slow_lines;
 static uint64_t slow_suppressed;
@@ -463,6 +468,20 @@ void ncclguard_observer_async_error(struct ng_comm *c, int err)
                     (unsigned long long)c->id, err);
 }
 
+/* Whether nothing was in flight after a full pass: no op in a lane, none appended
+ * since the last full pass (`arrived`) or still being written, no communicator
+ * being created. An op enqueued meanwhile is found at the next pass: the hot
+ * path wakes nobody. */
+static int at_rest(int arrived)
+{
+    int rest = !arrived && !reader.nlate;
+    for (int c = 0; rest && c < ncclguard_lanes_comms(); c++)
+        if (ncclguard_lanes_first(c)) rest = 0;
+    for (int i = 0; rest && i < ncclguard_comm_count(); i++)
+        if (ng_comm_state(ncclguard_comm_at(i)) == NG_COMM_INITIALIZING) rest = 0;
+    return rest;
+}
+
 void ncclguard_observer_pass(int full)
 {
     pthread_mutex_lock(&pass_lock);
@@ -476,6 +495,16 @@ void ncclguard_observer_pass(int full)
         ncclguard_markers_maintain();
         poll_comms();
         ng_atomic_add_relaxed(&npasses, 1);
+        /* A job at rest is polled once a second, not every period: its
+         * communicators' async errors are asked then too (an error with no op
+         * in flight holds nobody up). */
+        uint64_t head = ncclguard_flight_head();
+        int arrived = head != last_head;
+        last_head = head;
+        long ms = ncclguard_settings()->poll_ms;
+        int rest = at_rest(arrived);
+        ng_atomic_store_relaxed(&sleep_ms, rest && ms < IDLE_SLEEP_MS ? IDLE_SLEEP_MS : ms);
+        if (arrived) ncclguard_watchdog_ops_arrived(); /* the enforcer may rest */
     }
     ng_atomic_store_relaxed(&pass_began, 0);
     pthread_mutex_unlock(&pass_lock);
@@ -528,9 +557,9 @@ static void *observer_main(void *arg)
     if (nccl->get_version && nccl->get_version(&version) == ncclSuccess)
         ncclguard_identity_set_nccl_version(version);
     ncclguard_envaudit_at_first_comm(); /* once per process; local rank 0 by default */
-    long ms = ncclguard_settings()->poll_ms;
+    ng_atomic_store_relaxed(&sleep_ms, ncclguard_settings()->poll_ms);
     while (ng_atomic_load_acquire(&running)) {
-        sleep_until_next_pass(ms);
+        sleep_until_next_pass(ng_atomic_load_relaxed(&sleep_ms));
         ncclguard_observer_pass(1);
     }
     return NULL;
@@ -560,6 +589,7 @@ void ncclguard_observer_stats(struct ng_observer_stats *out)
     out->slow = ng_atomic_load_relaxed(&nslow);
     out->async_errors = ng_atomic_load_relaxed(&nasync_errors);
     out->passes = ng_atomic_load_relaxed(&npasses);
+    out->sleep_ms = ng_atomic_load_relaxed(&sleep_ms);
 }
 
 void ncclguard_observer_atfork_child(void)
@@ -569,6 +599,8 @@ void ncclguard_observer_atfork_child(void)
     ng_atomic_store_relaxed(&running, 0);
     woken = 0;
     memset(&reader, 0, sizeof reader);
+    last_head = 0;
+    ng_atomic_store_relaxed(&sleep_ms, 0);
     memset(swept, 0, sizeof swept);
     ncclguard_lanes_atfork_child();
     ng_atomic_store_relaxed(&pass_began, 0);

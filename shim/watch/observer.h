@@ -42,8 +42,11 @@ void ncclguard_observer_async_error(struct ng_comm *c, int err);
  * passes); the enforcer's view of its heartbeat. */
 int64_t ncclguard_observer_busy_ns(int64_t now_mono);
 
+/* sleep_ms: the sleep chosen after the last full pass, NCCLGUARD_POLL_MS, or a
+ * second while nothing is in flight (tests). */
 struct ng_observer_stats {
     uint64_t completed, slow, async_errors, passes;
+    long sleep_ms;
 };
 void ncclguard_observer_stats(struct ng_observer_stats *out);
 

@@ -133,8 +133,8 @@ static struct ng_enforcer_schedule schedule(void)
     return e;
 }
 
-/* Nothing can fall due for a long while: the enforcer sleeps a second (the
- * longest, for the SIGTERM handler's rearm), 100 periods, not one period. */
+/* Nothing can fall due for a long while: the enforcer sleeps until the
+ * observer's heartbeat can be late (5 s), 500 periods, not one period. */
 START_TEST(idle_enforcer_sleeps_long)
 {
     setenv("NCCLGUARD_POLL_MS", "10", 1);
@@ -145,7 +145,39 @@ START_TEST(idle_enforcer_sleeps_long)
     ncclguard_watchdog_poll_once();
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.passes, 1);
-    ck_assert_int_eq(e.next_ns - e.last_ns, S);
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    ck_assert_int_eq(e.resting, 0); /* an op in flight: no need to be woken for one */
+}
+END_TEST
+
+/* With nothing in flight the enforcer rests: it is woken by the observer's
+ * pass that finds ops appended, once, not at every pass; the observer sleeps
+ * a second while nothing is in flight, a period otherwise. The wake-ups are
+ * counted, not timed. */
+START_TEST(enforcer_rests_until_ops_arrive)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("600", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    for (int i = 0; i < 3; i++) ncclguard_watchdog_poll_once();
+    struct ng_enforcer_schedule e = schedule();
+    ck_assert_int_eq(e.resting, 1);
+    ck_assert_int_eq(e.kicks, 0);
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
+    e = schedule();
+    ck_assert_int_eq(e.kicks, 1);
+    ck_assert_int_eq(e.resting, 0);
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
+    ck_assert_int_eq(schedule().kicks, 1);
 }
 END_TEST
 
@@ -186,6 +218,6 @@ int main(void)
 {
     const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
                             idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
-                            NULL};
+                            enforcer_rests_until_ops_arrive, NULL};
     return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }
