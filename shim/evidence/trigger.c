@@ -254,11 +254,10 @@ int ncclguard_trigger_wait_fd(void)
 {
     if (notify_fd >= 0 || notify_tried || shm_dfd < 0) return notify_fd;
     notify_tried = 1;
-    /* IN_CLOSE_WRITE also when the poller's lock file is closed (at its exit,
-     * however it ends: its lock goes with it), IN_DELETE when it is removed */
+    /* IN_CLOSE_WRITE also when the poller's lock file is closed, at its exit
+     * however it ends (its lock goes with it), removed before or not */
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    uint32_t mask = IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE;
-    if (fd >= 0 && inotify_add_watch(fd, shm_path, mask) < 0) {
+    if (fd >= 0 && inotify_add_watch(fd, shm_path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB) < 0) {
         close(fd);
         fd = -1;
     }
