@@ -387,7 +387,8 @@ int main(int argc, char **argv)
     for (int l = 0; l < 2 && libs[l]; l++) {
         for (int i = 0; i < NSHAPES; i++) {
             char ring[64];
-            snprintf(ring, sizeof ring, "NCCLGUARD_RING=%s", shape[i].ring ? shape[i].ring : "4096");
+            snprintf(ring, sizeof ring, "NCCLGUARD_RING=%s",
+                     shape[i].ring ? shape[i].ring : "4096");
             /* an unbounded launch queue: N ops held behind one kernel are more
              * than a real one holds (docs/harness.md), and the host would block */
             char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0",
@@ -453,7 +454,8 @@ int main(int argc, char **argv)
         printf("watchdog (%s): dump by signal with the periods far away (poll 60 s, trigger "
                "3600 s): starts %.2f ms after the signal (median of 10; the first %.2f), %s the "
                "%.0f ms target; its file renamed after %.2f ms\n", label[l], sig_start[l],
-               sig_first[l], sig_start[l] >= 0 && sig_start[l] <= DUMP_TARGET_MS ? "within" : "PAST",
+               sig_first[l],
+               sig_start[l] >= 0 && sig_start[l] <= DUMP_TARGET_MS ? "within" : "PAST",
                DUMP_TARGET_MS, sig_done[l]);
     }
     if (libs[1])
