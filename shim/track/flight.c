@@ -322,24 +322,18 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
 {
     if (!slot(index) || who >= NG_WATCHERS) return;
     struct part *p = &sides[index & mask].part[who];
-    if (ng_atomic_load_relaxed(&p->tag) != index + 1) {
-        /* the part was a former record's: its fields start from 0, published
-         * together by the tag (a reader reads the tag after the fields) */
+    int fresh = ng_atomic_load_relaxed(&p->tag) != index + 1;
+    if (fresh) { /* the part was a former record's: its fields start from 0 */
         ng_atomic_store_relaxed(&p->tag, 0);
         ng_atomic_fence_release();
-#pragma GCC unroll 8
-        for (int f = 0; f < NG_WATCH_NFIELDS; f++) {
-            uint64_t v = f == NG_WATCH_FLAGS ? value[f] & NG_REC_WATCH_FLAGS : value[f];
-            ng_atomic_store_relaxed(&p->field[f], which & (1u << f) ? v : 0);
-        }
-        ng_atomic_store_release(&p->tag, index + 1);
-        return;
     }
 #pragma GCC unroll 8
     for (int f = 0; f < NG_WATCH_NFIELDS; f++) {
         uint64_t v = f == NG_WATCH_FLAGS ? value[f] & NG_REC_WATCH_FLAGS : value[f];
         if (which & (1u << f)) ng_atomic_store_release(&p->field[f], v);
+        else if (fresh) ng_atomic_store_relaxed(&p->field[f], 0);
     }
+    if (fresh) ng_atomic_store_release(&p->tag, index + 1);
 }
 
 void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
