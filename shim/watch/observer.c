@@ -59,6 +59,7 @@ static ng_atomic(int64_t) pass_began;     /* CLOCK_MONOTONIC of the pass under w
 static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
 static ng_atomic(long) sleep_ms; /* the sleep after the last full pass */
 static uint64_t last_head;        /* under pass_lock: the ring's head at the last pass */
+static uint64_t peak_batch;       /* under pass_lock: the most records between two passes */
 static int64_t slow_window_start; /* under pass_lock, like the slow lines */
 static int slow_lines;
 static uint64_t slow_suppressed;
@@ -485,6 +486,22 @@ static int at_rest(int arrived)
     return rest;
 }
 
+/* The sleep after a full pass that found nothing in flight: a second, but
+ * short enough that a burst as dense as the densest seen between two passes
+ * (peak_batch in a period) fills at most half the ring, and so half of each
+ * marker pool (as large): the ops of the burst are followed, not dropped for
+ * want of room. Never below a period. */
+static long rest_ms(long period_ms)
+{
+    struct ng_flight_stats st;
+    ncclguard_flight_stats(&st);
+    uint64_t cap = st.capacity;
+    long ms = IDLE_SLEEP_MS;
+    if (peak_batch && (uint64_t)period_ms * cap / (2 * peak_batch) < (uint64_t)ms)
+        ms = (long)((uint64_t)period_ms * cap / (2 * peak_batch));
+    return ms > period_ms ? ms : period_ms;
+}
+
 void ncclguard_observer_pass(int full)
 {
     pthread_mutex_lock(&pass_lock);
@@ -503,10 +520,11 @@ void ncclguard_observer_pass(int full)
          * in flight holds nobody up). */
         uint64_t head = ncclguard_flight_head();
         int arrived = head != last_head;
+        if (head - last_head > peak_batch) peak_batch = head - last_head;
         last_head = head;
         long ms = ncclguard_settings()->poll_ms;
         int rest = at_rest(arrived);
-        ng_atomic_store_relaxed(&sleep_ms, rest && ms < IDLE_SLEEP_MS ? IDLE_SLEEP_MS : ms);
+        ng_atomic_store_relaxed(&sleep_ms, rest ? rest_ms(ms) : ms);
         if (arrived) ncclguard_watchdog_ops_arrived(); /* the enforcer may rest */
     }
     ng_atomic_store_relaxed(&pass_began, 0);
@@ -602,7 +620,7 @@ void ncclguard_observer_atfork_child(void)
     ng_atomic_store_relaxed(&running, 0);
     woken = 0;
     memset(&reader, 0, sizeof reader);
-    last_head = 0;
+    last_head = peak_batch = 0;
     ng_atomic_store_relaxed(&sleep_ms, 0);
     memset(swept, 0, sizeof swept);
     ncclguard_lanes_atfork_child();

@@ -214,10 +214,62 @@ START_TEST(op_appended_during_sleep_is_due_no_sooner)
 }
 END_TEST
 
+/* With no timeout, ops never enter the agenda: the enforcer still does not rest
+ * after a pass that took ops, so that ops flowing wake it once, not at every
+ * pass of the observer; once a pass finds none, it rests again. */
+START_TEST(enforcer_not_woken_while_ops_flow)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("0", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    for (int i = 0; i < 3; i++) {
+        op(1, 7, 0, 8, 0, 1);
+        ncclguard_watchdog_poll_once();
+        ck_assert_int_eq(schedule().kicks, 1);
+        ck_assert_int_eq(schedule().resting, 0);
+    }
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().kicks, 2);
+}
+END_TEST
+
+/* At rest the observer sleeps a second, unless a burst as dense as the densest
+ * it saw between two passes (in a period) would fill half the ring meanwhile:
+ * then as long as that takes, a period at least (ring of 1024, period 10 ms). */
+START_TEST(observer_rest_after_a_burst)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("600", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
+    for (int i = 0; i < 100; i++) op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10 * 1024 / 200); /* 100 a period: 512 in 51 ms */
+    for (int i = 0; i < 600; i++) op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10); /* 512 in less than a period: one period */
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
                             idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
-                            enforcer_rests_until_ops_arrive, NULL};
+                            enforcer_rests_until_ops_arrive, observer_rest_after_a_burst,
+                            enforcer_not_woken_while_ops_flow, NULL};
     return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }
