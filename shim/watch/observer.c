@@ -36,14 +36,15 @@
 #include "watch/lanes.h"
 #include "watch/nccl_calls.h"
 #include "watch/stats.h"
-#include "watch/watchdog.h"
 
 #define SLOW_LINES_PER_WINDOW 10
 /* The factor rule ignores ops shorter than this: a 20 us op that took 300 us
  * is launch and scheduling noise, not a slow collective. */
 #define SLOW_FACTOR_FLOOR_NS (1000LL * 1000)
 #define SLOW_WINDOW_NS (10LL * 1000000000)
-/* The observer's sleep when nothing is in flight (NCCLGUARD_POLL_MS when longer). */
+/* The observer's sleep once nothing has been in flight for as long
+ * (NCCLGUARD_POLL_MS when longer): a pause of the job shorter than that, or a
+ * thread that was not scheduled for a while, changes nothing. */
 #define IDLE_SLEEP_MS 1000
 
 static pthread_t thread;
@@ -60,6 +61,9 @@ static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
 static ng_atomic(long) sleep_ms; /* the sleep after the last full pass */
 static uint64_t last_head;        /* under pass_lock: the ring's head at the last pass */
 static uint64_t peak_batch;       /* under pass_lock: the most records between two passes */
+static int64_t idle_since;        /* under pass_lock: the first full pass of the idle
+                                   * stretch (CLOCK_MONOTONIC), 0: not idle */
+static ng_atomic(ng_observer_arrival_fn) on_arrival;
 static int64_t slow_window_start; /* under pass_lock, like the slow lines */
 static int slow_lines;
 static uint64_t slow_suppressed;
@@ -515,20 +519,28 @@ void ncclguard_observer_pass(int full)
         ncclguard_markers_maintain();
         poll_comms();
         ng_atomic_add_relaxed(&npasses, 1);
-        /* A job at rest is polled once a second, not every period: its
-         * communicators' async errors are asked then too (an error with no op
-         * in flight holds nobody up). */
+        /* A job at rest (nothing in flight for a second) is polled once a
+         * second, not every period: its communicators' async errors are asked
+         * then too (an error with no op in flight holds nobody up). */
         uint64_t head = ncclguard_flight_head();
         int arrived = head != last_head;
         if (head - last_head > peak_batch) peak_batch = head - last_head;
         last_head = head;
         long ms = ncclguard_settings()->poll_ms;
-        int rest = at_rest(arrived);
+        if (!at_rest(arrived)) idle_since = 0;
+        else if (!idle_since) idle_since = p.now_mono;
+        int rest = idle_since && p.now_mono - idle_since >= IDLE_SLEEP_MS * 1000000LL;
         ng_atomic_store_relaxed(&sleep_ms, rest ? rest_ms(ms) : ms);
-        if (arrived) ncclguard_watchdog_ops_arrived(); /* the enforcer may rest */
+        ng_observer_arrival_fn fn = ng_atomic_load_acquire(&on_arrival);
+        if (arrived && fn) fn(); /* the enforcer may rest */
     }
     ng_atomic_store_relaxed(&pass_began, 0);
     pthread_mutex_unlock(&pass_lock);
+}
+
+void ncclguard_observer_on_arrival(ng_observer_arrival_fn fn)
+{
+    ng_atomic_store_release(&on_arrival, fn);
 }
 
 int64_t ncclguard_observer_busy_ns(int64_t now_mono)
@@ -621,6 +633,7 @@ void ncclguard_observer_atfork_child(void)
     woken = 0;
     memset(&reader, 0, sizeof reader);
     last_head = peak_batch = 0;
+    idle_since = 0;
     ng_atomic_store_relaxed(&sleep_ms, 0);
     memset(swept, 0, sizeof swept);
     ncclguard_lanes_atfork_child();

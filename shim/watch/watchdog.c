@@ -21,7 +21,7 @@
  * init_timeout, the observer's heartbeat (every OBSERVER_STUCK_NS at most);
  * once a period while a step is under way. A pass that found nothing in
  * flight leaves the enforcer at rest: the observer's next pass that finds new
- * records wakes it (ncclguard_watchdog_ops_arrived), so that the SIGTERM
+ * records wakes it (ops_arrived, the observer's arrival hook), so that the SIGTERM
  * handler is wrapped again as soon as ops are in flight.
  */
 #include "watch/watchdog.h"
@@ -57,7 +57,7 @@
 static pthread_t thread;
 static ng_atomic(int) running;
 /* The enforcer sleeps on this between passes; the observer cuts it short when
- * ops arrive while it rests (ncclguard_watchdog_ops_arrived). */
+ * ops arrive while it rests (ops_arrived). */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER; /* CLOCK_MONOTONIC once started */
 static int kicked;                /* under sleep_lock */
@@ -434,8 +434,11 @@ static int64_t enforcer_pass(void)
     return next;
 }
 
+static void ops_arrived(void);
+
 void ncclguard_watchdog_poll_once(void)
 {
+    ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_pass(1);
     enforcer_pass();
 }
@@ -449,7 +452,9 @@ void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out)
     pthread_mutex_unlock(&pass_lock);
 }
 
-void ncclguard_watchdog_ops_arrived(void)
+/* The observer's pass found records appended since its last one: wakes the
+ * enforcer when it rests, else nothing (no system call). */
+static void ops_arrived(void)
 {
     if (!ng_atomic_load_relaxed(&resting) || !ng_atomic_exchange_seq_cst(&resting, 0)) return;
     ng_atomic_add_relaxed(&nkicks, 1);
@@ -532,6 +537,7 @@ void ncclguard_watchdog_start(void)
     pthread_cond_init(&sleep_cond, &ca);
     pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
+    ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_start();
     ncclguard_dumper_start();
     int rc = ncclguard_thread_start(&thread, enforcer_main, NULL);

@@ -62,10 +62,6 @@ struct ng_enforcer_schedule {
 };
 void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out);
 
-/* The observer's pass found records appended since its last one: wakes the
- * enforcer when it rests, else nothing (no system call). */
-void ncclguard_watchdog_ops_arrived(void);
-
 /* Any thread but a signal handler: poll now instead of at the end of the period. */
 void ncclguard_watchdog_wake(void);
 

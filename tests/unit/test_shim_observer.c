@@ -533,11 +533,15 @@ static long sleep_ms(void)
 }
 
 /* The observer polls every period while an op is in flight, in its lane or just
- * appended, and once a second while nothing is: the sleep it chose after each
- * full pass, not a time. */
+ * appended, or was less than a second ago, and once a second once nothing has
+ * been for a second: the sleep it chose after each full pass. The waits are
+ * lower bounds the code holds to, not measurements. */
 START_TEST(observer_sleeps_a_second_at_rest)
 {
     start(1024); /* NCCLGUARD_POLL_MS: 100 */
+    ck_assert_int_eq(sleep_ms(), 100); /* idle from now */
+    struct timespec second = {1, 100000000};
+    nanosleep(&second, NULL);
     ck_assert_int_eq(sleep_ms(), 1000);
     static volatile int spin;
     CUstream s = stream();
@@ -548,7 +552,9 @@ START_TEST(observer_sleeps_a_second_at_rest)
     ck_assert_int_eq(sleep_ms(), 100); /* in its lane */
     let_go(&spin);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
-    ck_assert_int_eq(sleep_ms(), 1000); /* it completed in this pass: none left */
+    ck_assert_int_eq(sleep_ms(), 100); /* it completed in this pass: idle from now */
+    nanosleep(&second, NULL);
+    ck_assert_int_eq(sleep_ms(), 1000);
 }
 END_TEST
 

@@ -160,7 +160,10 @@ START_TEST(enforcer_rests_until_ops_arrive)
     setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
     load_timeout("600", NULL);
     ck_assert_int_eq(ncclguard_dumper_start(), 0);
-    for (int i = 0; i < 3; i++) ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    nanosleep(&second, NULL);
+    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.resting, 1);
     ck_assert_int_eq(e.kicks, 0);
@@ -249,6 +252,9 @@ START_TEST(observer_rest_after_a_burst)
     load_timeout("600", NULL);
     ck_assert_int_eq(ncclguard_dumper_start(), 0);
     struct ng_watchdog_stats w;
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    ncclguard_watchdog_poll_once();
+    nanosleep(&second, NULL);
     ncclguard_watchdog_poll_once();
     ncclguard_watchdog_stats(&w);
     ck_assert_int_eq(w.observer_sleep_ms, 1000);
@@ -256,9 +262,15 @@ START_TEST(observer_rest_after_a_burst)
     ncclguard_watchdog_poll_once();
     ncclguard_watchdog_poll_once();
     ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10); /* idle, but not for a second yet */
+    nanosleep(&second, NULL);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
     ck_assert_int_eq(w.observer_sleep_ms, 10 * 1024 / 200); /* 100 a period: 512 in 51 ms */
     for (int i = 0; i < 600; i++) op(1, 7, 0, 8, 0, 1);
     ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    nanosleep(&second, NULL);
     ncclguard_watchdog_poll_once();
     ncclguard_watchdog_stats(&w);
     ck_assert_int_eq(w.observer_sleep_ms, 10); /* 512 in less than a period: one period */
