@@ -18,8 +18,8 @@
  * It passes only when something can be due (next_pass): the agenda's next
  * step, the soonest step of an op that is appended meanwhile (nobody needs to
  * wake it for a new op: the hot path makes no system call), a creation's
- * init_timeout, the observer's heartbeat (every OBSERVER_STUCK_NS at most);
- * once a period while a step is under way. A pass that found nothing in
+ * init_timeout, the observer's heartbeat (every OBSERVER_STUCK_NS at most),
+ * once a second while ops flow; once a period while a step is under way. A pass that found nothing in
  * flight leaves the enforcer at rest: the observer's next pass that finds new
  * records wakes it (ops_arrived, the observer's arrival hook), so that the SIGTERM
  * handler is wrapped again as soon as ops are in flight.
@@ -53,6 +53,10 @@
 /* The observer counts as stuck after this long inside one pass (a pass takes
  * microseconds to milliseconds). */
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
+
+/* While ops flow (its last pass took records), the enforcer passes at least
+ * this often, so that each pass takes a second's records, not a heartbeat's. */
+#define FLOW_PASS_NS (1000LL * 1000000)
 
 static pthread_t thread;
 static ng_atomic(int) running;
@@ -372,15 +376,16 @@ static double soonest_step_s(const struct ng_settings *s)
  * next step (at most a period after it); the soonest step of an op appended
  * from now on (its enqueue comes after this pass's start, so it falls due no
  * sooner; one appended late, enqueued before, is found at most the delay of
- * its append late); `soon`. One period while a step is under way, and one
+ * its append late); `soon`; FLOW_PASS_NS while ops flow (this pass took
+ * some). One period while a step is under way, and one
  * period at least: the agenda keeps an op that finished until its step comes
  * up (due.h), so a job whose ops come and go passes at most once a period, as
  * it always did. */
-static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
+static int64_t next_pass(const struct pass *p, int64_t soon, int under_way, int took)
 {
     const struct ng_settings *s = ncclguard_settings();
     int64_t period = (int64_t)s->poll_ms * 1000000, now = p->now_mono;
-    int64_t wait = under_way ? period : INT64_MAX;
+    int64_t wait = under_way ? period : took ? FLOW_PASS_NS : INT64_MAX;
     double step = soonest_step_s(s);
     if (step > 0 && step * 1e9 < (double)wait) wait = (int64_t)(step * 1e9);
     if (soon < wait) wait = soon;
@@ -422,7 +427,7 @@ static int64_t enforcer_pass(void)
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
     under_way |= escalate(&p);
     last_pass_ns = p.now_mono;
-    next_pass_ns = next_pass(&p, soon, under_way);
+    next_pass_ns = next_pass(&p, soon, under_way, ntaken != taken_before);
     int64_t next = next_pass_ns;
     struct ng_due d;
     int rest = !under_way && ntaken == taken_before && !ncclguard_due_peek(&d);

@@ -133,8 +133,9 @@ static struct ng_enforcer_schedule schedule(void)
     return e;
 }
 
-/* Nothing can fall due for a long while: the enforcer sleeps until the
- * observer's heartbeat can be late (5 s), 500 periods, not one period. */
+/* Nothing can fall due for a long while: the enforcer sleeps a second after a
+ * pass that took ops (they may go on coming), until the observer's heartbeat
+ * can be late (5 s) after one that took none: not one period. */
 START_TEST(idle_enforcer_sleeps_long)
 {
     setenv("NCCLGUARD_POLL_MS", "10", 1);
@@ -145,6 +146,9 @@ START_TEST(idle_enforcer_sleeps_long)
     ncclguard_watchdog_poll_once();
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.passes, 1);
+    ck_assert_int_eq(e.next_ns - e.last_ns, S);
+    ncclguard_watchdog_poll_once();
+    e = schedule();
     ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
     ck_assert_int_eq(e.resting, 0); /* an op in flight: no need to be woken for one */
 }
