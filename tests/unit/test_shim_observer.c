@@ -550,6 +550,8 @@ START_TEST(observer_sleeps_a_second_at_rest)
     reach(m, NG_MARKER_STARTED);
     ck_assert_int_eq(sleep_ms(), 100); /* appended */
     ck_assert_int_eq(sleep_ms(), 100); /* in its lane */
+    nanosleep(&second, NULL);
+    ck_assert_int_eq(sleep_ms(), 100); /* in its lane for a second: not at rest */
     let_go(&spin);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
     ck_assert_int_eq(sleep_ms(), 100); /* it completed in this pass: idle from now */
