@@ -1,7 +1,11 @@
-# The watchdog's cost with ops in flight, the dump's duration, polling during a
-# slow dump. `make bench-watchdog BASELINE=/path/to/old/libncclguard.so` adds
-# the same figures for an older build, measured in the same run, and the
-# dump's instructions (bench/dump_instructions.sh, with valgrind).
+# The watchdog's cost with ops in flight and at rest (communicators, no ops),
+# the dump's duration, polling during a slow dump, the start of a dump asked
+# for by signal with the periods far away. `make bench-watchdog
+# BASELINE=/path/to/old/libncclguard.so` adds the same figures for an older
+# build, measured in the same run, with the ratios, and the dump's instructions
+# (bench/dump_instructions.sh, with valgrind). An older build of main, for
+# instance: git archive main | tar -x -C /tmp/base && make -C /tmp/base
+# build/libncclguard.so, then BASELINE=/tmp/base/build/libncclguard.so.
 $(B)/bench/watchdog: bench/watchdog.c bench/timing.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -L$(B)/fakes -l:libnccl.so.2 -l:libcuda.so.1

@@ -15,8 +15,9 @@
  *
  * Owns: the SIGTERM handler and the application's disposition behind it. An
  * application that installs its own handler after the first communicator
- * (Megatron, Lightning) replaces ours; the enforcer's next pass (within a
- * second) wraps it again (ncclguard_sigterm_rearm), so its handler still
+ * (Megatron, Lightning) replaces ours; the enforcer's next pass wraps it
+ * again (ncclguard_sigterm_rearm): within 5 s, and as soon as the observer
+ * finds ops in flight after none were (watch/watchdog.h), so its handler still
  * runs, after the dump.
  *
  * Threads: init under the start lock; rearm on the watchdog; the handler on

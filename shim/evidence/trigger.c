@@ -43,8 +43,10 @@ struct key { /* what tells one version of a file from the next */
 
 static int shm_dfd = -1;     /* /dev/shm/ncclguard-<uid>, -1: no fan-out */
 static char shm_path[PATH_MAX];
-static int notify_fd = -1;   /* inotify on shm_dfd's directory: the fan-out may have changed */
+static int notify_fd = -1;   /* inotify on shm_dfd's directory: the fan-out or the lock may
+                              * have changed */
 static int notify_tried;
+static int fanout_looked;    /* the fan-out was stat'ed once since init */
 static int lock_fd = -1;
 /* Set by the dump thread once lock_fd and shm_dfd are final (release), read at exit
  * by whichever thread runs the atexit handlers (acquire). */
@@ -80,6 +82,7 @@ void ncclguard_trigger_init(void)
     poll_ns = (int64_t)set->trigger_poll_s * 1000000000LL;
     start_ns = ng_clock_ns(CLOCK_REALTIME);
     next_poll_mono = 0;
+    fanout_looked = 0;
     ng_atomic_store_relaxed(&leaving, 0);
     const char *dir = ncclguard_dump_dir();
     snprintf(shared_path, sizeof shared_path, "%s/" NG_TRIGGER_NAME, dir);
@@ -251,6 +254,8 @@ int ncclguard_trigger_wait_fd(void)
 {
     if (notify_fd >= 0 || notify_tried || shm_dfd < 0) return notify_fd;
     notify_tried = 1;
+    /* IN_CLOSE_WRITE also when the poller's lock file is closed, at its exit
+     * however it ends (its lock goes with it), removed before or not */
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd >= 0 && inotify_add_watch(fd, shm_path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB) < 0) {
         close(fd);
@@ -266,8 +271,12 @@ int ncclguard_trigger_wait_fd(void)
 int64_t ncclguard_trigger_next_ns(int64_t now_mono, int64_t period_ns)
 {
     if (poll_ns <= 0) return INT64_MAX; /* before init: nothing to check */
-    if (shm_dfd >= 0 && notify_fd < 0 && now_mono + period_ns < next_poll_mono)
-        return now_mono + period_ns;
+    if (shm_dfd >= 0 && notify_fd < 0)
+        return now_mono + period_ns < next_poll_mono ? now_mono + period_ns : next_poll_mono;
+    /* Watched: a process that is not the poller has nothing to do until the
+     * directory changes (the fan-out, or the poller's lock let go), after its
+     * first try at the lock. */
+    if (shm_dfd >= 0 && next_poll_mono && !ng_atomic_load_relaxed(&is_poller)) return INT64_MAX;
     return next_poll_mono;
 }
 
@@ -281,13 +290,16 @@ static int take_lock(void)
         if (lock_fd < 0)
             lock_fd = openat(shm_dfd, lock_name,
                              O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;
+        if (lock_fd < 0) return 0;
+        int got = flock(lock_fd, LOCK_EX | LOCK_NB) == 0;
         struct stat held, named;
-        if (fstat(lock_fd, &held) == 0 && S_ISREG(held.st_mode) &&
-            fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-            held.st_ino == named.st_ino && held.st_dev == named.st_dev)
-            return 1;
-        close(lock_fd); /* a removed file: its lock goes with the descriptor */
+        int same = fstat(lock_fd, &held) == 0 && S_ISREG(held.st_mode) &&
+                   fstatat(shm_dfd, lock_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   held.st_ino == named.st_ino && held.st_dev == named.st_dev;
+        if (same) return got; /* held by another poller: its exit will say so */
+        /* a removed file (a poller that left removes it while it still holds
+         * it): its lock goes with the descriptor; the name is made again */
+        close(lock_fd);
         lock_fd = -1;
     }
     return 0;
@@ -356,16 +368,18 @@ int ncclguard_trigger_check(void)
     /* The events only wake the dump thread: read them before the stat below,
      * so that a change after it leaves one. */
     char events[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    while (notify_fd >= 0 && read(notify_fd, events, sizeof events) > 0) {
+    int changed = notify_fd < 0 || !fanout_looked;
+    while (notify_fd >= 0 && read(notify_fd, events, sizeof events) > 0) changed = 1;
+    int timed = now >= next_poll_mono;
+    if (timed) next_poll_mono = now + poll_ns;
+    /* a try at the lock at the first check, then when the directory changed */
+    if ((timed || changed) && !ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 &&
+        !ng_atomic_load_relaxed(&leaving) && take_lock()) {
+        ng_atomic_store_seq_cst(&is_poller, 1);
+        if (!ng_atomic_load_seq_cst(&leaving)) sweep_locks();
+        else if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
     }
-    if (now >= next_poll_mono) {
-        next_poll_mono = now + poll_ns;
-        if (!ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 &&
-            !ng_atomic_load_relaxed(&leaving) && take_lock()) {
-            ng_atomic_store_seq_cst(&is_poller, 1);
-            if (!ng_atomic_load_seq_cst(&leaving)) sweep_locks();
-            else if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
-        }
+    if (timed) {
         /* The one metadata operation per node and period on the shared file system. */
         if (ng_atomic_load_relaxed(&is_poller) && stat(shared_path, &st) == 0) {
             struct key k = key_of(&st);
@@ -379,7 +393,11 @@ int ncclguard_trigger_check(void)
             }
         }
     }
-    if (shm_dfd < 0 || fstatat(shm_dfd, fanout_name, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+    /* the fan-out only when the directory changed: a timed wake costs the
+     * poller its one stat above, and the others nothing */
+    if (shm_dfd < 0 || !changed) return 0;
+    fanout_looked = 1;
+    if (fstatat(shm_dfd, fanout_name, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
     struct key k = key_of(&st);
     if (same_key(&k, &fanout_seen)) return 0;
     fanout_seen = k;
@@ -394,6 +412,7 @@ void ncclguard_trigger_atfork_child(void)
     if (notify_fd >= 0) close(notify_fd); /* the parent's: its events would go to either */
     notify_fd = -1;
     notify_tried = 0;
+    fanout_looked = 0;
     ng_atomic_store_relaxed(&is_poller, 0);
     dumped[0] = raised[0] = '\0';
     ncclguard_dump_set_incident(NULL);

@@ -19,7 +19,9 @@
  *    out) writes the incident id there; every process of the node stats it
  *    when the directory changes (inotify: the dump thread sleeps on
  *    ncclguard_trigger_wait_fd), or at each watchdog period without inotify;
- *    a stat on tmpfs.
+ *    a stat on tmpfs. A process that is not the poller does nothing on a
+ *    timer: it tries the lock again when the directory changes, which the
+ *    poller's exit does (its lock file closed, however it ends).
  * NCCLGUARD_NODE_DIR names another node-local directory in place of /dev/shm
  * (a container with a private /dev/shm; tests that play two nodes on one).
  * A trigger file older than the process's start is history, never an
@@ -58,8 +60,9 @@ int ncclguard_trigger_check(void);
 int ncclguard_trigger_wait_fd(void);
 
 /* When a check is next due without an event on the wait descriptor
- * (CLOCK_MONOTONIC): the poller's stat of TRIGGER, or a try at the poller's
- * lock, every trigger period; and every period_ns when the fan-out has no
+ * (CLOCK_MONOTONIC): the poller's stat of TRIGGER every trigger period; the
+ * first try at the poller's lock; INT64_MAX for a process that is not the
+ * poller (an event wakes it); and every period_ns when the fan-out has no
  * wait descriptor. */
 int64_t ncclguard_trigger_next_ns(int64_t now_mono, int64_t period_ns);
 

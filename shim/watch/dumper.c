@@ -3,14 +3,15 @@
  *
  * The thread sleeps in ppoll on `wake_fd` (an eventfd: a request, or the dump
  * signal, whose handler may write(2) but not signal a condition variable) and
- * on the trigger's descriptor (the node's fan-out changed), until the
- * trigger's next check of its own (every trigger period; every
- * NCCLGUARD_POLL_MS when the fan-out cannot be watched). When it wakes it
+ * on the trigger's descriptor (the node directory changed), until the
+ * trigger's next check of its own (every trigger period on the node's poller,
+ * never on the others; every NCCLGUARD_POLL_MS when the fan-out cannot be
+ * watched). When it wakes it
  * takes every pending request (the bits and the newest ticket among them) at
  * once, raises the incident of a timeout, writes one dump, and then marks
  * those tickets done on `finished`. A wake without a request is the
- * cross-rank trigger's check (a stat on tmpfs; the node's poller also stats
- * the shared file every trigger period). The dump reads the flight
+ * cross-rank trigger's check (a stat on tmpfs when the directory changed; the
+ * node's poller also stats the shared file every trigger period). The dump reads the flight
  * recorder and the registry without locks (each record is copied whole under
  * its seqlock), so nobody else waits for it.
  */

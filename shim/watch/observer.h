@@ -38,12 +38,21 @@ void ncclguard_observer_wake(void);
  * thread saw it first: the observer or the application's own call. */
 void ncclguard_observer_async_error(struct ng_comm *c, int err);
 
+/* Called by each full pass that finds records appended since the last one (the
+ * enforcer's: it wakes when it rests, watchdog.c); on the observer's thread,
+ * under its pass lock. Must not block. */
+typedef void (*ng_observer_arrival_fn)(void);
+void ncclguard_observer_on_arrival(ng_observer_arrival_fn fn);
+
 /* How long the observer has been inside its current pass, in ns (0 between
  * passes); the enforcer's view of its heartbeat. */
 int64_t ncclguard_observer_busy_ns(int64_t now_mono);
 
+/* sleep_ms: the sleep chosen after the last full pass, NCCLGUARD_POLL_MS, or a
+ * second while nothing is in flight (tests). */
 struct ng_observer_stats {
     uint64_t completed, slow, async_errors, passes;
+    long sleep_ms;
 };
 void ncclguard_observer_stats(struct ng_observer_stats *out);
 

@@ -18,8 +18,11 @@
  * It passes only when something can be due (next_pass): the agenda's next
  * step, the soonest step of an op that is appended meanwhile (nobody needs to
  * wake it for a new op: the hot path makes no system call), a creation's
- * init_timeout, the observer's heartbeat, and IDLE_PASS_NS for what no
- * deadline announces; once a period while a step is under way.
+ * init_timeout, the observer's heartbeat (every OBSERVER_STUCK_NS at most),
+ * once a second while ops flow; once a period while a step is under way. A pass that found nothing in
+ * flight leaves the enforcer at rest: the observer's next pass that finds new
+ * records wakes it (ops_arrived, the observer's arrival hook), so that the SIGTERM
+ * handler is wrapped again as soon as ops are in flight.
  */
 #include "watch/watchdog.h"
 
@@ -51,17 +54,23 @@
  * microseconds to milliseconds). */
 #define OBSERVER_STUCK_NS (5LL * 1000000000)
 
-/* The enforcer's longest sleep (NCCLGUARD_POLL_MS when longer): an
- * application's SIGTERM handler installed since (sigterm.h) is wrapped within
- * it. */
-#define IDLE_PASS_NS (1000LL * 1000000)
+/* While ops flow (its last pass took records), the enforcer passes at least
+ * this often, so that each pass takes a second's records, not a heartbeat's. */
+#define FLOW_PASS_NS (1000LL * 1000000)
 
 static pthread_t thread;
 static ng_atomic(int) running;
+/* The enforcer sleeps on this between passes; the observer cuts it short when
+ * ops arrive while it rests (ops_arrived). */
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER; /* CLOCK_MONOTONIC once started */
+static int kicked;                /* under sleep_lock */
+static ng_atomic(int) resting;    /* the last pass found nothing in flight */
+static ng_atomic(uint64_t) nkicks;
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
 static struct ng_flight_reader reader; /* the records it took are in the agenda, or need none */
-static uint64_t ntimeouts, ninit_timeouts, npasses;
+static uint64_t ntimeouts, ninit_timeouts, npasses, ntaken;
 static int64_t last_pass_ns, next_pass_ns; /* CLOCK_MONOTONIC */
 static unsigned char init_reported[NG_MAX_COMMS];
 static int64_t stuck_since; /* the observer's pass said stuck (its start), 0: none */
@@ -246,6 +255,7 @@ static void schedule(uint64_t index, const struct ng_op_record *r, int64_t now)
 static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
 {
     (void)ctx;
+    ntaken++;
     int state = ng_record_state(r);
     if (!ng_op_state_final(state) && can_time_out(r, state)) schedule(index, r, INT64_MIN);
 }
@@ -361,20 +371,21 @@ static double soonest_step_s(const struct ng_settings *s)
 }
 
 /* When the pass after p is due (CLOCK_MONOTONIC), given in how many ns a
- * creation or the observer can be late (`soon`) and whether a step is under
- * way. The soonest of: the agenda's next step (at most a period after it);
- * the soonest step of an op appended from now on (its enqueue comes after
- * this pass's start, so it falls due no sooner; one appended late, enqueued
- * before, is found at most the delay of its append late); `soon`;
- * IDLE_PASS_NS. One period while a step is under way, and one period at
- * least: the agenda keeps an op that finished until its step comes up
- * (due.h), so a job whose ops come and go passes at most once a period, as
+ * creation or the observer can be late (`soon`: the observer's heartbeat
+ * bounds it) and whether a step is under way. The soonest of: the agenda's
+ * next step (at most a period after it); the soonest step of an op appended
+ * from now on (its enqueue comes after this pass's start, so it falls due no
+ * sooner; one appended late, enqueued before, is found at most the delay of
+ * its append late); `soon`; FLOW_PASS_NS while ops flow (this pass took
+ * some). One period while a step is under way, and one
+ * period at least: the agenda keeps an op that finished until its step comes
+ * up (due.h), so a job whose ops come and go passes at most once a period, as
  * it always did. */
-static int64_t next_pass(const struct pass *p, int64_t soon, int under_way)
+static int64_t next_pass(const struct pass *p, int64_t soon, int under_way, int took)
 {
     const struct ng_settings *s = ncclguard_settings();
     int64_t period = (int64_t)s->poll_ms * 1000000, now = p->now_mono;
-    int64_t wait = under_way ? period : period > IDLE_PASS_NS ? period : IDLE_PASS_NS;
+    int64_t wait = under_way ? period : took ? FLOW_PASS_NS : INT64_MAX;
     double step = soonest_step_s(s);
     if (step > 0 && step * 1e9 < (double)wait) wait = (int64_t)(step * 1e9);
     if (soon < wait) wait = soon;
@@ -399,6 +410,7 @@ static int64_t enforcer_pass(void)
     memset(&p, 0, sizeof p);
     p.now_mono = ng_clock_ns(CLOCK_MONOTONIC);
     agenda_init();
+    uint64_t taken_before = ntaken;
     ncclguard_flight_read(&reader, take, NULL);
     run_due(&p);
     report_timeouts(&p);
@@ -415,14 +427,23 @@ static int64_t enforcer_pass(void)
     ncclguard_sigterm_rearm(); /* an application handler installed since: wrap it */
     under_way |= escalate(&p);
     last_pass_ns = p.now_mono;
-    next_pass_ns = next_pass(&p, soon, under_way);
+    next_pass_ns = next_pass(&p, soon, under_way, ntaken != taken_before);
     int64_t next = next_pass_ns;
+    struct ng_due d;
+    int rest = !under_way && ntaken == taken_before && !ncclguard_due_peek(&d);
+    ng_atomic_store_seq_cst(&resting, rest);
+    /* an op appended since the read: the observer may have looked before the
+     * store above; the heartbeat bounds the sleep all the same */
+    if (rest && ncclguard_flight_head() != reader.next) ng_atomic_store_seq_cst(&resting, 0);
     pthread_mutex_unlock(&pass_lock);
     return next;
 }
 
+static void ops_arrived(void);
+
 void ncclguard_watchdog_poll_once(void)
 {
+    ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_pass(1);
     enforcer_pass();
 }
@@ -430,8 +451,33 @@ void ncclguard_watchdog_poll_once(void)
 void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out)
 {
     pthread_mutex_lock(&pass_lock);
-    *out = (struct ng_enforcer_schedule){npasses, last_pass_ns, next_pass_ns};
+    *out = (struct ng_enforcer_schedule){npasses, last_pass_ns, next_pass_ns,
+                                         ng_atomic_load_seq_cst(&resting),
+                                         ng_atomic_load_relaxed(&nkicks)};
     pthread_mutex_unlock(&pass_lock);
+}
+
+/* The observer's pass found records appended since its last one: wakes the
+ * enforcer when it rests, else nothing (no system call). */
+static void ops_arrived(void)
+{
+    if (!ng_atomic_load_relaxed(&resting) || !ng_atomic_exchange_seq_cst(&resting, 0)) return;
+    ng_atomic_add_relaxed(&nkicks, 1);
+    pthread_mutex_lock(&sleep_lock);
+    kicked = 1;
+    pthread_cond_signal(&sleep_cond);
+    pthread_mutex_unlock(&sleep_lock);
+}
+
+/* Sleeps until `next` (CLOCK_MONOTONIC), or until ops arrive while it rests. */
+static void enforcer_sleep(int64_t next)
+{
+    struct timespec until = {(time_t)(next / 1000000000), (long)(next % 1000000000)};
+    pthread_mutex_lock(&sleep_lock);
+    while (!kicked && pthread_cond_timedwait(&sleep_cond, &sleep_lock, &until) != ETIMEDOUT) {
+    }
+    kicked = 0;
+    pthread_mutex_unlock(&sleep_lock);
 }
 
 void ncclguard_watchdog_settle(void)
@@ -457,9 +503,7 @@ static void *enforcer_main(void *arg)
     pthread_setname_np(pthread_self(), "ncclguard-enf");
     int64_t next = ng_clock_ns(CLOCK_MONOTONIC) + (int64_t)ncclguard_settings()->poll_ms * 1000000;
     while (ng_atomic_load_acquire(&running)) {
-        struct timespec until = {(time_t)(next / 1000000000), (long)(next % 1000000000)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
-        }
+        enforcer_sleep(next);
         next = enforcer_pass();
     }
     return NULL;
@@ -492,7 +536,13 @@ static void install_dump_signal(int signo)
 void ncclguard_watchdog_start(void)
 {
     if (ng_atomic_exchange_acq_rel(&running, 1)) return;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sleep_cond, &ca);
+    pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
+    ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_start();
     ncclguard_dumper_start();
     int rc = ncclguard_thread_start(&thread, enforcer_main, NULL);
@@ -529,6 +579,11 @@ void ncclguard_watchdog_atfork_child(void)
 {
     ncclguard_observer_atfork_child();
     pthread_mutex_init(&pass_lock, NULL);
+    pthread_mutex_init(&sleep_lock, NULL);
+    kicked = 0;
+    ng_atomic_store_relaxed(&resting, 0);
+    ng_atomic_store_relaxed(&nkicks, 0);
+    ntaken = 0;
     ncclguard_dumper_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
     dump_due = 0;
@@ -553,6 +608,6 @@ void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
                                       .timeouts = ntimeouts, .init_timeouts = ninit_timeouts,
                                       .async_errors = o.async_errors,
                                       .dumps = ncclguard_dumper_count(),
-                                      .polls = o.passes};
+                                      .polls = o.passes, .observer_sleep_ms = o.sleep_ms};
     pthread_mutex_unlock(&pass_lock);
 }

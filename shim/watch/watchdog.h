@@ -3,7 +3,8 @@
  *
  * The observer (observer.h) follows every op on the GPU and polls NCCL; it may
  * block inside CUDA or NCCL. The enforcer (watchdog.c) decides: when a step can
- * be due (at most once per NCCLGUARD_POLL_MS, at least once a second) it
+ * be due (at most once per NCCLGUARD_POLL_MS; at least every 5 s, and at once
+ * when ops arrive after it found none in flight) it
  * reports timeouts and stuck communicator creations, asks
  * the dump thread (dumper.h) for dumps (on timeout, on request by signal, at
  * exit when asked) and runs the escalation ladder, and it never calls CUDA or
@@ -38,6 +39,7 @@ void ncclguard_watchdog_atfork_child(void);
 
 struct ng_watchdog_stats {
     uint64_t completed, slow, timeouts, init_timeouts, async_errors, dumps, polls;
+    long observer_sleep_ms; /* the observer's sleep after its last pass */
 };
 void ncclguard_watchdog_stats(struct ng_watchdog_stats *out);
 
@@ -50,10 +52,13 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err);
 void ncclguard_watchdog_poll_once(void);
 
 /* The enforcer's passes so far, when the last began and when the next is due
- * (CLOCK_MONOTONIC), for tests. */
+ * (CLOCK_MONOTONIC), whether it rests (its last pass found nothing in flight)
+ * and how often the observer woke it early, for tests. */
 struct ng_enforcer_schedule {
     uint64_t passes;
     int64_t last_ns, next_ns;
+    int resting;
+    uint64_t kicks;
 };
 void ncclguard_watchdog_enforcer_schedule(struct ng_enforcer_schedule *out);
 

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <dirent.h>
@@ -31,6 +33,8 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/clock.h"
+#include "base/hash.h"
 #include "base/identity.h"
 #include "base/json.h"
 #include "base/version.h"
@@ -745,6 +749,46 @@ START_TEST(no_poller_lock_after_exit)
 }
 END_TEST
 
+/* A process that is not the node's poller checks nothing on a timer: its dump
+ * thread sleeps until the node directory changes. When the poller's lock is
+ * let go (here: its holder closes it, as a killed poller's exit does), the
+ * change wakes it and it becomes the poller, which checks every period. */
+START_TEST(non_poller_waits_for_the_lock_to_go)
+{
+    make_root();
+    char base[PATH_MAX], node[PATH_MAX], lock[PATH_MAX + 64];
+    path_of(base, "node");
+    ck_assert_int_eq(mkdir(base, 0700), 0);
+    setenv("NCCLGUARD_NODE_DIR", base, 1);
+    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
+    ncclguard_identity_init();
+    init_dump();
+    ncclguard_trigger_init(); /* makes the node directory */
+    snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
+             (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
+    int held = open(lock, O_RDWR | O_CREAT, 0600); /* another process's poller */
+    ck_assert_int_ge(held, 0);
+    ck_assert_int_eq(flock(held, LOCK_EX | LOCK_NB), 0);
+    int fd = ncclguard_trigger_wait_fd();
+    ck_assert_int_ge(fd, 0);
+    int64_t period = 100000000, now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_le(ncclguard_trigger_next_ns(now, period), now); /* the first try */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_eq(ncclguard_trigger_next_ns(now, period), INT64_MAX);
+    close(held);
+    struct pollfd p = {fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* a generous bound: the close wakes it */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    int64_t next = ncclguard_trigger_next_ns(now, period);
+    ck_assert_int_lt(next, INT64_MAX); /* the poller: its stat of TRIGGER each period */
+    ck_assert_int_gt(next, now);
+    ncclguard_trigger_exit();
+    unsetenv("NCCLGUARD_NODE_DIR");
+}
+END_TEST
+
 /* Runs fn with stderr going to a file; returns what was written there. */
 static char *capture_stderr(int (*fn)(char *), char *path, int *rc)
 {
@@ -1065,7 +1109,7 @@ int main(void)
                             config_hook_that_writes_nothing_gives_null, fork_child_may_dump,
                             dump_from_signal_handler, dump_before_init_fails,
                             dump_dir_from_config_file, relative_dir_is_resolved_at_init,
-                            no_poller_lock_after_exit, NULL};
+                            no_poller_lock_after_exit, non_poller_waits_for_the_lock_to_go, NULL};
     Suite *s = ng_check_suite("shim_dump", "dump", 60, tests, &tc);
     tcase_add_checked_fixture(tc, NULL, cleanup);
     return ng_check_run(s);

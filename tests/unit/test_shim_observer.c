@@ -524,6 +524,42 @@ START_TEST(aborted_comm_ends_its_ops)
 }
 END_TEST
 
+static long sleep_ms(void)
+{
+    ncclguard_observer_pass(1);
+    struct ng_observer_stats st;
+    ncclguard_observer_stats(&st);
+    return st.sleep_ms;
+}
+
+/* The observer polls every period while an op is in flight, in its lane or just
+ * appended, or was less than a second ago, and once a second once nothing has
+ * been for a second: the sleep it chose after each full pass. The waits are
+ * lower bounds the code holds to, not measurements. */
+START_TEST(observer_sleeps_a_second_at_rest)
+{
+    start(1024); /* NCCLGUARD_POLL_MS: 100 */
+    ck_assert_int_eq(sleep_ms(), 100); /* idle from now */
+    struct timespec second = {1, 100000000};
+    nanosleep(&second, NULL);
+    ck_assert_int_eq(sleep_ms(), 1000);
+    static volatile int spin;
+    CUstream s = stream();
+    int m;
+    op(1, s, &spin, &m);
+    reach(m, NG_MARKER_STARTED);
+    ck_assert_int_eq(sleep_ms(), 100); /* appended */
+    ck_assert_int_eq(sleep_ms(), 100); /* in its lane */
+    nanosleep(&second, NULL);
+    ck_assert_int_eq(sleep_ms(), 100); /* in its lane for a second: not at rest */
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    ck_assert_int_eq(sleep_ms(), 100); /* it completed in this pass: idle from now */
+    nanosleep(&second, NULL);
+    ck_assert_int_eq(sleep_ms(), 1000);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {lane_oldest_first, many_streams_and_comms, as_many_lanes_as_slots,
@@ -531,6 +567,6 @@ int main(void)
                             comm_waits_for_its_other_stream, group_shares_marker,
                             group_without_marker_untracked, group_end_without_marker,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm, NULL};
+                            reused_handle_names_new_comm, observer_sleeps_a_second_at_rest, NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }

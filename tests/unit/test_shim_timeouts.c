@@ -133,8 +133,9 @@ static struct ng_enforcer_schedule schedule(void)
     return e;
 }
 
-/* Nothing can fall due for a long while: the enforcer sleeps a second (the
- * longest, for the SIGTERM handler's rearm), 100 periods, not one period. */
+/* Nothing can fall due for a long while: the enforcer sleeps a second after a
+ * pass that took ops (they may go on coming), until the observer's heartbeat
+ * can be late (5 s) after one that took none: not one period. */
 START_TEST(idle_enforcer_sleeps_long)
 {
     setenv("NCCLGUARD_POLL_MS", "10", 1);
@@ -146,6 +147,44 @@ START_TEST(idle_enforcer_sleeps_long)
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.passes, 1);
     ck_assert_int_eq(e.next_ns - e.last_ns, S);
+    ncclguard_watchdog_poll_once();
+    e = schedule();
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    ck_assert_int_eq(e.resting, 0); /* an op in flight: no need to be woken for one */
+}
+END_TEST
+
+/* With nothing in flight the enforcer rests: it is woken by the observer's
+ * pass that finds ops appended, once, not at every pass; the observer sleeps
+ * a second while nothing is in flight, a period otherwise. The wake-ups are
+ * counted, not timed. */
+START_TEST(enforcer_rests_until_ops_arrive)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("600", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    ncclguard_watchdog_poll_once();
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    nanosleep(&second, NULL);
+    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
+    struct ng_enforcer_schedule e = schedule();
+    ck_assert_int_eq(e.resting, 1);
+    ck_assert_int_eq(e.kicks, 0);
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
+    e = schedule();
+    ck_assert_int_eq(e.kicks, 1);
+    ck_assert_int_eq(e.resting, 0);
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
+    ck_assert_int_eq(schedule().kicks, 1);
 }
 END_TEST
 
@@ -182,10 +221,71 @@ START_TEST(op_appended_during_sleep_is_due_no_sooner)
 }
 END_TEST
 
+/* With no timeout, ops never enter the agenda: the enforcer still does not rest
+ * after a pass that took ops, so that ops flowing wake it once, not at every
+ * pass of the observer; once a pass finds none, it rests again. */
+START_TEST(enforcer_not_woken_while_ops_flow)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("0", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    for (int i = 0; i < 3; i++) {
+        op(1, 7, 0, 8, 0, 1);
+        ncclguard_watchdog_poll_once();
+        ck_assert_int_eq(schedule().kicks, 1);
+        ck_assert_int_eq(schedule().resting, 0);
+    }
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().kicks, 2);
+}
+END_TEST
+
+/* At rest the observer sleeps a second, unless a burst as dense as the densest
+ * it saw between two passes (in a period) would fill half the ring meanwhile:
+ * then as long as that takes, a period at least (ring of 1024, period 10 ms). */
+START_TEST(observer_rest_after_a_burst)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout("600", NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    struct ng_watchdog_stats w;
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    ncclguard_watchdog_poll_once();
+    nanosleep(&second, NULL);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
+    for (int i = 0; i < 100; i++) op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10); /* idle, but not for a second yet */
+    nanosleep(&second, NULL);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10 * 1024 / 200); /* 100 a period: 512 in 51 ms */
+    for (int i = 0; i < 600; i++) op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_poll_once();
+    nanosleep(&second, NULL);
+    ncclguard_watchdog_poll_once();
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10); /* 512 in less than a period: one period */
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
                             idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
-                            NULL};
+                            enforcer_rests_until_ops_arrive, observer_rest_after_a_burst,
+                            enforcer_not_woken_while_ops_flow, NULL};
     return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }

@@ -95,22 +95,45 @@ static int dump_path(char *path, size_t len)
     return found;
 }
 
-/* Asks the watchdog for a dump (signal) and waits for it, up to 60 s. Dumps are
- * written at the end of a poll: once two have been, the second poll began after
- * this call, so every op the GPU had finished is seen finished and its marker
- * returned. keep: only one, renamed held-<name> so that the exit dump leaves it. */
-static int barrier(int keep)
+/* How many ops the dump at path shows in flight (scheduled or started); -1
+ * when it cannot be read. */
+static int in_flight(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    static char text[8 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    int k = 0;
+    for (const char *q = text; (q = strstr(q, "\"state\":\"")); q++)
+        k += !strncmp(q + 9, "scheduled\"", 10) || !strncmp(q + 9, "started\"", 8);
+    return k;
+}
+
+/* Asks the watchdog for dumps (signal) until one shows at most `most` ops in
+ * flight, up to 60 s: then every op the GPU had finished before this call but
+ * those is seen finished and its marker returned. The dumps are the dump
+ * thread's, not the observer's, and the observer sleeps up to a second while
+ * nothing is in flight: what a dump shows is the barrier, not how many were
+ * written. keep: one dump, as it comes, renamed held-<name> so that the exit
+ * dump leaves it. */
+static int barrier(int keep, int most)
 {
     char path[4096], held[4200];
-    for (int round = 0; round < (keep ? 1 : 2); round++) {
+    for (int round = 0; round < 6000; round++) {
         if (dump_path(path, sizeof path) == 0 && unlink(path)) return -1;
         if (raise(SIGUSR2)) return -1;
         for (int i = 0; dump_path(path, sizeof path) != 0; i++) {
             if (i == 6000) return -1;
             usleep(10 * 1000);
         }
+        if (keep) break;
+        int k = in_flight(path);
+        if (k >= 0 && k <= most) return 0;
+        usleep(10 * 1000);
     }
-    if (!keep) return 0;
+    if (!keep) return -1;
     char *slash = strrchr(path, '/');
     snprintf(held, sizeof held, "%.*s/held-%s", (int)(slash - path), path, slash + 1);
     return rename(path, held);
@@ -125,10 +148,10 @@ static int barrier(int keep)
 static int probe(ncclComm_t comm, CUstream s)
 {
     static volatile int release;
-    if (cuStreamSynchronize(s) || barrier(0) || fakecuda_test_spin(s, &release)) return 70;
+    if (cuStreamSynchronize(s) || barrier(0, 0) || fakecuda_test_spin(s, &release)) return 70;
     for (int k = 0; k < 3; k++)
         if (all_reduce(comm, s)) return 71;
-    if (barrier(1)) return 72;
+    if (barrier(1, 0)) return 72;
     __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
     return cuStreamSynchronize(s) ? 73 : 0;
 }
@@ -182,7 +205,7 @@ static int overwrite_deferred(ncclComm_t nb, ncclComm_t blocking, CUstream s, in
     ncclResult_t r = ncclAllReduce(p, p, 4, ncclFloat, ncclSum, nb, s);
     if (r != ncclSuccess && r != ncclInProgress) return 31;
     for (int k = 0; k < 16; k++) { /* a whole ring */
-        if (quiet && k == 15 && (cuStreamSynchronize(s) || barrier(0))) return 32;
+        if (quiet && k == 15 && (cuStreamSynchronize(s) || barrier(0, 1))) return 32;
         if (all_reduce(blocking, s)) return 33;
     }
     return settle(nb) ? 34 : 0;
