@@ -306,7 +306,7 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
         if (end >= 0) move_on(p, &o, end, 0, 0);
         return;
     }
-    uint32_t lane = ncclguard_lane_of(r->comm_slot, r->stream, 0);
+    uint32_t lane = ncclguard_lane_of(r->comm_slot, r->stream, r->thread_id, 0);
     if (lane && ncclguard_lane(lane)->front) { /* behind an unfinished op: not started */
         ncclguard_lane_file(lane, index);
         return;
@@ -315,7 +315,7 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     int64_t gs;
     int v = settle(p, &o, &m, &gs);
     if (v == OP_LEFT) return;
-    if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, 1);
+    if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, r->thread_id, 1);
     uint32_t n = ncclguard_lane_file(lane, index);
     if (v == OP_UNFINISHED) set_front(ncclguard_lane(lane), n, &o, m, gs);
 }

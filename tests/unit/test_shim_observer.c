@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../fakes/fakecuda.h"
 #include "base/atomic.h"
@@ -524,6 +525,78 @@ START_TEST(aborted_comm_ends_its_ops)
 }
 END_TEST
 
+/* One op on the per-thread default stream of a thread of its own: the thread
+ * records its markers there (held started by a spin when `spin`), appends it
+ * with its thread id, and stays until *stay is cleared, its stream drained. */
+struct pt_op {
+    CUcontext ctx;
+    const volatile int *spin;
+    volatile int stay;
+    int appended;
+    uint64_t index;
+    int marker;
+};
+
+static void *pt_op_main(void *arg)
+{
+    struct pt_op *o = arg;
+    void *end_ev;
+    ck_assert_int_eq(cuCtxSetCurrent(o->ctx), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclguard_marker_begin(CU_STREAM_PER_THREAD, 1, 0, &o->marker, &end_ev),
+                     NG_MARKER_OK);
+    if (o->spin) hold(CU_STREAM_PER_THREAD, o->spin);
+    ck_assert_int_eq(ncclguard_marker_end(o->marker, CU_STREAM_PER_THREAD), 0);
+    struct ng_op_record r = record(3, CU_STREAM_PER_THREAD);
+    r.thread_id = (uint64_t)gettid();
+    r.marker = o->marker;
+    o->index = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    __atomic_store_n(&o->appended, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&o->stay, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    return NULL;
+}
+
+static void pt_op_begin(pthread_t *t, struct pt_op *o)
+{
+    ck_assert_int_eq(pthread_create(t, NULL, pt_op_main, o), 0);
+    while (!__atomic_load_n(&o->appended, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The per-thread default stream (CU_STREAM_PER_THREAD, 0x2) of two threads is
+ * two streams: the op of the second thread, which its stream finished, is not
+ * held up behind the first thread's, which its own stream holds started. */
+START_TEST(per_thread_streams_are_lanes_of_their_own)
+{
+    start(1024);
+    static volatile int spin;
+    CUcontext ctx;
+    ck_assert_int_eq(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+    pthread_t ta, tb;
+    struct pt_op a = {.ctx = ctx, .spin = &spin, .stay = 1};
+    struct pt_op b = {.ctx = ctx, .stay = 1};
+    pt_op_begin(&ta, &a);
+    pt_op_begin(&tb, &b);
+    reach(a.marker, NG_MARKER_STARTED);
+    reach(b.marker, NG_MARKER_DONE);
+    pass();
+    ck_assert_int_eq(state(a.index), NG_OP_STARTED);
+    ck_assert_int_eq(state(b.index), NG_OP_COMPLETED);
+    let_go(&spin);
+    __atomic_store_n(&a.stay, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&b.stay, 0, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_join(ta, NULL), 0);
+    ck_assert_int_eq(pthread_join(tb, NULL), 0);
+    pass();
+    ck_assert_int_eq(state(a.index), NG_OP_COMPLETED);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {lane_oldest_first, many_streams_and_comms, as_many_lanes_as_slots,
@@ -531,6 +604,6 @@ int main(void)
                             comm_waits_for_its_other_stream, group_shares_marker,
                             group_without_marker_untracked, group_end_without_marker,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm, NULL};
+                            reused_handle_names_new_comm, per_thread_streams_are_lanes_of_their_own, NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }
