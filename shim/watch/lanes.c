@@ -112,6 +112,7 @@ uint32_t ncclguard_lane_file(uint32_t lane, uint64_t index)
     while (older && nodes[older].index > index) older = nodes[older].older;
     uint32_t newer = older ? nodes[older].newer : l->oldest;
     nodes[n] = (struct node){index, lane, older, newer};
+    l->idle = 0;
     if (older) nodes[older].newer = n;
     else l->oldest = n;
     if (newer) nodes[newer].older = n;

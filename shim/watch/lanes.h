@@ -39,6 +39,9 @@ struct ng_lane {
     uint64_t front_index;
     int front_state, front_marker, front_gpu;
     int64_t front_start_ns;
+    /* The observer's: without a front, the lane holds untracked ops only, which
+     * nothing changes until a record is filed behind them (which clears it). */
+    int idle;
 };
 
 /* Sizes the tables for a ring of `capacity` records (a power of two); 0, or

@@ -39,6 +39,7 @@
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
+#include "track/groups.h"
 #include "track/markers.h"
 #include "watch/describe.h"
 #include "watch/due.h"
@@ -129,11 +130,6 @@ static void enforce_flags(uint64_t index, uint64_t flags)
     ncclguard_flight_watch(index, NG_WATCHER_ENFORCER, NG_WATCH_FLAGS, flags);
 }
 
-/* One op still in flight against its timeout and the ladder. Only an op whose
- * progress the GPU tells can time out: one with a marker of its own or of its
- * group. An op without (the driver refused an event, the pool was empty, the
- * legacy stream during a capture) would otherwise look stuck forever; the ops
- * around it on its stream still are followed. */
 /* The op's timeout: the first op of a communicator (or with a peer) connects, so
  * it gets the first-op one. */
 static double op_limit(const struct ng_settings *s, const struct ng_op_record *r)
@@ -143,9 +139,20 @@ static double op_limit(const struct ng_settings *s, const struct ng_op_record *r
                                r->bytes);
 }
 
+/* Only an op whose progress the GPU tells can time out: one with a marker of
+ * its own, or of its group (on its stream, or on the stream of its group it
+ * follows, track/groups.h), published or still to come at its group's end. An
+ * op without (untracked: the driver refused an event, the pool was empty, the
+ * legacy stream during a capture, a group's stream that got no marker at
+ * ncclGroupEnd) would otherwise look stuck forever: the observer learns that
+ * it finished from a later op of its stream, and the ops around it are
+ * followed. A group op whose stream got no marker is scheduled until the
+ * observer sees that: it is not held to a timeout meanwhile either. */
 static int can_time_out(const struct ng_op_record *r, int state)
 {
-    return state != NG_OP_CAPTURED && (r->marker != NG_NO_MARKER || r->group_id);
+    if (state == NG_OP_CAPTURED || state == NG_OP_UNTRACKED) return 0;
+    if (r->marker != NG_NO_MARKER) return 1;
+    return r->group_id && ncclguard_group_find(r) != NG_GROUP_UNTRACKED;
 }
 
 static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)

@@ -375,7 +375,7 @@ START_TEST(group_shares_marker)
         r.group_id = 99;
         g[k] = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
     }
-    ncclguard_group_publish(99, (uint64_t)(uintptr_t)s, m, 3);
+    ncclguard_group_publish(99, 0, (uint64_t)(uintptr_t)s, m, 3);
     uint64_t after = op(7, s, NULL, NULL);
     reach(m, NG_MARKER_STARTED);
     pass();
@@ -389,8 +389,9 @@ START_TEST(group_shares_marker)
 }
 END_TEST
 
-/* A group's stream that got no marker at its ncclGroupEnd: its ops end
- * untracked, and the op behind them on the stream is followed as usual. */
+/* A group's stream that got no marker at its ncclGroupEnd: its ops are
+ * untracked while nothing tells more, and complete once the op behind them on
+ * the stream completes (the stream ran them first). */
 START_TEST(group_without_marker_untracked)
 {
     start(1024);
@@ -403,32 +404,50 @@ START_TEST(group_without_marker_untracked)
     }
     pass();
     for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_SCHEDULED); /* not launched */
-    ncclguard_group_publish(98, (uint64_t)(uintptr_t)s, NG_GROUP_UNTRACKED, 2);
+    ncclguard_group_publish(98, 0, (uint64_t)(uintptr_t)s, NG_GROUP_UNTRACKED, 2);
+    pass();
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
+    pass(); /* nothing behind them: they stay so */
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
     int m;
     uint64_t after = op(7, s, NULL, &m);
     reach(m, NG_MARKER_DONE);
     pass();
-    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
     ck_assert_int_eq(state(after), NG_OP_COMPLETED);
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_COMPLETED);
 }
 END_TEST
 
+/* A communicator registered with the hooks, under handle h. */
+static ncclComm_t hook_comm(uint64_t id, uintptr_t handle)
+{
+    struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
+    ck_assert_ptr_nonnull(c);
+    ncclComm_t h = (ncclComm_t)handle;
+    ncclguard_comm_attach(c, h);
+    return h;
+}
+
+/* An AllReduce on s through the hooks, as the wrapper makes it; its index. */
+static uint64_t hook_op(ncclComm_t h, CUstream s)
+{
+    struct ng_op_ticket t;
+    ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1);
+    ncclguard_op_post(&t, ncclSuccess);
+    return ncclguard_flight_head() - 1;
+}
+
 /* The same from the hooks: a group whose ncclGroupEnd finds the marker pool
- * empty publishes its stream without a marker, and its op ends untracked. */
+ * empty publishes its stream without a marker: its op is untracked, and
+ * completes with the next op on its stream, which gets a marker again. */
 START_TEST(group_end_without_marker)
 {
     void *end_ev;
     start(16); /* a pool of 16 + 64 pairs */
-    struct ng_comm *c = ncclguard_comm_new(43, 0, 1, 0, NULL);
-    ck_assert_ptr_nonnull(c);
-    ncclComm_t h = (ncclComm_t)(uintptr_t)0x4300;
-    ncclguard_comm_attach(c, h);
+    ncclComm_t h = hook_comm(43, 0x4300);
     CUstream s = stream();
     ncclguard_group_start_post(ncclSuccess);
-    struct ng_op_ticket t;
-    ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1);
-    ncclguard_op_post(&t, ncclSuccess);
-    uint64_t index = ncclguard_flight_head() - 1;
+    uint64_t index = hook_op(h, s);
     int m[16 + 64];
     for (int i = 0; i < 16 + 64; i++)
         ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m[i], &end_ev), NG_MARKER_OK);
@@ -437,6 +456,81 @@ START_TEST(group_end_without_marker)
     for (int i = 0; i < 16 + 64; i++) ncclguard_marker_release(m[i]);
     pass();
     ck_assert_int_eq(state(index), NG_OP_UNTRACKED);
+    uint64_t next = hook_op(h, s);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(next), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index), NG_OP_COMPLETED);
+}
+END_TEST
+
+/* A group over 17 streams of one communicator: the 17th stream gets no place
+ * of its own, and its op follows the group's first stream, which NCCL makes
+ * wait for the whole launch: scheduled while that stream has not reached the
+ * group, completed with it. */
+START_TEST(group_17th_stream_follows_its_group)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(44, 0x4400);
+    CUstream s[17];
+    for (int i = 0; i < 17; i++) s[i] = stream();
+    hold(s[0], &spin);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t index[17];
+    for (int i = 0; i < 17; i++) index[i] = hook_op(h, s[i]);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    pass();
+    ck_assert_int_eq(state(index[0]), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(index[16]), NG_OP_SCHEDULED);
+    let_go(&spin);
+    for (int i = 0; i < 17; i++) ck_assert_int_eq(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
+    pass();
+    for (int i = 0; i < 17; i++) ck_assert_int_eq(state(index[i]), NG_OP_COMPLETED);
+}
+END_TEST
+
+/* A group's op on the legacy stream while a blocking stream captures in global
+ * mode: no marker may go on the legacy stream (it would invalidate the
+ * capture), and the op follows the group's other stream of its communicator.
+ * In a group of the legacy stream alone, the op is untracked, and completes
+ * with a later op there once the capture is over. */
+START_TEST(group_legacy_stream_during_capture)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(45, 0x4500);
+    CUstream nb = stream(), blocking;
+    ck_assert_int_eq(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    hold(nb, &spin);
+    CUgraph graph;
+    ck_assert_int_eq(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t on_nb = hook_op(h, nb), on_legacy = hook_op(h, CU_STREAM_LEGACY);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t alone = hook_op(h, CU_STREAM_LEGACY);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    ck_assert_int_eq(cuStreamEndCapture(blocking, &graph), CUDA_SUCCESS); /* still valid */
+    ck_assert_int_eq(cuGraphDestroy(graph), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(on_nb), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(on_legacy), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(alone), NG_OP_UNTRACKED);
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(nb), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(on_nb), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(on_legacy), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(alone), NG_OP_UNTRACKED);
+    uint64_t after = hook_op(h, CU_STREAM_LEGACY);
+    ck_assert_int_eq(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(after), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(alone), NG_OP_COMPLETED);
 }
 END_TEST
 
@@ -603,6 +697,8 @@ int main(void)
                             overwritten_in_flight, overwritten_while_passes_run,
                             comm_waits_for_its_other_stream, group_shares_marker,
                             group_without_marker_untracked, group_end_without_marker,
+                            group_17th_stream_follows_its_group,
+                            group_legacy_stream_during_capture,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
                             reused_handle_names_new_comm, per_thread_streams_are_lanes_of_their_own, NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
