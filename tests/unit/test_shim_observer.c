@@ -5,9 +5,13 @@
  * communicators each get their lane; as many lanes as the ring has slots, and a
  * record overwritten while in flight in the middle of a lane, lose no other
  * op's progress; a communicator's op on a second stream waits for its op on
- * the first; a group's ops on a stream share its marker, and end untracked
- * when the stream got none at the group's end; an op with no marker
- * to ask yet (a deferred end) holds up nothing behind it; an aborted
+ * the first; a group's ops on a stream share its marker; an op without a
+ * marker follows its group or its stream: when its stream got none at the
+ * group's end (the pool was empty) it is untracked until a later op of that
+ * stream completes, and with it; the 17th stream of a group, and the legacy
+ * stream during a capture, follow the group's stream of their communicator;
+ * the per-thread default stream of each thread is a lane of its own; an op
+ * with no marker to ask yet (a deferred end) holds up nothing behind it; an aborted
  * communicator's ops end aborted, in a lane or not. And the hooks' lookup of
  * the communicator, which a thread keeps: a handle that NCCL hands out again
  * for a new communicator names the new one.
