@@ -443,10 +443,12 @@ static uint64_t hook_op(ncclComm_t h, CUstream s)
 
 /* The same from the hooks: a group whose ncclGroupEnd finds the marker pool
  * empty publishes its stream without a marker: its op is untracked, and
- * completes with the next op on its stream, which gets a marker again. */
+ * completes with the next op on its stream, which gets a marker again, once
+ * the GPU finished that one. */
 START_TEST(group_end_without_marker)
 {
     void *end_ev;
+    static volatile int spin;
     start(16); /* a pool of 16 + 64 pairs */
     ncclComm_t h = hook_comm(43, 0x4300);
     CUstream s = stream();
@@ -460,7 +462,12 @@ START_TEST(group_end_without_marker)
     for (int i = 0; i < 16 + 64; i++) ncclguard_marker_release(m[i]);
     pass();
     ck_assert_int_eq(state(index), NG_OP_UNTRACKED);
+    hold(s, &spin);
     uint64_t next = hook_op(h, s);
+    pass();
+    ck_assert_int_eq(state(next), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(index), NG_OP_UNTRACKED); /* nothing tells yet */
+    let_go(&spin);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
     pass();
     ck_assert_int_eq(state(next), NG_OP_COMPLETED);
@@ -492,6 +499,42 @@ START_TEST(group_17th_stream_follows_its_group)
     for (int i = 0; i < 17; i++) ck_assert_int_eq(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
     pass();
     for (int i = 0; i < 17; i++) ck_assert_int_eq(state(index[i]), NG_OP_COMPLETED);
+}
+END_TEST
+
+/* The 17th stream's op holds a share of the marker it follows: the op of the
+ * followed stream finishing first does not give that marker back (to be taken
+ * by the next op, still pending) while the 17th's op, held behind an earlier op
+ * of its own stream, has still to ask it. */
+START_TEST(follower_keeps_its_share_of_the_marker)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(46, 0x4600);
+    CUstream s[17];
+    for (int i = 0; i < 17; i++) s[i] = stream();
+    int m;
+    uint64_t before = op(ncclguard_comm_find(h)->slot, s[16], &spin, &m); /* holds s[16] */
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t index[17];
+    for (int i = 0; i < 17; i++) index[i] = hook_op(h, s[i]);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    for (int i = 0; i < 16; i++) ck_assert_int_eq(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(index[0]), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index[16]), NG_OP_SCHEDULED); /* behind `before` */
+    static volatile int spin2;
+    uint64_t later[20]; /* they take the 16 markers just given back, and more */
+    for (int k = 0; k < 20; k++) later[k] = op(ncclguard_comm_find(h)->slot, s[0], &spin2, NULL);
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(s[16]), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(before), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index[16]), NG_OP_COMPLETED);
+    for (int k = 0; k < 20; k++) ck_assert_int_ne(state(later[k]), NG_OP_COMPLETED);
+    let_go(&spin2);
+    ck_assert_int_eq(cuStreamSynchronize(s[0]), CUDA_SUCCESS);
 }
 END_TEST
 
@@ -702,6 +745,7 @@ int main(void)
                             comm_waits_for_its_other_stream, group_shares_marker,
                             group_without_marker_untracked, group_end_without_marker,
                             group_17th_stream_follows_its_group,
+                            follower_keeps_its_share_of_the_marker,
                             group_legacy_stream_during_capture,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
                             reused_handle_names_new_comm, per_thread_streams_are_lanes_of_their_own, NULL};
