@@ -136,6 +136,34 @@ static void join_wait(const struct fn_batch *b, int *count)
     pthread_mutex_unlock(&jn->mu);
 }
 
+/* Waits for b's turn to number its ops (fn_join), or until a comm of b can no
+ * longer run ops. */
+static void join_turn(const struct fn_batch *b)
+{
+    struct fn_join *jn = b->join;
+    pthread_mutex_lock(&jn->mu);
+    while (!jn->unordered && jn->numbered < b->join_index && !any_interrupted(b)) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50 * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&jn->cv, &jn->mu, &t);
+    }
+    pthread_mutex_unlock(&jn->mu);
+}
+
+static void join_numbered(const struct fn_batch *b)
+{
+    struct fn_join *jn = b->join;
+    pthread_mutex_lock(&jn->mu);
+    jn->numbered++;
+    pthread_cond_broadcast(&jn->cv);
+    pthread_mutex_unlock(&jn->mu);
+}
+
 static void release(struct fn_batch *b, int ci, bool held)
 {
     struct fn_comm *c = b->comms[ci];
@@ -219,8 +247,12 @@ void fn_batch_run(void *arg)
     if (b->join)
         join_wait(b, &b->join->arrived);
     wait_turns(b);
+    if (b->join)
+        join_turn(b);
     for (int ci = 0; ci < b->ncomms; ci++)
         held[ci] = acquire(b, ci, ex, comm_of);
+    if (b->join)
+        join_numbered(b);
     for (int i = 0; i < b->nops; i++)
         if (!held[comm_of[i]])
             ex[i].status = FN_STEP_FAILED;

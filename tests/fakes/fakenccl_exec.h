@@ -68,6 +68,12 @@ struct fn_join {
     pthread_cond_t cv;
     int members; /* batches launched (one that failed to launch leaves) */
     int arrived, finished;
+    /* The batches number their ops one after another, in batch order (that of
+     * their first op in the call), so that every rank numbers a launch's
+     * collectives alike, whichever stream's batch runs first; `unordered` once
+     * a batch failed to launch. */
+    int numbered;
+    bool unordered;
     int refs;    /* batches that still hold it */
 };
 
@@ -83,6 +89,7 @@ struct fn_batch {
     /* per comm: its batches launched before this launch, which must finish first */
     uint64_t *turns;
     struct fn_join *join; /* NULL: alone in its launch, or captured */
+    int join_index;       /* its place among the join's batches */
 };
 
 /* Batch b leaves its join (the last one frees it); `launched`: it had arrived or

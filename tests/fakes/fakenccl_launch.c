@@ -220,9 +220,11 @@ static bool make_joins(struct fn_batch **batches, int nb)
         pthread_mutex_init(&jn->mu, NULL);
         pthread_cond_init(&jn->cv, NULL);
         jn->members = jn->refs = n;
-        for (int i = 0; i < nb; i++)
-            if (root[i] == k)
+        for (int i = 0, at = 0; i < nb; i++)
+            if (root[i] == k) {
                 batches[i]->join = jn;
+                batches[i]->join_index = at++;
+            }
     }
     free(root);
     return ok;
@@ -235,8 +237,10 @@ void fn_join_leave(struct fn_batch *b, bool launched)
         return;
     b->join = NULL;
     pthread_mutex_lock(&jn->mu);
-    if (!launched)
+    if (!launched) {
         jn->members--;
+        jn->unordered = true;
+    }
     bool last = --jn->refs == 0;
     pthread_cond_broadcast(&jn->cv);
     pthread_mutex_unlock(&jn->mu);

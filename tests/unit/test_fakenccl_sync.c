@@ -345,6 +345,49 @@ START_TEST(group_on_two_streams_is_one_launch)
 }
 END_TEST
 
+/* ... and each of its streams goes on only once the whole launch finished:
+ * rank 0's group holds an AllReduce on s1 and a Recv on s2 whose Send rank 1
+ * makes later; s1 waits for the Recv although its AllReduce is done. */
+static void joined_end_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s1, s2;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s1);
+    CUevent after = fnt_event();
+    int va = rank + 1, oa = 0, v = 7, got = 0;
+    FNT_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    if (rank == 0) {
+        FNT_NCCL(ncclGroupStart());
+        FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+        FNT_NCCL(ncclRecv(&got, 1, ncclInt32, 1, comm, s2));
+        FNT_NCCL(ncclGroupEnd());
+        FNT_CU(cuEventRecord(after, s1));
+        for (int t = 0; t < 30000 && !__atomic_load_n(&oa, __ATOMIC_ACQUIRE); t += 10)
+            fnt_sleep_ms(10);
+        FNT_CHECK(oa == 3, "the AllReduce never ran: oa %d", oa);
+        stays_pending(after, 300);
+        fnt_set_flag(&sh->go, 1);
+        fnt_sync(s1);
+        FNT_CHECK(got == 7, "received %d", got);
+        fnt_sync(s2);
+    } else {
+        FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+        fnt_sync(s1);
+        FNT_CHECK(fnt_wait_flag(&sh->go, 1, 30), "rank 0 never saw its AllReduce done");
+        FNT_NCCL(ncclSend(&v, 1, ncclInt32, 0, comm, s2));
+        fnt_sync(s2);
+    }
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(group_streams_wait_for_the_whole_launch)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, joined_end_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
 /* Inside a group nothing is launched: the op runs at the outermost ncclGroupEnd only. */
 static void nested_rank(int rank, int n, void *arg)
 {
@@ -568,7 +611,7 @@ int main(void)
                             missing_rank_keeps_peers_waiting, mismatch_hangs_every_rank_and_says_so,
                             send_recv_mismatch_hangs_both, send_recv_ring_in_a_group,
                             group_spans_two_comms_and_two_streams, one_comm_serializes_its_streams,
-                            group_on_two_streams_is_one_launch,
+                            group_on_two_streams_is_one_launch, group_streams_wait_for_the_whole_launch,
                             group_launches_at_outermost_end, group_state_is_per_thread,
                             init_all_in_one_process, ranks_as_threads,
                             captured_allreduce_runs_at_each_graph_launch, NULL};
