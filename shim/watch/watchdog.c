@@ -148,11 +148,19 @@ static double op_limit(const struct ng_settings *s, const struct ng_op_record *r
  * it finished from a later op of its stream, and the ops around it are
  * followed. A group op whose stream got no marker is scheduled until the
  * observer sees that: it is not held to a timeout meanwhile either. */
+static int may_time_out(const struct ng_op_record *r, int state)
+{
+    return state != NG_OP_CAPTURED && state != NG_OP_UNTRACKED &&
+           (r->marker != NG_NO_MARKER || r->group_id);
+}
+
+/* may_time_out, and a group op's stream (or the place it follows) did not end
+ * up without a marker: asked when a step is due only, since the group table is
+ * searched (an op taken before its group's end would search all of it). */
 static int can_time_out(const struct ng_op_record *r, int state)
 {
-    if (state == NG_OP_CAPTURED || state == NG_OP_UNTRACKED) return 0;
-    if (r->marker != NG_NO_MARKER) return 1;
-    return r->group_id && ncclguard_group_find(r) != NG_GROUP_UNTRACKED;
+    if (!may_time_out(r, state)) return 0;
+    return r->marker != NG_NO_MARKER || ncclguard_group_find(r) != NG_GROUP_UNTRACKED;
 }
 
 static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)
@@ -254,7 +262,7 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
 {
     (void)ctx;
     int state = ng_record_state(r);
-    if (!ng_op_state_final(state) && can_time_out(r, state)) schedule(index, r, INT64_MIN);
+    if (!ng_op_state_final(state) && may_time_out(r, state)) schedule(index, r, INT64_MIN);
 }
 
 /* The ops whose next step is due: checked, and put back for the step after. */
