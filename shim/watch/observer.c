@@ -219,7 +219,8 @@ enum { OP_LEFT, OP_DONE, OP_WAITING, OP_FOLLOWING, OP_UNFINISHED };
  */
 static int settle(struct pass *p, const struct op *o, enum ng_marker_state *m, int64_t *gs)
 {
-    if (o->state == NG_OP_UNTRACKED) return OP_FOLLOWING;
+    /* it stays untracked, its communicator's end too: whether it ran is not known */
+    if (__builtin_expect(o->marker < 0, 0) && o->state == NG_OP_UNTRACKED) return OP_FOLLOWING;
     int end = end_state(o);
     if (end >= 0) {
         /* a record whose end marker its writer is still recording cannot be
@@ -306,7 +307,7 @@ static void settle_lane(struct pass *p, uint32_t lane)
         enum ng_marker_state m;
         int64_t gs;
         int v = look(n, &r, &o) != 0 ? OP_LEFT : settle(p, &o, &m, &gs);
-        if (v == OP_DONE) complete_ahead(p, l, n);
+        if (v == OP_DONE && kept) complete_ahead(p, l, n); /* kept: ops ahead of it */
         if (v == OP_LEFT || v == OP_DONE) {
             ncclguard_node_remove(n);
             continue;
@@ -349,14 +350,13 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     enum ng_marker_state m;
     int64_t gs;
     int v = settle(p, &o, &m, &gs);
-    if (v == OP_LEFT) return;
-    if (v == OP_DONE) { /* the untracked ops ahead of it finished too */
-        if (!lane) return;
+    if (__builtin_expect(lane != 0, 0) && v == OP_DONE) { /* untracked ops ahead finished too */
         uint32_t n = ncclguard_lane_file(lane, index);
         complete_ahead(p, ncclguard_lane(lane), n);
         ncclguard_node_remove(n);
         return;
     }
+    if (v <= OP_DONE) return; /* OP_LEFT, OP_DONE: in flight no more */
     if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, r->thread_id, 1);
     uint32_t n = ncclguard_lane_file(lane, index);
     if (v == OP_UNFINISHED) set_front(ncclguard_lane(lane), n, &o, m, gs);
