@@ -611,7 +611,8 @@ int main(void)
                             missing_rank_keeps_peers_waiting, mismatch_hangs_every_rank_and_says_so,
                             send_recv_mismatch_hangs_both, send_recv_ring_in_a_group,
                             group_spans_two_comms_and_two_streams, one_comm_serializes_its_streams,
-                            group_on_two_streams_is_one_launch, group_streams_wait_for_the_whole_launch,
+                            group_on_two_streams_is_one_launch,
+                            group_streams_wait_for_the_whole_launch,
                             group_launches_at_outermost_end, group_state_is_per_thread,
                             init_all_in_one_process, ranks_as_threads,
                             captured_allreduce_runs_at_each_graph_launch, NULL};

@@ -748,6 +748,7 @@ int main(void)
                             follower_keeps_its_share_of_the_marker,
                             group_legacy_stream_during_capture,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm, per_thread_streams_are_lanes_of_their_own, NULL};
+                            reused_handle_names_new_comm, per_thread_streams_are_lanes_of_their_own,
+                            NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }
