@@ -218,7 +218,7 @@
     X(seen_end_ns, I64_NONZERO, r->seen_end_ns)           \
     X(times, OPT_STR, NG_DUMP_OP_TIMES(r))                 \
     X(result, I64, r->result)                             \
-    X(flags, OP_FLAGS, r->flags)                          \
+    X(flags, OP_FLAGS, r->flags & ~NG_REC_INTERNAL)      \
     X(marker, I64_NONNEG, r->marker)                      \
     X(stack, I64_NONNEG, r->stack)
 

@@ -23,7 +23,7 @@ static void end_deferred(const struct ng_deferred *d)
 {
     ncclguard_marker_end(d->marker, (void *)(uintptr_t)d->stream);
     if (d->group_id) {
-        ncclguard_group_publish(d->group_id, d->stream, d->marker, d->refs);
+        ncclguard_group_publish(d->group_id, (int)d->index, d->stream, d->marker, d->refs);
         return;
     }
     struct ng_op_record r;

@@ -19,7 +19,7 @@ struct ng_deferred {
     int comm_slot;     /* the communicator's registry slot, -1 for a group's */
     int marker;
     uint64_t stream;
-    uint64_t index;    /* the op's record, for a single op */
+    uint64_t index;    /* the op's record, for a single op; a group's: its place */
     uint64_t group_id; /* 0 for a single op */
     int refs;          /* a group's records on this stream */
 };

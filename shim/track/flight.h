@@ -100,6 +100,14 @@ static inline int ng_record_state(const struct ng_op_record *r)
 #define NG_REC_FIRST 0x8u     /* first op on its communicator */
 #define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
 #define NG_REC_GAP 0x20u      /* timed only for coming after a host gap (ops.c) */
+/* A group's op on a stream that got no place of its own in its group (track/
+ * groups.h): it shares the marker of place NG_REC_PLACE(flags), a stream of its
+ * group that holds an op of its communicator. Not in dumps. */
+#define NG_REC_FOLLOWS 0x40u
+#define NG_REC_PLACE_SHIFT 8
+#define NG_REC_PLACE_MASK (0xfull << NG_REC_PLACE_SHIFT)
+#define NG_REC_PLACE(flags) ((int)(((flags) & NG_REC_PLACE_MASK) >> NG_REC_PLACE_SHIFT))
+#define NG_REC_INTERNAL (NG_REC_FOLLOWS | NG_REC_PLACE_MASK)
 #define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
 
 struct ng_flight_stats {

@@ -11,6 +11,7 @@
 struct entry {
     ng_atomic(uint64_t) group_id; /* written last */
     ng_atomic(uint64_t) stream;
+    ng_atomic(int64_t) place;
     ng_atomic(int64_t) marker;
     ng_atomic(int64_t) refs;
 };
@@ -29,7 +30,8 @@ void ncclguard_groups_init(uint64_t cap)
     ng_atomic_store_release(&table, (struct entry *)p);
 }
 
-void ncclguard_group_publish(uint64_t group_id, uint64_t stream, int marker, int refs)
+void ncclguard_group_publish(uint64_t group_id, int place, uint64_t stream, int marker,
+                             int refs)
 {
     struct entry *t = ng_atomic_load_acquire(&table);
     if (!t) {
@@ -40,34 +42,38 @@ void ncclguard_group_publish(uint64_t group_id, uint64_t stream, int marker, int
     struct entry *e = &t[i % capacity];
     ng_atomic_store_relaxed(&e->group_id, 0);
     ng_atomic_store_relaxed(&e->stream, stream);
+    ng_atomic_store_relaxed(&e->place, place);
     ng_atomic_store_relaxed(&e->marker, marker);
     ng_atomic_store_relaxed(&e->refs, refs);
     ng_atomic_store_release(&e->group_id, group_id);
 }
 
-static struct entry *lookup(uint64_t group_id, uint64_t stream)
+/* The entry of r's group for its stream, or for the place it follows. */
+static struct entry *lookup(const struct ng_op_record *r)
 {
     struct entry *t = ng_atomic_load_acquire(&table);
     if (!t) return NULL;
+    int follows = (r->flags & NG_REC_FOLLOWS) != 0, place = NG_REC_PLACE(r->flags);
     uint64_t h = ng_atomic_load_acquire(&head);
     for (uint64_t n = 0; n < capacity && n < h; n++) {
         struct entry *e = &t[(h - 1 - n) % capacity];
-        if (ng_atomic_load_acquire(&e->group_id) == group_id &&
-            ng_atomic_load_relaxed(&e->stream) == stream)
+        if (ng_atomic_load_acquire(&e->group_id) != r->group_id) continue;
+        if (follows ? ng_atomic_load_relaxed(&e->place) == place
+                    : ng_atomic_load_relaxed(&e->stream) == r->stream)
             return e;
     }
     return NULL;
 }
 
-int ncclguard_group_find(uint64_t group_id, uint64_t stream)
+int ncclguard_group_find(const struct ng_op_record *r)
 {
-    struct entry *e = lookup(group_id, stream);
+    struct entry *e = lookup(r);
     return e ? (int)ng_atomic_load_relaxed(&e->marker) : -1;
 }
 
-void ncclguard_group_put(uint64_t group_id, uint64_t stream)
+void ncclguard_group_put(const struct ng_op_record *r)
 {
-    struct entry *e = lookup(group_id, stream);
+    struct entry *e = lookup(r);
     if (e && ng_atomic_sub_acq_rel(&e->refs, 1) == 1) {
         int64_t marker = ng_atomic_load_relaxed(&e->marker);
         if (marker >= 0) ncclguard_marker_release((int)marker);

@@ -23,12 +23,14 @@
 
 static NG_TLS int group_depth;
 
-/* The group being built on this thread: the streams its ops use, how many
- * ops each has, and the marker each gets at the outermost ncclGroupEnd. */
-#define GROUP_STREAMS 16
+/* The group being built on this thread: the streams its ops use (their
+ * places, groups.h), how many ops each has, the communicator of its first op,
+ * and the marker each gets at the outermost ncclGroupEnd. */
+#define GROUP_STREAMS NG_GROUP_STREAMS
 struct group_stream {
     uint64_t stream;
     int refs;
+    int comm; /* registry slot of its first op's communicator */
     int marker;
     void *end_event;
     int timed; /* one of its ops is a timing sample */
@@ -150,6 +152,30 @@ static struct ng_comm *find(ncclComm_t comm)
     return c;
 }
 
+/*
+ * A group's op on a stream that gets no place of its own (past the first
+ * GROUP_STREAMS, or the legacy stream while a capture forbids a marker there):
+ * it follows the first place whose stream holds an op of its communicator,
+ * and counts among that place's records. NCCL launches a communicator's part
+ * of a group once, after every stream of it reached the group, and makes every
+ * one of them wait for its end ("CUDA Stream Semantics" of the NCCL user
+ * guide; enqueue.cc): that stream's marker tells this op's progress. A place
+ * whose first op is another communicator's may hold this one's too: it is not
+ * followed then, which only loses the marker. With no such place the op is
+ * untracked (group_slot -1), and only a later op of its own stream can tell
+ * that it finished (watch/observer.c).
+ */
+static void follow_place(struct ng_op_ticket *t, const struct ng_comm *c)
+{
+    for (int i = 0; i < group_nstreams; i++)
+        if (group_streams[i].comm == c->slot) {
+            group_streams[i].refs++;
+            t->rec.flags |= NG_REC_FOLLOWS | (uint64_t)i << NG_REC_PLACE_SHIFT;
+            t->group_slot = i;
+            return;
+        }
+}
+
 int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStream_t stream,
                      size_t count, ncclDataType_t dtype, int redop, int root)
 {
@@ -197,15 +223,21 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
         r->group_id = group_id;
         if (!c->blocking) note_group_comm(c);
         enum ng_capture cap = ncclguard_stream_capturing(stream);
-        if (cap != NG_CAPTURE_NONE) { /* no marker on this stream */
-            t->captured = cap == NG_CAPTURE_ACTIVE;
+        if (cap == NG_CAPTURE_ACTIVE) { /* recorded into a graph */
+            t->captured = 1;
             return 0;
         }
         int i = 0;
-        while (i < group_nstreams && group_streams[i].stream != r->stream) i++;
-        if (i == GROUP_STREAMS) return 0; /* too many streams: untracked (group_slot -1) */
+        while (cap == NG_CAPTURE_NONE && i < group_nstreams &&
+               group_streams[i].stream != r->stream)
+            i++;
+        if (cap != NG_CAPTURE_NONE || i == GROUP_STREAMS) {
+            follow_place(t, c);
+            return 0;
+        }
         if (i == group_nstreams) {
-            group_streams[i] = (struct group_stream){r->stream, 0, NG_NO_MARKER, NULL, 0};
+            group_streams[i] =
+                (struct group_stream){r->stream, 0, c->slot, NG_NO_MARKER, NULL, 0};
             group_nstreams++;
         }
         group_streams[i].refs++;
@@ -322,15 +354,15 @@ void ncclguard_group_end_post(ncclResult_t res)
         if (g->refs <= 0) continue;
         if (!ng_accepted(res)) {
             if (g->marker != NG_NO_MARKER) ncclguard_marker_release(g->marker);
-            ncclguard_group_publish(group_id, g->stream, NG_GROUP_FAILED, g->refs);
+            ncclguard_group_publish(group_id, i, g->stream, NG_GROUP_FAILED, g->refs);
         } else if (g->marker == NG_NO_MARKER) {
-            ncclguard_group_publish(group_id, g->stream, NG_GROUP_UNTRACKED, g->refs);
+            ncclguard_group_publish(group_id, i, g->stream, NG_GROUP_UNTRACKED, g->refs);
         } else if (res == ncclInProgress) {
-            struct ng_deferred d = {-1, g->marker, g->stream, 0, group_id, g->refs};
+            struct ng_deferred d = {-1, g->marker, g->stream, (uint64_t)i, group_id, g->refs};
             ncclguard_defer(&d);
         } else {
             ncclguard_marker_end_event(g->end_event, (void *)(uintptr_t)g->stream);
-            ncclguard_group_publish(group_id, g->stream, g->marker, g->refs);
+            ncclguard_group_publish(group_id, i, g->stream, g->marker, g->refs);
         }
     }
     group_nstreams = 0;
@@ -352,7 +384,7 @@ void ncclguard_group_simulate_end_post(ncclResult_t res)
     group_depth = 0;
     for (int i = 0; i < group_nstreams; i++)
         if (group_streams[i].refs > 0)
-            ncclguard_group_publish(group_id, group_streams[i].stream, NG_GROUP_FAILED,
+            ncclguard_group_publish(group_id, i, group_streams[i].stream, NG_GROUP_FAILED,
                                     group_streams[i].refs);
     group_nstreams = 0;
 }

@@ -23,7 +23,7 @@ static void release_dropped(const struct ng_op_record *r)
 {
     if (r->flags & NG_REC_DEFERRED) return; /* the deferred entry returns it */
     if (r->marker != NG_NO_MARKER) ncclguard_marker_release((int)r->marker);
-    else if (r->group_id) ncclguard_group_put(r->group_id, r->stream);
+    else if (r->group_id) ncclguard_group_put(r);
 }
 
 void ncclguard_track_refresh_clock(void)

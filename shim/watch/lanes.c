@@ -52,9 +52,22 @@ int ncclguard_lanes_comms(void)
     return (int)ncomms;
 }
 
-uint32_t ncclguard_lane_of(int64_t comm_slot, uint64_t stream, int create)
+/* CU_STREAM_PER_THREAD (cuda.h) and cudaStreamPerThread: not included here,
+ * the watchdog's lanes know no CUDA. */
+#define PER_THREAD_STREAM 0x2
+
+/* A lane's stream key: the handle, but for the per-thread stream, where it is
+ * the thread with the handle's low bits, which no stream handle (an aligned
+ * pointer, or 0x1 or 0x2) has with another thread's. */
+static uint64_t stream_key(uint64_t stream, uint64_t thread_id)
+{
+    return stream == PER_THREAD_STREAM ? thread_id << 2 | PER_THREAD_STREAM : stream;
+}
+
+uint32_t ncclguard_lane_of(int64_t comm_slot, uint64_t stream, uint64_t thread_id, int create)
 {
     uint32_t comm = comm_key(comm_slot);
+    stream = stream_key(stream, thread_id);
     for (uint32_t id = comm_lanes[comm]; id; id = lanes[id].next)
         if (lanes[id].stream == stream) return id;
     if (!create) return 0;
@@ -99,6 +112,7 @@ uint32_t ncclguard_lane_file(uint32_t lane, uint64_t index)
     while (older && nodes[older].index > index) older = nodes[older].older;
     uint32_t newer = older ? nodes[older].newer : l->oldest;
     nodes[n] = (struct node){index, lane, older, newer};
+    l->idle = 0;
     if (older) nodes[older].newer = n;
     else l->oldest = n;
     if (newer) nodes[newer].older = n;

@@ -27,7 +27,7 @@
 #include "track/comm.h"
 
 struct ng_lane {
-    uint64_t stream;
+    uint64_t stream; /* its key: the handle, or the thread's for the per-thread stream */
     uint32_t oldest, newest; /* its nodes; never empty */
     uint32_t next;           /* the next lane of its communicator (0: the last) */
     uint32_t comm;           /* its communicator's registry slot + 1; 0: none */
@@ -39,14 +39,21 @@ struct ng_lane {
     uint64_t front_index;
     int front_state, front_marker, front_gpu;
     int64_t front_start_ns;
+    /* The observer's: without a front, the lane holds untracked ops only, which
+     * nothing changes until a record is filed behind them (which clears it). */
+    int idle;
 };
 
 /* Sizes the tables for a ring of `capacity` records (a power of two); 0, or
  * -1 when memory is short. Once. */
 int ncclguard_lanes_init(uint64_t capacity);
 
-/* The lane of (comm_slot, stream); 0 when there is none and `create` is 0. */
-uint32_t ncclguard_lane_of(int64_t comm_slot, uint64_t stream, int create);
+/* The lane of (comm_slot, stream) for an op of thread `thread_id` (gettid);
+ * 0 when there is none and `create` is 0. The per-thread default stream
+ * (CU_STREAM_PER_THREAD, cudaStreamPerThread: the handle 0x2) is a stream of
+ * each thread of its own, so its ops get a lane per thread; every other handle
+ * names the same stream on any thread. */
+uint32_t ncclguard_lane_of(int64_t comm_slot, uint64_t stream, uint64_t thread_id, int create);
 
 struct ng_lane *ncclguard_lane(uint32_t lane);
 

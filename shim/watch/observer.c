@@ -140,15 +140,16 @@ struct op {
     int shared; /* the marker is its group's */
 };
 
-/* o for record `index` (copy r); 0, or -1 when the record is final. Inline:
- * every record appended comes through here. */
+/* o for record `index` (copy r); 0, or -1 when the record is final (an
+ * untracked one is not, here: a later op of its stream can still tell that it
+ * completed). Inline: every record appended comes through here. */
 static inline int prepare(uint64_t index, const struct ng_op_record *r, struct op *o)
 {
     *o = (struct op){.index = index, .r = r, .comm = ncclguard_comm_at((int)r->comm_slot),
                      .state = ng_record_state(r), .marker = (int)r->marker};
-    if (ng_op_state_final(o->state)) return -1;
+    if (ng_op_state_final(o->state) && o->state != NG_OP_UNTRACKED) return -1;
     if (o->marker == NG_NO_MARKER && r->group_id) {
-        o->marker = ncclguard_group_find(r->group_id, r->stream);
+        o->marker = ncclguard_group_find(r);
         o->shared = 1;
     }
     return 0;
@@ -209,40 +210,66 @@ move_on(struct pass *p, const struct op *o, int to, int64_t gs, int64_t ge)
     /* Whoever finishes a record returns its events; a deferred end marker is
      * still track/deferred.c's, which returns it. */
     if (ng_op_state_final(to) && o->marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
-        if (o->shared) ncclguard_group_put(r->group_id, r->stream);
+        if (o->shared) ncclguard_group_put(r);
         else ncclguard_marker_release(o->marker);
     }
     if (to == NG_OP_COMPLETED) completed(r, o->index, gs, ge, p->now_mono);
     return 0;
 }
 
-enum { OP_LEFT, OP_WAITING, OP_UNFINISHED };
+enum { OP_LEFT, OP_DONE, OP_WAITING, OP_FOLLOWING, OP_UNFINISHED };
 
 /*
  * Asks the GPU about o, and moves it on when it finished or will never run.
  * OP_LEFT: it is in flight no more (moved to a final state now, or dropped by
- * a writer meanwhile); OP_WAITING: it has no marker to ask yet (its end marker
- * is deferred, its group not launched); OP_UNFINISHED: *m and *gs say how far
- * its marker is.
+ * a writer meanwhile); OP_DONE: its marker says the GPU finished it, and it
+ * was moved to completed now; OP_WAITING: it has no marker to ask yet (its end
+ * marker is deferred, its group not launched); OP_FOLLOWING: it is untracked
+ * (no marker of its own or of its group), and only an op behind it on its
+ * stream can tell that it finished; OP_UNFINISHED: *m and *gs say how far its
+ * marker is.
  */
 static inline __attribute__((always_inline)) int
 settle(struct pass *p, const struct op *o, enum ng_marker_state *m, int64_t *gs)
 {
+    /* it stays untracked, its communicator's end too: whether it ran is not known */
+    if (__builtin_expect(o->marker < 0, 0) && o->state == NG_OP_UNTRACKED) return OP_FOLLOWING;
     int end = end_state(o);
     if (end >= 0) {
         /* a record whose end marker its writer is still recording cannot be
          * moved on yet (track/flight.h): it waits for the next pass */
-        if (move_on(p, o, end, 0, 0) != 0 && ncclguard_flight_state(o->index) == o->state)
-            return OP_WAITING;
-        return OP_LEFT;
+        if (move_on(p, o, end, 0, 0) != 0)
+            return ncclguard_flight_state(o->index) == o->state ? OP_WAITING : OP_LEFT;
+        return end == NG_OP_UNTRACKED ? OP_FOLLOWING : OP_LEFT;
     }
     if (o->marker < 0 || (o->r->flags & NG_REC_DEFERRED)) return OP_WAITING;
     int64_t ge = 0;
     *gs = 0;
     *m = ncclguard_marker_poll(o->marker, p->has_start, gs, &ge);
     if (*m != NG_MARKER_DONE) return OP_UNFINISHED;
-    move_on(p, o, NG_OP_COMPLETED, *gs, ge);
-    return OP_LEFT;
+    return move_on(p, o, NG_OP_COMPLETED, *gs, ge) == 0 ? OP_DONE : OP_LEFT;
+}
+
+/*
+ * The GPU finished the op of node `done` of lane l: its stream ran everything
+ * enqueued before it, so each untracked op ahead of it in the lane finished
+ * too, and completes now (without GPU times). A lane's ops are in the order of
+ * their stream: NCCL lets one thread at a time call a communicator, and an op
+ * without a marker is on its stream when its call (or its group's end)
+ * returns, before the next call's marker is recorded. Only a completion tells:
+ * a start marker can be recorded before a nonblocking op ahead of it was
+ * issued.
+ */
+static void complete_ahead(struct pass *p, struct ng_lane *l, uint32_t done)
+{
+    for (uint32_t n = l->oldest, newer; n && n != done; n = newer) {
+        newer = ncclguard_node_newer(n);
+        struct ng_op_record r;
+        struct op o;
+        if (look(n, &r, &o) != 0) ncclguard_node_remove(n); /* finished, or gone */
+        else if (o.state == NG_OP_UNTRACKED && move_on(p, &o, NG_OP_COMPLETED, 0, 0) == 0)
+            ncclguard_node_remove(n);
+    }
 }
 
 static void set_front(struct ng_lane *l, uint32_t node, const struct op *o, enum ng_marker_state m,
@@ -283,8 +310,9 @@ static int front_unmoved(const struct pass *p, const struct ng_lane *l)
 static void settle_lane(struct pass *p, uint32_t lane)
 {
     struct ng_lane *l = ncclguard_lane(lane);
-    if (front_unmoved(p, l)) return;
+    if (front_unmoved(p, l) || (!l->front && l->idle)) return;
     l->front = 0;
+    int kept = 0, waiting = 0;
     for (uint32_t n = l->oldest, newer; n; n = newer) {
         newer = ncclguard_node_newer(n); /* the last removal ends the lane too */
         struct ng_op_record r;
@@ -292,12 +320,20 @@ static void settle_lane(struct pass *p, uint32_t lane)
         enum ng_marker_state m;
         int64_t gs;
         int v = look(n, &r, &o) != 0 ? OP_LEFT : settle(p, &o, &m, &gs);
-        if (v == OP_LEFT) ncclguard_node_remove(n);
+        if (v == OP_DONE && kept) complete_ahead(p, l, n); /* kept: ops ahead of it */
+        if (v == OP_LEFT || v == OP_DONE) {
+            ncclguard_node_remove(n);
+            continue;
+        }
         if (v == OP_UNFINISHED) {
             set_front(l, n, &o, m, gs);
             return;
         }
+        kept = 1;
+        waiting |= v == OP_WAITING;
     }
+    /* Untracked ops alone change only when an op is filed behind them. */
+    if (kept) l->idle = !waiting;
 }
 
 /*
@@ -314,12 +350,12 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     struct op o;
     ncclguard_lanes_vacate(index); /* the slot's last record, dropped in flight */
     if (prepare(index, r, &o) != 0) return;
-    if (r->marker == NG_NO_MARKER && !r->group_id) {
+    if (r->marker == NG_NO_MARKER && !r->group_id && o.state != NG_OP_UNTRACKED) {
         int end = end_state(&o);
         if (end >= 0) move_on(p, &o, end, 0, 0);
         return;
     }
-    uint32_t lane = ncclguard_lane_of(r->comm_slot, r->stream, 0);
+    uint32_t lane = ncclguard_lane_of(r->comm_slot, r->stream, r->thread_id, 0);
     if (lane && ncclguard_lane(lane)->front) { /* behind an unfinished op: not started */
         ncclguard_lane_file(lane, index);
         return;
@@ -327,8 +363,14 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     enum ng_marker_state m;
     int64_t gs;
     int v = settle(p, &o, &m, &gs);
-    if (v == OP_LEFT) return;
-    if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, 1);
+    if (__builtin_expect(lane != 0, 0) && v == OP_DONE) { /* untracked ops ahead finished too */
+        uint32_t n = ncclguard_lane_file(lane, index);
+        complete_ahead(p, ncclguard_lane(lane), n);
+        ncclguard_node_remove(n);
+        return;
+    }
+    if (v <= OP_DONE) return; /* OP_LEFT, OP_DONE: in flight no more */
+    if (!lane) lane = ncclguard_lane_of(r->comm_slot, r->stream, r->thread_id, 1);
     uint32_t n = ncclguard_lane_file(lane, index);
     if (v == OP_UNFINISHED) set_front(ncclguard_lane(lane), n, &o, m, gs);
 }
@@ -352,6 +394,7 @@ static void start_front(struct pass *p, struct ng_lane *l)
         struct ng_op_record r;
         struct op o;
         if (look(n, &r, &o) != 0) return; /* gone meanwhile: the next pass takes it out */
+        if (o.state == NG_OP_UNTRACKED) return; /* only an op behind it tells */
         if (group && (!o.shared || r.group_id != group)) return;
         if (move_on(p, &o, to, gs, 0) != 0 || ng_op_state_final(to)) ncclguard_node_remove(n);
         else if (n == l->front) l->front_state = to;

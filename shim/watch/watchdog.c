@@ -42,6 +42,7 @@
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
+#include "track/groups.h"
 #include "track/markers.h"
 #include "watch/describe.h"
 #include "watch/due.h"
@@ -138,11 +139,6 @@ static void enforce_flags(uint64_t index, uint64_t flags)
     ncclguard_flight_watch(index, NG_WATCHER_ENFORCER, NG_WATCH_FLAGS, flags);
 }
 
-/* One op still in flight against its timeout and the ladder. Only an op whose
- * progress the GPU tells can time out: one with a marker of its own or of its
- * group. An op without (the driver refused an event, the pool was empty, the
- * legacy stream during a capture) would otherwise look stuck forever; the ops
- * around it on its stream still are followed. */
 /* The op's timeout: the first op of a communicator (or with a peer) connects, so
  * it gets the first-op one. */
 static double op_limit(const struct ng_settings *s, const struct ng_op_record *r)
@@ -152,9 +148,28 @@ static double op_limit(const struct ng_settings *s, const struct ng_op_record *r
                                r->bytes);
 }
 
+/* Only an op whose progress the GPU tells can time out: one with a marker of
+ * its own, or of its group (on its stream, or on the stream of its group it
+ * follows, track/groups.h), published or still to come at its group's end. An
+ * op without (untracked: the driver refused an event, the pool was empty, the
+ * legacy stream during a capture, a group's stream that got no marker at
+ * ncclGroupEnd) would otherwise look stuck forever: the observer learns that
+ * it finished from a later op of its stream, and the ops around it are
+ * followed. A group op whose stream got no marker is scheduled until the
+ * observer sees that: it is not held to a timeout meanwhile either. */
+static int may_time_out(const struct ng_op_record *r, int state)
+{
+    return state != NG_OP_CAPTURED && state != NG_OP_UNTRACKED &&
+           (r->marker != NG_NO_MARKER || r->group_id);
+}
+
+/* may_time_out, and a group op's stream (or the place it follows) did not end
+ * up without a marker: asked when a step is due only, since the group table is
+ * searched (an op taken before its group's end would search all of it). */
 static int can_time_out(const struct ng_op_record *r, int state)
 {
-    return state != NG_OP_CAPTURED && (r->marker != NG_NO_MARKER || r->group_id);
+    if (!may_time_out(r, state)) return 0;
+    return r->marker != NG_NO_MARKER || ncclguard_group_find(r) != NG_GROUP_UNTRACKED;
 }
 
 static void check_timeout(uint64_t index, const struct ng_op_record *r, int state, struct pass *p)
@@ -257,7 +272,7 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     (void)ctx;
     ntaken++;
     int state = ng_record_state(r);
-    if (!ng_op_state_final(state) && can_time_out(r, state)) schedule(index, r, INT64_MIN);
+    if (!ng_op_state_final(state) && may_time_out(r, state)) schedule(index, r, INT64_MIN);
 }
 
 /* The ops whose next step is due: checked, and put back for the step after. */

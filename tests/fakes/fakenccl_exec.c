@@ -101,6 +101,69 @@ static void wait_turns(const struct fn_batch *b)
     }
 }
 
+/* Whether a comm of b can no longer run ops (its batch then stops waiting). */
+static bool any_interrupted(const struct fn_batch *b)
+{
+    for (int ci = 0; ci < b->ncomms; ci++)
+        if (fn_exec_interrupted(b->comms[ci]) != ncclSuccess)
+            return true;
+    return false;
+}
+
+/*
+ * One step of b's join: counts b in *count and waits until every member is
+ * counted (at the start: every stream of the launch reached it; at the end:
+ * every batch finished), or a comm of b can no longer run ops.
+ */
+static void join_wait(const struct fn_batch *b, int *count)
+{
+    struct fn_join *jn = b->join;
+    if (!jn)
+        return;
+    pthread_mutex_lock(&jn->mu);
+    (*count)++;
+    pthread_cond_broadcast(&jn->cv);
+    while (*count < jn->members && !any_interrupted(b)) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50 * 1000000L; /* an abort does not signal cv */
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&jn->cv, &jn->mu, &t);
+    }
+    pthread_mutex_unlock(&jn->mu);
+}
+
+/* Waits for b's turn to number its ops (fn_join), or until a comm of b can no
+ * longer run ops. */
+static void join_turn(const struct fn_batch *b)
+{
+    struct fn_join *jn = b->join;
+    pthread_mutex_lock(&jn->mu);
+    while (!jn->unordered && jn->numbered < b->join_index && !any_interrupted(b)) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50 * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&jn->cv, &jn->mu, &t);
+    }
+    pthread_mutex_unlock(&jn->mu);
+}
+
+static void join_numbered(const struct fn_batch *b)
+{
+    struct fn_join *jn = b->join;
+    pthread_mutex_lock(&jn->mu);
+    jn->numbered++;
+    pthread_cond_broadcast(&jn->cv);
+    pthread_mutex_unlock(&jn->mu);
+}
+
 static void release(struct fn_batch *b, int ci, bool held)
 {
     struct fn_comm *c = b->comms[ci];
@@ -181,9 +244,15 @@ void fn_batch_run(void *arg)
             if (b->comms[ci] == b->ops[i].comm)
                 comm_of[i] = ci;
     }
+    if (b->join)
+        join_wait(b, &b->join->arrived);
     wait_turns(b);
+    if (b->join)
+        join_turn(b);
     for (int ci = 0; ci < b->ncomms; ci++)
         held[ci] = acquire(b, ci, ex, comm_of);
+    if (b->join)
+        join_numbered(b);
     for (int i = 0; i < b->nops; i++)
         if (!held[comm_of[i]])
             ex[i].status = FN_STEP_FAILED;
@@ -201,12 +270,15 @@ void fn_batch_run(void *arg)
         if (ex[i].status == FN_STEP_DONE)
             count_completion(b->ops[i].comm);
     }
+    if (b->join)
+        join_wait(b, &b->join->finished);
 out:
     for (int ci = 0; ci < b->ncomms; ci++)
         release(b, ci, held && held[ci]);
     free(ex);
     free(comm_of);
     free(held);
+    fn_join_leave(b, ex && comm_of && held); /* dropped for want of memory: never arrived */
     if (!b->captured) {
         free(b->ops);
         free(b->comms);

@@ -53,6 +53,30 @@ struct fn_op {
     void *prof_kernel;    /* its KernelCh handle while the op runs */
 };
 
+/*
+ * The batches of one launch that share a communicator, directly or through
+ * another batch: NCCL launches a communicator's part of a group once the
+ * launch stream waited for every user stream of it, and makes every user
+ * stream wait for the launch's end (enqueue.cc: ncclLaunchPrepare,
+ * ncclLaunchFinish; the NCCL user guide, "CUDA Stream Semantics": "as if the
+ * NCCL group operation was posted on every stream"). So no batch of a join
+ * starts before each has reached its place on its stream, and none lets its
+ * stream go on before each has finished.
+ */
+struct fn_join {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int members; /* batches launched (one that failed to launch leaves) */
+    int arrived, finished;
+    /* The batches number their ops one after another, in batch order (that of
+     * their first op in the call), so that every rank numbers a launch's
+     * collectives alike, whichever stream's batch runs first; `unordered` once
+     * a batch failed to launch. */
+    int numbered;
+    bool unordered;
+    int refs;    /* batches that still hold it */
+};
+
 /* The ops of one stream in one launch: run by one host function. */
 struct fn_batch {
     CUstream stream;
@@ -64,7 +88,13 @@ struct fn_batch {
     struct fn_comm **comms; /* distinct comms of ops, in first-use order */
     /* per comm: its batches launched before this launch, which must finish first */
     uint64_t *turns;
+    struct fn_join *join; /* NULL: alone in its launch, or captured */
+    int join_index;       /* its place among the join's batches */
 };
+
+/* Batch b leaves its join (the last one frees it); `launched`: it had arrived or
+ * will, else it never runs and the others stop waiting for it. */
+void fn_join_leave(struct fn_batch *b, bool launched);
 
 /* Progress of one op during one execution of its batch. */
 enum fn_step { FN_STEP_BLOCKED, FN_STEP_MOVED, FN_STEP_DONE, FN_STEP_FAILED };

@@ -171,6 +171,86 @@ static ncclResult_t launch_batch(struct fn_batch *b)
     return r == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(r, "cuLaunchHostFunc");
 }
 
+/* Whether batches a and b have a comm in common. */
+static bool share_comm(const struct fn_batch *a, const struct fn_batch *b)
+{
+    for (int i = 0; i < a->ncomms; i++)
+        for (int k = 0; k < b->ncomms; k++)
+            if (a->comms[i] == b->comms[k])
+                return true;
+    return false;
+}
+
+/*
+ * Puts the batches of one launch (not captured) that share a comm, directly or
+ * through others, into one join (fakenccl_exec.h). A batch alone gets none.
+ * Returns false when memory is short (the batches then run unjoined, and the
+ * fake says so).
+ */
+static bool make_joins(struct fn_batch **batches, int nb)
+{
+    if (nb < 2)
+        return true;
+    int *root = calloc((size_t)nb, sizeof *root);
+    if (!root)
+        return false;
+    for (int k = 0; k < nb; k++)
+        root[k] = k;
+    for (int k = 0; k < nb; k++)
+        for (int j = 0; j < k; j++) {
+            if (batches[k]->captured || batches[j]->captured || !share_comm(batches[j], batches[k]))
+                continue;
+            int a = root[j], c = root[k];
+            for (int i = 0; i < nb; i++)
+                if (root[i] == c)
+                    root[i] = a;
+        }
+    bool ok = true;
+    for (int k = 0; k < nb; k++) {
+        int n = 0;
+        for (int i = 0; i < nb; i++)
+            n += root[i] == root[k];
+        if (n < 2 || root[k] != k)
+            continue;
+        struct fn_join *jn = calloc(1, sizeof *jn);
+        if (!jn) {
+            ok = false;
+            continue;
+        }
+        pthread_mutex_init(&jn->mu, NULL);
+        pthread_cond_init(&jn->cv, NULL);
+        jn->members = jn->refs = n;
+        for (int i = 0, at = 0; i < nb; i++)
+            if (root[i] == k) {
+                batches[i]->join = jn;
+                batches[i]->join_index = at++;
+            }
+    }
+    free(root);
+    return ok;
+}
+
+void fn_join_leave(struct fn_batch *b, bool launched)
+{
+    struct fn_join *jn = b->join;
+    if (!jn)
+        return;
+    b->join = NULL;
+    pthread_mutex_lock(&jn->mu);
+    if (!launched) {
+        jn->members--;
+        jn->unordered = true;
+    }
+    bool last = --jn->refs == 0;
+    pthread_cond_broadcast(&jn->cv);
+    pthread_mutex_unlock(&jn->mu);
+    if (last) {
+        pthread_mutex_destroy(&jn->mu);
+        pthread_cond_destroy(&jn->cv);
+        free(jn);
+    }
+}
+
 /* Index of c among b's comms, or -1 (also when b is captured: it takes no turn). */
 static int turn_index(const struct fn_batch *b, const struct fn_comm *c)
 {
@@ -223,15 +303,21 @@ static ncclResult_t launch_all(struct fn_batch **batches, int nb)
             return fn_cuda_error(r, "cuStreamIsCapturing");
     }
     take_turns(batches, nb);
+    if (!make_joins(batches, nb))
+        fn_warn("fakenccl: out of memory joining the streams of a launch: they run apart");
     for (int k = 0; k < nb; k++)
         if (!batches[k]->captured)
             add_pending(batches[k], 1);
     ncclResult_t res = ncclSuccess;
     for (int k = 0; k < nb; k++) {
-        ncclResult_t r = launch_batch(batches[k]);
-        if (r == ncclSuccess)
+        struct fn_batch *b = batches[k];
+        ncclResult_t r = launch_batch(b); /* b is the stream worker's once launched */
+        if (r == ncclSuccess) {
             batches[k] = NULL;
-        else if (res == ncclSuccess)
+            continue;
+        }
+        fn_join_leave(b, false);
+        if (res == ncclSuccess)
             res = r;
     }
     return res;

@@ -3,7 +3,8 @@
  * arrived; a missing rank keeps its peers waiting; a mismatch hangs every
  * rank and says so; groups fuse ops per stream (a Send/Recv ring cannot
  * deadlock), may span communicators and streams, and are per thread; one
- * communicator's launches run one after another, whatever their stream; one
+ * communicator's launches run one after another, whatever their stream, and
+ * a group over several of its streams is one launch that waits for all; one
  * process can hold every rank (InitAll, threads); a captured op runs at
  * every graph launch.
  */
@@ -308,6 +309,85 @@ START_TEST(one_comm_serializes_its_streams)
 }
 END_TEST
 
+/* A group over two streams of one communicator is one launch on both (NCCL:
+ * "as if the group operation was posted on every stream"): its op on s1 does
+ * not run while s2 has not reached the group, and s1 goes on once both ran. */
+static void joined_streams_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s1, s2;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s1);
+    CUevent after = fnt_event();
+    int va = rank + 1, vb = 10 * (rank + 1), oa = 0, ob = 0;
+    FNT_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    FNT_CU(fakecuda_test_spin(s2, &sh->release));
+    FNT_NCCL(ncclGroupStart());
+    FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+    FNT_NCCL(ncclAllReduce(&vb, &ob, 1, ncclInt32, ncclSum, comm, s2));
+    FNT_NCCL(ncclGroupEnd());
+    FNT_CU(cuEventRecord(after, s1));
+    stays_pending(after, 300);
+    FNT_CHECK(oa == 0, "the op on s1 ran before s2 reached the group");
+    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30))
+        fnt_set_flag(&sh->release, 1);
+    fnt_sync(s1);
+    FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
+    fnt_sync(s2);
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(group_on_two_streams_is_one_launch)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, joined_streams_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
+/* ... and each of its streams goes on only once the whole launch finished:
+ * rank 0's group holds an AllReduce on s1 and a Recv on s2 whose Send rank 1
+ * makes later; s1 waits for the Recv although its AllReduce is done. */
+static void joined_end_rank(int rank, int n, void *arg)
+{
+    struct shared *sh = arg;
+    CUstream s1, s2;
+    ncclComm_t comm = fnt_join(rank, n, sh->id, &s1);
+    CUevent after = fnt_event();
+    int va = rank + 1, oa = 0, v = 7, got = 0;
+    FNT_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    if (rank == 0) {
+        FNT_NCCL(ncclGroupStart());
+        FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+        FNT_NCCL(ncclRecv(&got, 1, ncclInt32, 1, comm, s2));
+        FNT_NCCL(ncclGroupEnd());
+        FNT_CU(cuEventRecord(after, s1));
+        for (int t = 0; t < 30000 && !__atomic_load_n(&oa, __ATOMIC_ACQUIRE); t += 10)
+            fnt_sleep_ms(10);
+        FNT_CHECK(oa == 3, "the AllReduce never ran: oa %d", oa);
+        stays_pending(after, 300);
+        fnt_set_flag(&sh->go, 1);
+        fnt_sync(s1);
+        FNT_CHECK(got == 7, "received %d", got);
+        fnt_sync(s2);
+    } else {
+        FNT_NCCL(ncclAllReduce(&va, &oa, 1, ncclInt32, ncclSum, comm, s1));
+        fnt_sync(s1);
+        FNT_CHECK(fnt_wait_flag(&sh->go, 1, 30), "rank 0 never saw its AllReduce done");
+        FNT_NCCL(ncclSend(&v, 1, ncclInt32, 0, comm, s2));
+        fnt_sync(s2);
+    }
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+START_TEST(group_streams_wait_for_the_whole_launch)
+{
+    struct shared *sh = new_shared();
+    ck_assert_int_eq(fnt_run(2, joined_end_rank, sh), 0);
+    ck_assert(fnt_shm_clean(&sh->id));
+}
+END_TEST
+
 /* Inside a group nothing is launched: the op runs at the outermost ncclGroupEnd only. */
 static void nested_rank(int rank, int n, void *arg)
 {
@@ -531,6 +611,8 @@ int main(void)
                             missing_rank_keeps_peers_waiting, mismatch_hangs_every_rank_and_says_so,
                             send_recv_mismatch_hangs_both, send_recv_ring_in_a_group,
                             group_spans_two_comms_and_two_streams, one_comm_serializes_its_streams,
+                            group_on_two_streams_is_one_launch,
+                            group_streams_wait_for_the_whole_launch,
                             group_launches_at_outermost_end, group_state_is_per_thread,
                             init_all_in_one_process, ranks_as_threads,
                             captured_allreduce_runs_at_each_graph_launch, NULL};

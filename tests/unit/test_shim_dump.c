@@ -196,8 +196,8 @@ static const struct row rows[NRECORDS] = {
      "AllReduce", "float8e4m3", "\"avg\"", "[\"slow\",\"timeout\"]"},
     {NG_OP_ALLREDUCE, NG_OP_COMPLETED, ncclFloat8e5m2, ncclNumOps + 2, -1, 0, "AllReduce",
      "float8e5m2", "\"premulsum/7\"", "[]"},
-    {NG_OP_BCAST, NG_OP_COMPLETED, 42, -1, 0, 0x100, "Bcast", "unknown/42", "null",
-     "[\"bit8\"]"},
+    {NG_OP_BCAST, NG_OP_COMPLETED, 42, -1, 0, 0x1000, "Bcast", "unknown/42", "null",
+     "[\"bit12\"]"}, /* a bit without a name (bits 6, 8-11 are the shim's own, never shown) */
     {NG_OP_ALLREDUCE, NG_OP_SCHEDULED, ncclFloat32, ncclSum, -1, NG_REC_TIMEOUT | NG_REC_FIRST,
      "AllReduce", "float32", "\"sum\"", "[\"timeout\",\"first\"]"},
     {NG_OP_ALLREDUCE, NG_OP_SCHEDULED, ncclFloat32, ncclSum, -1, 0, "AllReduce", "float32",

@@ -5,9 +5,13 @@
  * communicators each get their lane; as many lanes as the ring has slots, and a
  * record overwritten while in flight in the middle of a lane, lose no other
  * op's progress; a communicator's op on a second stream waits for its op on
- * the first; a group's ops on a stream share its marker, and end untracked
- * when the stream got none at the group's end; an op with no marker
- * to ask yet (a deferred end) holds up nothing behind it; an aborted
+ * the first; a group's ops on a stream share its marker; an op without a
+ * marker follows its group or its stream: when its stream got none at the
+ * group's end (the pool was empty) it is untracked until a later op of that
+ * stream completes, and with it; the 17th stream of a group, and the legacy
+ * stream during a capture, follow the group's stream of their communicator;
+ * the per-thread default stream of each thread is a lane of its own; an op
+ * with no marker to ask yet (a deferred end) holds up nothing behind it; an aborted
  * communicator's ops end aborted, in a lane or not. And the hooks' lookup of
  * the communicator, which a thread keeps: a handle that NCCL hands out again
  * for a new communicator names the new one.
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../fakes/fakecuda.h"
 #include "base/atomic.h"
@@ -374,7 +379,7 @@ START_TEST(group_shares_marker)
         r.group_id = 99;
         g[k] = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
     }
-    ncclguard_group_publish(99, (uint64_t)(uintptr_t)s, m, 3);
+    ncclguard_group_publish(99, 0, (uint64_t)(uintptr_t)s, m, 3);
     uint64_t after = op(7, s, NULL, NULL);
     reach(m, NG_MARKER_STARTED);
     pass();
@@ -388,8 +393,9 @@ START_TEST(group_shares_marker)
 }
 END_TEST
 
-/* A group's stream that got no marker at its ncclGroupEnd: its ops end
- * untracked, and the op behind them on the stream is followed as usual. */
+/* A group's stream that got no marker at its ncclGroupEnd: its ops are
+ * untracked while nothing tells more, and complete once the op behind them on
+ * the stream completes (the stream ran them first). */
 START_TEST(group_without_marker_untracked)
 {
     start(1024);
@@ -402,32 +408,52 @@ START_TEST(group_without_marker_untracked)
     }
     pass();
     for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_SCHEDULED); /* not launched */
-    ncclguard_group_publish(98, (uint64_t)(uintptr_t)s, NG_GROUP_UNTRACKED, 2);
+    ncclguard_group_publish(98, 0, (uint64_t)(uintptr_t)s, NG_GROUP_UNTRACKED, 2);
+    pass();
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
+    pass(); /* nothing behind them: they stay so */
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
     int m;
     uint64_t after = op(7, s, NULL, &m);
     reach(m, NG_MARKER_DONE);
     pass();
-    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_UNTRACKED);
     ck_assert_int_eq(state(after), NG_OP_COMPLETED);
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(state(g[k]), NG_OP_COMPLETED);
 }
 END_TEST
 
-/* The same from the hooks: a group whose ncclGroupEnd finds the marker pool
- * empty publishes its stream without a marker, and its op ends untracked. */
-START_TEST(group_end_without_marker)
+/* A communicator registered with the hooks, under handle h. */
+static ncclComm_t hook_comm(uint64_t id, uintptr_t handle)
 {
-    void *end_ev;
-    start(16); /* a pool of 16 + 64 pairs */
-    struct ng_comm *c = ncclguard_comm_new(43, 0, 1, 0, NULL);
+    struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
     ck_assert_ptr_nonnull(c);
-    ncclComm_t h = (ncclComm_t)(uintptr_t)0x4300;
+    ncclComm_t h = (ncclComm_t)handle;
     ncclguard_comm_attach(c, h);
-    CUstream s = stream();
-    ncclguard_group_start_post(ncclSuccess);
+    return h;
+}
+
+/* An AllReduce on s through the hooks, as the wrapper makes it; its index. */
+static uint64_t hook_op(ncclComm_t h, CUstream s)
+{
     struct ng_op_ticket t;
     ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1);
     ncclguard_op_post(&t, ncclSuccess);
-    uint64_t index = ncclguard_flight_head() - 1;
+    return ncclguard_flight_head() - 1;
+}
+
+/* The same from the hooks: a group whose ncclGroupEnd finds the marker pool
+ * empty publishes its stream without a marker: its op is untracked, and
+ * completes with the next op on its stream, which gets a marker again, once
+ * the GPU finished that one. */
+START_TEST(group_end_without_marker)
+{
+    void *end_ev;
+    static volatile int spin;
+    start(16); /* a pool of 16 + 64 pairs */
+    ncclComm_t h = hook_comm(43, 0x4300);
+    CUstream s = stream();
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t index = hook_op(h, s);
     int m[16 + 64];
     for (int i = 0; i < 16 + 64; i++)
         ck_assert_int_eq(ncclguard_marker_begin(s, 1, 0, &m[i], &end_ev), NG_MARKER_OK);
@@ -436,6 +462,122 @@ START_TEST(group_end_without_marker)
     for (int i = 0; i < 16 + 64; i++) ncclguard_marker_release(m[i]);
     pass();
     ck_assert_int_eq(state(index), NG_OP_UNTRACKED);
+    hold(s, &spin);
+    uint64_t next = hook_op(h, s);
+    pass();
+    ck_assert_int_eq(state(next), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(index), NG_OP_UNTRACKED); /* nothing tells yet */
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(next), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index), NG_OP_COMPLETED);
+}
+END_TEST
+
+/* A group over 17 streams of one communicator: the 17th stream gets no place
+ * of its own, and its op follows the group's first stream, which NCCL makes
+ * wait for the whole launch: scheduled while that stream has not reached the
+ * group, completed with it. */
+START_TEST(group_17th_stream_follows_its_group)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(44, 0x4400);
+    CUstream s[17];
+    for (int i = 0; i < 17; i++) s[i] = stream();
+    hold(s[0], &spin);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t index[17];
+    for (int i = 0; i < 17; i++) index[i] = hook_op(h, s[i]);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    pass();
+    ck_assert_int_eq(state(index[0]), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(index[16]), NG_OP_SCHEDULED);
+    let_go(&spin);
+    for (int i = 0; i < 17; i++) ck_assert_int_eq(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
+    pass();
+    for (int i = 0; i < 17; i++) ck_assert_int_eq(state(index[i]), NG_OP_COMPLETED);
+}
+END_TEST
+
+/* The 17th stream's op holds a share of the marker it follows: the op of the
+ * followed stream finishing first does not give that marker back (to be taken
+ * by the next op, still pending) while the 17th's op, held behind an earlier op
+ * of its own stream, has still to ask it. */
+START_TEST(follower_keeps_its_share_of_the_marker)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(46, 0x4600);
+    CUstream s[17];
+    for (int i = 0; i < 17; i++) s[i] = stream();
+    int m;
+    uint64_t before = op(ncclguard_comm_find(h)->slot, s[16], &spin, &m); /* holds s[16] */
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t index[17];
+    for (int i = 0; i < 17; i++) index[i] = hook_op(h, s[i]);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    for (int i = 0; i < 16; i++) ck_assert_int_eq(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(index[0]), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index[16]), NG_OP_SCHEDULED); /* behind `before` */
+    static volatile int spin2;
+    uint64_t later[20]; /* they take the 16 markers just given back, and more */
+    for (int k = 0; k < 20; k++) later[k] = op(ncclguard_comm_find(h)->slot, s[0], &spin2, NULL);
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(s[16]), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(before), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(index[16]), NG_OP_COMPLETED);
+    for (int k = 0; k < 20; k++) ck_assert_int_ne(state(later[k]), NG_OP_COMPLETED);
+    let_go(&spin2);
+    ck_assert_int_eq(cuStreamSynchronize(s[0]), CUDA_SUCCESS);
+}
+END_TEST
+
+/* A group's op on the legacy stream while a blocking stream captures in global
+ * mode: no marker may go on the legacy stream (it would invalidate the
+ * capture), and the op follows the group's other stream of its communicator.
+ * In a group of the legacy stream alone, the op is untracked, and completes
+ * with a later op there once the capture is over. */
+START_TEST(group_legacy_stream_during_capture)
+{
+    start(1024);
+    static volatile int spin;
+    ncclComm_t h = hook_comm(45, 0x4500);
+    CUstream nb = stream(), blocking;
+    ck_assert_int_eq(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    hold(nb, &spin);
+    CUgraph graph;
+    ck_assert_int_eq(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t on_nb = hook_op(h, nb), on_legacy = hook_op(h, CU_STREAM_LEGACY);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    ncclguard_group_start_post(ncclSuccess);
+    uint64_t alone = hook_op(h, CU_STREAM_LEGACY);
+    ncclguard_group_end_pre();
+    ncclguard_group_end_post(ncclSuccess);
+    ck_assert_int_eq(cuStreamEndCapture(blocking, &graph), CUDA_SUCCESS); /* still valid */
+    ck_assert_int_eq(cuGraphDestroy(graph), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(on_nb), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(on_legacy), NG_OP_SCHEDULED);
+    ck_assert_int_eq(state(alone), NG_OP_UNTRACKED);
+    let_go(&spin);
+    ck_assert_int_eq(cuStreamSynchronize(nb), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(on_nb), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(on_legacy), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(alone), NG_OP_UNTRACKED);
+    uint64_t after = hook_op(h, CU_STREAM_LEGACY);
+    ck_assert_int_eq(cuStreamSynchronize(CU_STREAM_LEGACY), CUDA_SUCCESS);
+    pass();
+    ck_assert_int_eq(state(after), NG_OP_COMPLETED);
+    ck_assert_int_eq(state(alone), NG_OP_COMPLETED);
 }
 END_TEST
 
@@ -560,13 +702,89 @@ START_TEST(observer_sleeps_a_second_at_rest)
 }
 END_TEST
 
+/* One op on the per-thread default stream of a thread of its own: the thread
+ * records its markers there (held started by a spin when `spin`), appends it
+ * with its thread id, and stays until *stay is cleared, its stream drained. */
+struct pt_op {
+    CUcontext ctx;
+    const volatile int *spin;
+    volatile int stay;
+    int appended;
+    uint64_t index;
+    int marker;
+};
+
+static void *pt_op_main(void *arg)
+{
+    struct pt_op *o = arg;
+    void *end_ev;
+    ck_assert_int_eq(cuCtxSetCurrent(o->ctx), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclguard_marker_begin(CU_STREAM_PER_THREAD, 1, 0, &o->marker, &end_ev),
+                     NG_MARKER_OK);
+    if (o->spin) hold(CU_STREAM_PER_THREAD, o->spin);
+    ck_assert_int_eq(ncclguard_marker_end(o->marker, CU_STREAM_PER_THREAD), 0);
+    struct ng_op_record r = record(3, CU_STREAM_PER_THREAD);
+    r.thread_id = (uint64_t)gettid();
+    r.marker = o->marker;
+    o->index = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+    __atomic_store_n(&o->appended, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&o->stay, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(cuStreamSynchronize(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+    return NULL;
+}
+
+static void pt_op_begin(pthread_t *t, struct pt_op *o)
+{
+    ck_assert_int_eq(pthread_create(t, NULL, pt_op_main, o), 0);
+    while (!__atomic_load_n(&o->appended, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The per-thread default stream (CU_STREAM_PER_THREAD, 0x2) of two threads is
+ * two streams: the op of the second thread, which its stream finished, is not
+ * held up behind the first thread's, which its own stream holds started. */
+START_TEST(per_thread_streams_are_lanes_of_their_own)
+{
+    start(1024);
+    static volatile int spin;
+    CUcontext ctx;
+    ck_assert_int_eq(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+    pthread_t ta, tb;
+    struct pt_op a = {.ctx = ctx, .spin = &spin, .stay = 1};
+    struct pt_op b = {.ctx = ctx, .stay = 1};
+    pt_op_begin(&ta, &a);
+    pt_op_begin(&tb, &b);
+    reach(a.marker, NG_MARKER_STARTED);
+    reach(b.marker, NG_MARKER_DONE);
+    pass();
+    ck_assert_int_eq(state(a.index), NG_OP_STARTED);
+    ck_assert_int_eq(state(b.index), NG_OP_COMPLETED);
+    let_go(&spin);
+    __atomic_store_n(&a.stay, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&b.stay, 0, __ATOMIC_RELEASE);
+    ck_assert_int_eq(pthread_join(ta, NULL), 0);
+    ck_assert_int_eq(pthread_join(tb, NULL), 0);
+    pass();
+    ck_assert_int_eq(state(a.index), NG_OP_COMPLETED);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {lane_oldest_first, many_streams_and_comms, as_many_lanes_as_slots,
                             overwritten_in_flight, overwritten_while_passes_run,
                             comm_waits_for_its_other_stream, group_shares_marker,
                             group_without_marker_untracked, group_end_without_marker,
+                            group_17th_stream_follows_its_group,
+                            follower_keeps_its_share_of_the_marker,
+                            group_legacy_stream_during_capture,
                             deferred_op_passed_over, aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm, observer_sleeps_a_second_at_rest, NULL};
+                            reused_handle_names_new_comm, observer_sleeps_a_second_at_rest,
+                            per_thread_streams_are_lanes_of_their_own, NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }

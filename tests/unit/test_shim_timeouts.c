@@ -21,6 +21,7 @@
 #include "policy/config.h"
 #include "policy/config_load.h"
 #include "track/flight.h"
+#include "track/groups.h"
 #include "track/track.h"
 #include "watch/due.h"
 #include "watch/dumper.h"
@@ -281,11 +282,49 @@ START_TEST(observer_rest_after_a_burst)
 }
 END_TEST
 
+/* A group's op enqueued `age_ns` ago on `stream` in group `group`, without a
+ * marker of its own, with `flags` (NG_REC_FOLLOWS and a place). */
+static uint64_t group_op(uint64_t stream, uint64_t group, int64_t age_ns, uint64_t flags)
+{
+    uint64_t index = op(1, stream, age_ns, 8, 0, 0);
+    struct ng_op_record r;
+    ck_assert_int_eq(ncclguard_flight_copy(index, &r), 0);
+    r.group_id = group;
+    r.flags |= flags;
+    return ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+}
+
+/* A group's op without a marker of its own times out only while a marker of
+ * its group tells (or, before its ncclGroupEnd, can tell) its progress: its
+ * stream's, or that of the place it follows (the 17th stream of a group, the
+ * legacy stream during a capture). Not when its stream, or that place, got no
+ * marker at ncclGroupEnd (the pool was empty): it is untracked, even before the
+ * observer, which may be stuck in a CUDA call, has said so. */
+START_TEST(markerless_group_ops_time_out_only_when_followed)
+{
+    load(NULL);
+    ncclguard_groups_init(1024);
+    const uint64_t follows = NG_REC_FOLLOWS | 0ull << NG_REC_PLACE_SHIFT;
+    ncclguard_group_publish(6, 0, 7, 3, 2);
+    ncclguard_group_publish(8, 0, 7, NG_GROUP_UNTRACKED, 2);
+    uint64_t not_ended = group_op(7, 5, 3 * S, 0);
+    uint64_t marked = group_op(7, 6, 3 * S, 0), behind_marked = group_op(9, 6, 3 * S, follows);
+    uint64_t bare = group_op(7, 8, 3 * S, 0), behind_bare = group_op(9, 8, 3 * S, follows);
+    ncclguard_watchdog_poll_once();
+    ck_assert(timed_out(not_ended));
+    ck_assert(timed_out(marked));
+    ck_assert(timed_out(behind_marked));
+    ck_assert(!timed_out(bare));
+    ck_assert(!timed_out(behind_bare));
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
                             idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
                             enforcer_rests_until_ops_arrive, observer_rest_after_a_burst,
-                            enforcer_not_woken_while_ops_flow, NULL};
+                            enforcer_not_woken_while_ops_flow,
+                            markerless_group_ops_time_out_only_when_followed, NULL};
     return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }
