@@ -2,7 +2,7 @@
  * test_shim_trigger.c: the incident's join window (shim/evidence/trigger.c). A rank that
  * times out less than TRIGGER_JOIN_S (600 s) after another rank's TRIGGER joins that
  * incident (it dumps for it, and does not report it); at 600 s it starts an incident of its
- * own (it rewrites TRIGGER and reports it). The wall clock is this program's: it defines
+ * own (it rewrites TRIGGER and reports it). A TRIGGER older than the process is history. The wall clock is this program's: it defines
  * clock_gettime, which the shim's objects linked in here call, and answers CLOCK_REALTIME
  * with the time a test sets (any other clock, and the realtime clock before a test sets
  * it, from the kernel). TRIGGER's mtime is set with utimensat.
@@ -44,9 +44,9 @@ static char dir[64], dumps[128];
 static const int64_t start = 1700000000LL * S; /* the process starts */
 static const int64_t raised = 1700000100LL * S + 250; /* another rank raised the incident */
 
-/* Rank 0 of a job whose rank 1 raised an incident at `raised`: its TRIGGER in the dump
+/* Rank 0 of a job whose rank 1 raised an incident at `at`: its TRIGGER in the dump
  * directory. */
-static void setup(void)
+static void setup_at(int64_t at)
 {
     ng_check_tmpdir(dir, sizeof dir, "trigger");
     snprintf(dumps, sizeof dumps, "%s/dumps", dir);
@@ -66,9 +66,14 @@ static void setup(void)
     ncclguard_trigger_init();
     const char *trigger = ng_check_write(dumps, "TRIGGER", "r1@otherhost\n");
     ck_assert_int_eq(chmod(trigger, 0644), 0);
-    struct timespec t[2] = {{(time_t)(raised / S), (long)(raised % S)},
-                            {(time_t)(raised / S), (long)(raised % S)}};
+    struct timespec t[2] = {{(time_t)(at / S), (long)(at % S)},
+                            {(time_t)(at / S), (long)(at % S)}};
     ck_assert_int_eq(utimensat(AT_FDCWD, trigger, t, 0), 0);
+}
+
+static void setup(void)
+{
+    setup_at(raised);
 }
 
 static void teardown(void)
@@ -114,10 +119,35 @@ START_TEST(timeout_right_after_the_raise_joins)
 }
 END_TEST
 
+/* A TRIGGER from before the process started is history (an earlier job's): a timeout
+ * starts an incident of its own; one written at the start is this job's. */
+START_TEST(trigger_from_before_the_start_is_history)
+{
+    setup_at(start - 1);
+    fake_realtime = start + S;
+    ck_assert_int_eq(ncclguard_trigger_raise(), 1);
+    ck_assert_msg(strstr(ncclguard_trigger_incident(), "-r0@"), "joined %s",
+                  ncclguard_trigger_incident());
+    teardown();
+}
+END_TEST
+
+START_TEST(trigger_written_at_the_start_joins)
+{
+    setup_at(start);
+    fake_realtime = start + S;
+    ck_assert_int_eq(ncclguard_trigger_raise(), 1);
+    ck_assert_str_eq(ncclguard_trigger_incident(), "1700000000.000000000-r1@otherhost");
+    teardown();
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {timeout_just_inside_the_window_joins,
                             timeout_at_the_window_starts_its_own,
-                            timeout_right_after_the_raise_joins, NULL};
+                            timeout_right_after_the_raise_joins,
+                            trigger_from_before_the_start_is_history,
+                            trigger_written_at_the_start_joins, NULL};
     return ng_check_run(ng_check_suite("trigger", "trigger", 60, tests, NULL));
 }
