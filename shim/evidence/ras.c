@@ -79,10 +79,12 @@ static int connect_ras(void)
     return fd;
 }
 
-/* Sends one command line; reads the one-line reply into buf (NUL-terminated). */
+/* Sends one command line; reads the one-line reply into buf (NUL-terminated, also
+ * when the reply never came: the caller may quote it). */
 static int command(int fd, const char *cmd, char *buf, size_t len)
 {
     size_t n = strlen(cmd), got = 0;
+    if (buf) buf[0] = '\0';
     if (send(fd, cmd, n, MSG_NOSIGNAL) != (ssize_t)n) return -1;
     if (!buf) return 0;
     while (got + 1 < len) {

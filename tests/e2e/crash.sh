@@ -41,6 +41,35 @@ for case in segv:139 abort:134 kill:135 overflow:139 overflow-small:139; do
     fi
 done
 
+# child_dump DIR: a valid crash dump of the child's own state: none of the parent's 3 ops.
+child_dump() {
+    $CHECK schema "$1"/*.json >/dev/null &&
+        python3 - "$1"/*.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["reason"] == "crash" and not d["ops"], (d["reason"], len(d["ops"]))
+assert d["threads"][0]["stack_from"] == "self", d["threads"]
+PY
+}
+# A forked worker that crashes (crash.h): a child of a process with a communicator dies of
+# its SIGSEGV and dumps nothing of its parent's state; a child that asked for a
+# communicator of its own (refused: CUDA after fork) dumps its own crash. The parent lives.
+for case in fork-segv:0 fork-init-segv:1; do
+    how=${case%%:*} want=${case##*:}
+    d=$TMP/$how
+    NCCLGUARD_DUMP_DIR=$d under_shim "$PROG" "$how" >"$d.out" 2>&1
+    rc=$?
+    n=$(ls "$d"/*.json 2>/dev/null | wc -l)
+    died="child died of signal 11"
+    [ "${SANITIZE:-}" = 1 ] && died="child exited 1" # ASan's own SEGV handler, chained to
+    if [ $rc -eq 0 ] && grep -q "crash_mid_job: $died" "$d.out" && [ "$n" -eq "$want" ] &&
+        { [ "$want" = 0 ] || child_dump "$d" 2>>"$d.out"; }; then
+        pass "crash in a forked child ($how): it dies of the signal, $n dump(s)"
+    else
+        fail "crash in a forked child ($how)" "rc=$rc, $n dumps (want $want) $(tail -n 5 "$d.out")"
+    fi
+done
+
 # Python's faulthandler (enabled before the first communicator) runs after the dump.
 d=$TMP/python
 NCCLGUARD_DUMP_DIR=$d under_shim python3 -X faulthandler "$ROOT/tests/e2e/progs/py_hang.py" crash \

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/ops.h"
 #include "policy/condition.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -609,6 +610,38 @@ START_TEST(lock_rules)
 }
 END_TEST
 
+/* An unknown name first in a lock list locks nothing less: the known names after it are
+ * locked, by the line that names them, and the unknown one gets one message. A name after
+ * a known one, and one beside another unknown, are read as well. */
+START_TEST(lock_list_unknown_name_first)
+{
+    char *envp[] = {"NCCLGUARD_TIMEOUT=9", "NCCLGUARD_ABORT_AT=4", NULL};
+    load("lock = nosuchkey, timeout\n"
+         "lock = alsonot,notthis abort_at\n",
+         "timeout = 8\n"
+         "abort_at = 3\n",
+         envp);
+    const struct ng_settings *s = ncclguard_settings();
+    ck_assert(s->timeout == 300 && s->abort_at == 0); /* their built-in values, locked */
+    ck_assert_int_eq(s->origin[NG_KEY_TIMEOUT].locked, 1);
+    ck_assert_int_eq(s->origin[NG_KEY_ABORT_AT].locked, 1);
+    ck_assert_int_eq(s->origin[NG_KEY_KILL_AT].locked, 0);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:1: lock: unknown setting "
+                                                "'nosuchkey' (the others are locked)"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:2: lock: unknown setting "
+                                                "'alsonot'"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:2: lock: unknown setting "
+                                                "'notthis'"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "lock: unknown setting"), 3);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "timeout is locked by the site file"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "abort_at is locked by the site file"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_TIMEOUT=9 ignored (environment): "
+                                                "the site locked timeout"), 1);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_ABORT_AT=4 ignored (environment): "
+                                                "the site locked abort_at"), 1);
+}
+END_TEST
+
 START_TEST(env_variables_checked)
 {
     char *envp[] = {"NCCLGUARD_TIMOUT=5", "NCCLGUARD_RING=abc", "NCCLGUARD_SLOW_MS=250",
@@ -682,6 +715,45 @@ START_TEST(timeouts_scale_with_size)
 }
 END_TEST
 
+/* Each op's own timeout replaces `timeout` for that op alone, the first op of the list
+ * (AllReduce, whose enum value is 0) and the last as well; "off" turns that op's timeout
+ * off rather than inheriting. Bcast and Broadcast share their key. */
+START_TEST(each_op_has_its_own_timeout)
+{
+    static const char *const vars[] = {
+#define OP_VAR(id, name, timeout, shape) "NCCLGUARD_" #timeout,
+        NG_OPS(OP_VAR)
+#undef OP_VAR
+    };
+    static const int keys[] = {
+#define OP_KEY(id, name, timeout, shape) NG_KEY_##timeout,
+        NG_OPS(OP_KEY)
+#undef OP_KEY
+    };
+    ck_assert_int_eq(NG_OP_ALLREDUCE, 0);
+    for (int op = 0; op < NG_OP_NTYPES; op++) {
+        for (int off = 0; off < 2; off++) {
+            char var[64];
+            snprintf(var, sizeof var, "%s=%s", vars[op], off ? "off" : "7");
+            char *envp[] = {var, NULL};
+            capture_reset();
+            load("timeout = 100\nfirst_timeout = 5\n", NULL, envp);
+            const struct ng_settings *s = ncclguard_settings();
+            ck_assert_int_eq(capture_count(NG_LOG_WARN, ""), 0);
+            for (int other = 0; other < NG_OP_NTYPES; other++) {
+                double want = keys[other] != keys[op] ? 100 : off ? 0 : 7;
+                ck_assert_msg(ncclguard_timeout_s(s, NG_TIMEOUT_OP, other, 0) == want,
+                              "%s: %s's timeout is %g, not %g", var, ng_op_name(other),
+                              ncclguard_timeout_s(s, NG_TIMEOUT_OP, other, 0), want);
+                /* the first op's: the larger of first_timeout and the op's own */
+                ck_assert(ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, other, 0) ==
+                          (want > 5 ? want : 5));
+            }
+        }
+    }
+}
+END_TEST
+
 /* --- the dump's config object ----------------------------------------------------------- */
 
 START_TEST(json_object)
@@ -729,8 +801,10 @@ int main(void)
                             quiet_processes_log_at_debug, conditions_match_facts,
                             conditions_unknown_facts_and_errors, conditional_sections_in_files,
                             job_file_adds_never_removes, env_rules_precedence, lock_rules,
+                            lock_list_unknown_name_first,
                             env_variables_checked, defaults_and_derived_values,
-                            timeouts_scale_with_size, json_object, NULL};
+                            timeouts_scale_with_size, each_op_has_its_own_timeout, json_object,
+                            NULL};
     Suite *s = ng_check_suite("config", "config", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_loop_test(t, precedence_matrix, 0, 32);

@@ -4,7 +4,8 @@
  * whatever order the ops sit in the ring: a younger op with a shorter timeout
  * behind an older one (the first-op timeout, a per-size timeout), ops of two
  * communicators on one stream, an op that ages past its timeout between polls;
- * ops without a marker never time out. Between passes the enforcer sleeps
+ * ops without a marker never time out; an op's own timeout (AllReduce's, op 0, too)
+ * replaces the general one. Between passes the enforcer sleeps
  * until something can be due, never past an op appended meanwhile. Records
  * are appended to the flight recorder by hand with their enqueue time in the
  * past; the watchdog's threads are not started (each poll is one
@@ -49,14 +50,14 @@ static void load(const char *floor_bandwidth)
     load_timeout("1", floor_bandwidth);
 }
 
-/* Appends an op enqueued `age_ns` ago on `stream`; returns its index. */
-static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
-                   int marker)
+/* Appends an op of `type` enqueued `age_ns` ago on `stream`; returns its index. */
+static uint64_t typed_op(int type, int comm, uint64_t stream, int64_t age_ns, uint64_t bytes,
+                         int first, int marker)
 {
     struct ng_op_record r;
     memset(&r, 0, sizeof r);
     r.stream = stream;
-    r.op = NG_OP_ALLREDUCE;
+    r.op = type;
     r.count = bytes;
     r.dtype = ncclInt8;
     r.comm_slot = comm;
@@ -65,6 +66,13 @@ static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, in
     r.flags = first ? NG_REC_FIRST : 0;
     r.enqueue_mono_ns = ng_clock_ns(CLOCK_MONOTONIC) - age_ns;
     return ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+}
+
+/* An AllReduce enqueued `age_ns` ago on `stream`. */
+static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
+                   int marker)
+{
+    return typed_op(NG_OP_ALLREDUCE, comm, stream, age_ns, bytes, first, marker);
 }
 
 static int timed_out(uint64_t index)
@@ -106,6 +114,32 @@ START_TEST(size_scaled_timeouts)
     ncclguard_watchdog_poll_once();
     ck_assert(!timed_out(big));
     ck_assert(timed_out(small));
+}
+END_TEST
+
+/* An op's own timeout is the one the enforcer applies, AllReduce's (op 0) too: with
+ * timeout 600 s and timeout_allreduce 1 s, an AllReduce 2 s in flight times out and a
+ * Broadcast as old does not; with timeout_broadcast instead, the other way round. */
+static void own_timeout_applies(const char *var, int allreduce_times_out)
+{
+    setenv(var, "1", 1);
+    load_timeout("600", NULL);
+    uint64_t ar = typed_op(NG_OP_ALLREDUCE, 1, 7, 2 * S, 8, 0, 1);
+    uint64_t bc = typed_op(NG_OP_BROADCAST, 1, 8, 2 * S, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(timed_out(ar), allreduce_times_out);
+    ck_assert_int_eq(timed_out(bc), !allreduce_times_out);
+}
+
+START_TEST(own_timeout_of_allreduce_applies)
+{
+    own_timeout_applies("NCCLGUARD_TIMEOUT_ALLREDUCE", 1);
+}
+END_TEST
+
+START_TEST(own_timeout_of_broadcast_applies)
+{
+    own_timeout_applies("NCCLGUARD_TIMEOUT_BROADCAST", 0);
 }
 END_TEST
 
@@ -321,7 +355,9 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts, agenda_order,
+    const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts,
+                            own_timeout_of_allreduce_applies, own_timeout_of_broadcast_applies,
+                            agenda_order,
                             idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
                             enforcer_rests_until_ops_arrive, observer_rest_after_a_burst,
                             enforcer_not_woken_while_ops_flow,

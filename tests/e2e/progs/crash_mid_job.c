@@ -5,13 +5,17 @@
  * its own that created the communicator and ran the ops, "overflow-small" does
  * the same after giving that thread a 4 KB alternate signal stack, too small
  * for the crash handler). The shim must leave a crash dump and let the process
- * die of that signal.
+ * die of that signal. "fork-segv": the process forks after its ops, like a data-loader
+ * worker, and the child dereferences NULL; "fork-init-segv": the child first asks for a
+ * communicator of its own (the driver refuses it CUDA, so the creation fails) and then
+ * does. The parent prints how the child ended and exits 0.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "one_rank.h"
@@ -54,6 +58,26 @@ static int job(const char *how)
         if (ncclAllReduce((void *)buf, (void *)buf, 1024, ncclFloat, ncclSum, comm, s)) return 2;
     cuStreamSynchronize(s);
     if (!strncmp(how, "overflow", 8)) return deeper(0);
+    if (!strncmp(how, "fork-", 5)) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) return 6;
+        if (pid == 0) {
+            alarm(60);
+            ncclUniqueId id;
+            ncclComm_t own;
+            if (!strcmp(how, "fork-init-segv") &&
+                (ncclGetUniqueId(&id) || ncclCommInitRank(&own, 1, id, 0) == ncclSuccess))
+                _exit(7); /* the creation must have been tried, and failed */
+            crash_here("segv");
+            _exit(8);
+        }
+        int status = 0;
+        if (waitpid(pid, &status, 0) != pid) return 9;
+        if (WIFSIGNALED(status)) printf("crash_mid_job: child died of signal %d\n", WTERMSIG(status));
+        else printf("crash_mid_job: child exited %d\n", WEXITSTATUS(status));
+        return 0;
+    }
     crash_here(how);
     return 0;
 }
@@ -75,7 +99,7 @@ int main(int argc, char **argv)
     } else {
         rc = job(argv[1]);
     }
-    if (rc) return rc;
+    if (rc || !strncmp(argv[1], "fork-", 5)) return rc;
     fprintf(stderr, "crash_mid_job: still alive\n");
     return 0;
 }
