@@ -259,10 +259,9 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
     return 0;
 }
 
-void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
+/* ncclguard_op_post of an op of communicator c: its record appended. */
+static void post(struct ng_op_ticket *t, struct ng_comm *c, ncclResult_t res)
 {
-    struct ng_comm *c = t->comm;
-    if (!c) return;
     ncclguard_comm_leave(t->entered);
     struct ng_op_record *r = &t->rec;
     r->result = res;
@@ -313,6 +312,13 @@ void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
     ncclguard_marker_end_event(t->end_event, (void *)(uintptr_t)r->stream);
     if (__builtin_expect(!ncclguard_flight_publish_end(&p), 0))
         ncclguard_marker_release((int)r->marker);
+}
+
+void ncclguard_op_post(struct ng_op_ticket *t, ncclResult_t res)
+{
+    if (!t->comm) return;
+    post(t, t->comm, res);
+    ncclguard_track_arrival(); /* after the append: an observer at rest looks now */
 }
 
 void ncclguard_group_start_post(ncclResult_t r)

@@ -70,6 +70,8 @@ void ncclguard_track_async_error(struct ng_comm *c, int err)
     if (observer.async_error) observer.async_error(c, err);
 }
 
+ng_atomic(int) ncclguard_track_resting;
+
 void ncclguard_track_wake(void)
 {
     if (observer.wake) observer.wake();

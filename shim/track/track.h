@@ -72,6 +72,18 @@ void ncclguard_track_settle(void);
 void ncclguard_track_async_error(struct ng_comm *c, int err);
 void ncclguard_track_wake(void);
 
+/* Set by the observer while it rests (nothing in flight for a second: it polls
+ * once a second, not every period); the first op recorded after that wakes it,
+ * so that a burst after a pause is followed at once, its markers returned in
+ * time. One relaxed load per op, one wake per rest. */
+extern ng_atomic(int) ncclguard_track_resting;
+static inline void ncclguard_track_arrival(void)
+{
+    if (__builtin_expect(ng_atomic_load_relaxed(&ncclguard_track_resting), 0) &&
+        ng_atomic_exchange_relaxed(&ncclguard_track_resting, 0))
+        ncclguard_track_wake();
+}
+
 /* fork(): the child starts with an empty ring, no group markers, no deferred
  * end markers (the registry forgets its records in track/comm.c). */
 void ncclguard_track_atfork_child(void);

@@ -521,8 +521,8 @@ void ncclguard_observer_async_error(struct ng_comm *c, int err)
 
 /* Whether nothing was in flight after a full pass: no op in a lane, none appended
  * since the last full pass (`arrived`) or still being written, no communicator
- * being created. An op enqueued meanwhile is found at the next pass: the hot
- * path wakes nobody. */
+ * being created. An op enqueued while the observer rests wakes it
+ * (ncclguard_track_arrival), once. */
 static int at_rest(int arrived)
 {
     int rest = !arrived && !reader.nlate;
@@ -574,6 +574,7 @@ void ncclguard_observer_pass(int full)
         else if (!idle_since) idle_since = p.now_mono;
         int rest = idle_since && p.now_mono - idle_since >= IDLE_SLEEP_MS * 1000000LL;
         ng_atomic_store_relaxed(&sleep_ms, rest ? rest_ms(ms) : ms);
+        ng_atomic_store_relaxed(&ncclguard_track_resting, rest); /* the next op wakes it */
         ng_observer_arrival_fn fn = ng_atomic_load_acquire(&on_arrival);
         if (arrived && fn) fn(); /* the enforcer may rest */
     }

@@ -65,6 +65,19 @@ static json_t *analysis_json(void)
     return j;
 }
 
+/* The verdict's first culprit in j. */
+static json_t *first_culprit(json_t *j)
+{
+    return json_array_get(json_object_get(json_object_get(j, "verdict"), "culprits"), 0);
+}
+
+/* The first culprit's cause and global rank are these. */
+static void culprit_is(json_t *c, const char *cause, int rank)
+{
+    ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), cause);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), rank);
+}
+
 START_TEST(json_names_the_missing_rank_and_its_op)
 {
     for (int r = 0; r < 4; r++) rank_at(r, 4, r == 2);
@@ -73,10 +86,9 @@ START_TEST(json_names_the_missing_rank_and_its_op)
     ck_assert_str_eq(json_string_value(json_object_get(j, "schema")), "ncclguard.analysis/1");
     json_t *v = json_object_get(j, "verdict");
     ck_assert(json_is_false(json_object_get(v, "healthy")));
-    json_t *c = json_array_get(json_object_get(v, "culprits"), 0);
+    json_t *c = first_culprit(j);
     ck_assert_int_eq(json_array_size(json_object_get(v, "culprits")), 1);
-    ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), 2);
-    ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), "missing");
+    culprit_is(c, "missing", 2);
     ck_assert_str_eq(json_string_value(json_object_get(c, "op")), "AllReduce");
     ck_assert_int_eq(json_integer_value(json_object_get(c, "seq")), 2);
     ck_assert(json_is_false(json_object_get(c, "p2p")));
@@ -92,9 +104,8 @@ START_TEST(json_has_no_dump_for_a_rank_without_one)
     for (int r = 0; r < 3; r++) rank_at(r, 4, 0);
     ck_assert_int_eq(ad_analyze(&g_an, g_dir, NULL), AN_EXIT_CULPRIT);
     json_t *j = analysis_json();
-    json_t *c = json_array_get(json_object_get(json_object_get(j, "verdict"), "culprits"), 0);
-    ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), "no_dump");
-    ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), 3);
+    json_t *c = first_culprit(j);
+    culprit_is(c, "no_dump", 3);
     ck_assert(json_is_null(json_object_get(c, "dump")));
     json_decref(j);
 }
@@ -112,9 +123,8 @@ START_TEST(json_has_no_op_for_a_crash)
     }
     ck_assert_int_eq(ad_analyze(&g_an, g_dir, NULL), AN_EXIT_CULPRIT);
     json_t *j = analysis_json();
-    json_t *c = json_array_get(json_object_get(json_object_get(j, "verdict"), "culprits"), 0);
-    ck_assert_str_eq(json_string_value(json_object_get(c, "cause")), "crashed");
-    ck_assert_int_eq(json_integer_value(json_object_get(c, "rank")), 1);
+    json_t *c = first_culprit(j);
+    culprit_is(c, "crashed", 1);
     ck_assert(json_is_null(json_object_get(c, "op")));
     json_decref(j);
 }

@@ -685,12 +685,19 @@ START_TEST(observer_sleeps_a_second_at_rest)
     struct timespec second = {1, 100000000};
     nanosleep(&second, NULL);
     ck_assert_int_eq(sleep_ms(), 1000);
+    /* at rest the next op wakes it, once */
+    ck_assert_int_eq(ncclguard_track_resting, 1);
+    ncclguard_track_arrival();
+    ck_assert_int_eq(ncclguard_track_resting, 0);
+    ck_assert_int_eq(sleep_ms(), 1000);
+    ck_assert_int_eq(ncclguard_track_resting, 1);
     static volatile int spin;
     CUstream s = stream();
     int m;
     op(1, s, &spin, &m);
     reach(m, NG_MARKER_STARTED);
     ck_assert_int_eq(sleep_ms(), 100); /* appended */
+    ck_assert_int_eq(ncclguard_track_resting, 0);
     ck_assert_int_eq(sleep_ms(), 100); /* in its lane */
     nanosleep(&second, NULL);
     ck_assert_int_eq(sleep_ms(), 100); /* in its lane for a second: not at rest */
