@@ -31,7 +31,10 @@ const char *gen_host(int rank)
     return h;
 }
 
-int gen_pid(int rank) { return 10000 + rank; }
+int gen_pid(int rank)
+{
+    return 10000 + rank;
+}
 
 static uint64_t tp_id(int group)
 {
@@ -52,7 +55,7 @@ static int64_t jitter(int rank, long step)
 struct rankview {
     const struct gen_job *g;
     int rank, next, prev, hang, culprit;
-    long steps, last;        /* steps called by this rank; the hung step (or < 0) */
+    long steps, last; /* steps called by this rank; the hung step (or < 0) */
 };
 
 /* What rank r's op j of step k looks like. */
@@ -65,8 +68,8 @@ struct op {
 
 static int is_hang(const struct gen_job *g)
 {
-    return g->cause == GEN_MISSING || g->cause == GEN_MISMATCH ||
-           g->cause == GEN_GPU_NOT_STARTED || g->cause == GEN_CRASH || g->no_dump >= 0;
+    return g->cause == GEN_MISSING || g->cause == GEN_MISMATCH || g->cause == GEN_GPU_NOT_STARTED ||
+           g->cause == GEN_CRASH || g->no_dump >= 0;
 }
 
 static void make_op(const struct rankview *v, long k, int j, struct op *o)
@@ -84,23 +87,38 @@ static void make_op(const struct rankview *v, long k, int j, struct op *o)
     int same = v->next == v->prev;
     switch (j) {
     case 0:
-        o->name = "AllReduce"; o->dtype = "bfloat16"; o->redop = "sum";
-        o->seq = (uint64_t)k + 1; o->count = 4194304;
+        o->name = "AllReduce";
+        o->dtype = "bfloat16";
+        o->redop = "sum";
+        o->seq = (uint64_t)k + 1;
+        o->count = 4194304;
         if (v->culprit && g->cause == GEN_MISMATCH && k == v->last) o->count--;
-        o->enq = a; o->start = a + 20000; o->end = base + 11 * MS;
+        o->enq = a;
+        o->start = a + 20000;
+        o->end = base + 11 * MS;
         break;
     case 1:
-        o->name = "AllGather"; o->dtype = "float32";
-        o->comm = tp_id(v->rank / g->tp); o->comm_rank = v->rank % g->tp; o->comm_nranks = g->tp;
-        o->seq = (uint64_t)k + 1; o->count = 65536;
-        o->enq = a + 5000; o->start = base + 11 * MS + 1000; o->end = o->start + 200000;
+        o->name = "AllGather";
+        o->dtype = "float32";
+        o->comm = tp_id(v->rank / g->tp);
+        o->comm_rank = v->rank % g->tp;
+        o->comm_nranks = g->tp;
+        o->seq = (uint64_t)k + 1;
+        o->count = 65536;
+        o->enq = a + 5000;
+        o->start = base + 11 * MS + 1000;
+        o->end = o->start + 200000;
         break;
     default:
-        o->name = j == 2 ? "Send" : "Recv"; o->dtype = "float32";
+        o->name = j == 2 ? "Send" : "Recv";
+        o->dtype = "float32";
         o->peer = j == 2 ? v->next : v->prev;
         o->p2p = same ? (uint64_t)(2 * k + j - 1) : (uint64_t)k + 1;
-        o->count = 262144; o->group = (uint64_t)k + 1;
-        o->enq = a + 10000; o->start = base + 11 * MS + 300000; o->end = o->start + 300000;
+        o->count = 262144;
+        o->group = (uint64_t)k + 1;
+        o->enq = a + 10000;
+        o->start = base + 11 * MS + 300000;
+        o->end = o->start + 300000;
     }
     o->bytes = o->count * (strcmp(o->dtype, "bfloat16") ? 4 : 2);
     if (k != v->last) return;
@@ -131,28 +149,32 @@ static void key(struct out *w, const char *k)
 
 static void i64_or_null(FILE *f, int64_t v, int isnull)
 {
-    if (isnull) fputs("null", f);
-    else fprintf(f, "%" PRId64, v);
+    if (isnull)
+        fputs("null", f);
+    else
+        fprintf(f, "%" PRId64, v);
 }
 
 static void str_or_null(FILE *f, const char *s)
 {
-    if (s) fprintf(f, "\"%s\"", s);
-    else fputs("null", f);
+    if (s)
+        fprintf(f, "\"%s\"", s);
+    else
+        fputs("null", f);
 }
 
 /* Writes list with each key's macro PREFIX##key(k), in an object of its own. */
 #define MEMBER(key, kind, source) M_(key);
-#define OBJECT(w, LIST)                 \
-    do {                                \
-        int first_ = (w)->first;        \
-        fputc('{', (w)->f);             \
-        (w)->first = 1;                 \
-        (w)->depth++;                   \
-        NG_DUMP_##LIST##_FIELDS(MEMBER) \
-        (w)->depth--;                   \
-        fputc('}', (w)->f);             \
-        (w)->first = first_;            \
+#define OBJECT(w, LIST)                  \
+    do {                                 \
+        int first_ = (w)->first;         \
+        fputc('{', (w)->f);              \
+        (w)->first = 1;                  \
+        (w)->depth++;                    \
+        NG_DUMP_##LIST##_FIELDS(MEMBER); \
+        (w)->depth--;                    \
+        fputc('}', (w)->f);              \
+        (w)->first = first_;             \
     } while (0)
 
 /* ---- ops ---- */
@@ -171,11 +193,13 @@ static void str_or_null(FILE *f, const char *s)
 #define OP_root(k) (key(w, k), fputs("null", f))
 #define OP_peer(k) (key(w, k), i64_or_null(f, o->peer, o->peer < 0))
 #define OP_stream(k) \
-    (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", (uint64_t)0x000055d0c2a41e20 + (uint64_t)v->rank * 4096))
+    (key(w, k),      \
+     fprintf(f, "\"%016" PRIx64 "\"", (uint64_t)0x000055d0c2a41e20 + (uint64_t)v->rank * 4096))
 #define OP_group(k) (key(w, k), i64_or_null(f, (int64_t)o->group, !o->group))
 #define OP_thread(k) (key(w, k), fprintf(f, "%d", gen_pid(v->rank)))
 #define OP_enqueue_ns(k) (key(w, k), fprintf(f, "%" PRId64, o->enq))
-#define OP_enqueue_mono_ns(k) (key(w, k), fprintf(f, "%" PRId64, o->enq - T0 + (int64_t)90000000000))
+#define OP_enqueue_mono_ns(k) \
+    (key(w, k), fprintf(f, "%" PRId64, o->enq - T0 + (int64_t)90000000000))
 #define OP_state(k) (key(w, k), fprintf(f, "\"%s\"", o->state))
 #define OP_gpu_start_ns(k) (key(w, k), i64_or_null(f, o->start, !o->start))
 #define OP_gpu_end_ns(k) (key(w, k), i64_or_null(f, o->end, !o->end))
@@ -234,22 +258,27 @@ static void write_frames(struct out *w, int rank, const struct frame *frames, in
 /* The main thread's frames, innermost first; their number. */
 static int main_frames(const struct rankview *v, int crash, int stalled, struct frame *out)
 {
-    static const struct frame crashed[] = {{APP, NULL, 0x2a1c}, {APP, NULL, 0x31f0},
+    static const struct frame crashed[] = {{APP, NULL, 0x2a1c},
+                                           {APP, NULL, 0x31f0},
                                            {APP, NULL, 0x1e40}};
     static const struct frame exiting[] = {{SHIMLIB, "ncclguard_dump_write", 0x1a2b0},
                                            {LIBC, "__run_exit_handlers", 0x3c4a5},
-                                           {LIBC, "exit", 0x3c5f0}, {APP, "main", 0x1e90}};
+                                           {LIBC, "exit", 0x3c5f0},
+                                           {APP, "main", 0x1e90}};
     static const struct frame sleeping[] = {{LIBC, "clock_nanosleep", 0xe57fa},
                                             {LIBC, "sleep", 0xe5a10},
                                             {APP, "trainloop_host_stall", 0x2a1c}};
-    static const struct frame waiting[] = {
-        {LIBC, "__futex_abstimed_wait_common", 0x8a3e6},
-        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "cuStreamSynchronize", 0x2b1f0},
-        {APP, "tl_stream_wait", 0x2f00}};
-    static const struct frame step[] = {{APP, "train_step", 0x31f0}, {APP, "main", 0x1e40},
+    static const struct frame waiting[] = {{LIBC, "__futex_abstimed_wait_common", 0x8a3e6},
+                                           {"/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                            "cuStreamSynchronize", 0x2b1f0},
+                                           {APP, "tl_stream_wait", 0x2f00}};
+    static const struct frame step[] = {{APP, "train_step", 0x31f0},
+                                        {APP, "main", 0x1e40},
                                         {LIBC, "__libc_start_call_main", 0x271ca}};
-    const struct frame *top = crash ? crashed : stalled ? sleeping
-                              : v->last < 0 && v->last != -2 ? exiting : waiting;
+    const struct frame *top = crash                          ? crashed
+                              : stalled                      ? sleeping
+                              : v->last < 0 && v->last != -2 ? exiting
+                                                             : waiting;
     int n = crash ? 3 : top == exiting ? 4 : 3;
     memcpy(out, top, (size_t)n * sizeof *out);
     if (crash || top == exiting) return n;
@@ -367,7 +396,8 @@ static void write_peers(struct out *w, const struct peer *peers, int n)
     fputc(']', f);
 }
 
-#define COMM_id(k) (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", world ? WORLD_ID : tp_id(v->rank / g->tp)))
+#define COMM_id(k) \
+    (key(w, k), fprintf(f, "\"%016" PRIx64 "\"", world ? WORLD_ID : tp_id(v->rank / g->tp)))
 #define COMM_rank(k) (key(w, k), fprintf(f, "%d", world ? v->rank : v->rank % g->tp))
 #define COMM_nranks(k) (key(w, k), fprintf(f, "%d", world ? g->nranks : g->tp))
 #define COMM_device(k) (key(w, k), fprintf(f, "%d", v->rank % 8))
@@ -425,10 +455,9 @@ static void write_comm(struct out *w, const struct rankview *v, int world, long 
 #define TOP_local_rank(k) (key(w, k), fprintf(f, "%d", rank % 8))
 #define TOP_job(k) (key(w, k), fputs("\"gen-job\"", f))
 #define TOP_versions(k) (key(w, k), write_versions(w))
-#define TOP_env(k)                                                                            \
-    (key(w, k),                                                               \
-     fprintf(f, "{\"RANK\":\"%d\",\"WORLD_SIZE\":\"%d\",\"LOCAL_RANK\":\"%d\"}", rank,        \
-             g->nranks, rank % 8))
+#define TOP_env(k)                                                                                \
+    (key(w, k), fprintf(f, "{\"RANK\":\"%d\",\"WORLD_SIZE\":\"%d\",\"LOCAL_RANK\":\"%d\"}", rank, \
+                        g->nranks, rank % 8))
 #define TOP_config(k)
 #define TOP_flight(k) (key(w, k), write_flight(w, g, nrec))
 #define TOP_ops(k) (key(w, k), write_ops(w, &v, nrec))
@@ -470,8 +499,10 @@ static void write_flight(struct out *w, const struct gen_job *g, long nrec)
 
 static void incident(FILE *f, const struct rankview *v, int64_t t)
 {
-    if (v->hang) fprintf(f, "\"%" PRId64 ".118000000-r0@gen-0000\"", t / 1000000000);
-    else fputs("null", f);
+    if (v->hang)
+        fprintf(f, "\"%" PRId64 ".118000000-r0@gen-0000\"", t / 1000000000);
+    else
+        fputs("null", f);
 }
 
 static void write_ops(struct out *w, const struct rankview *v, long nrec)
@@ -512,9 +543,15 @@ static void write_threads(struct out *w, const struct rankview *v)
     static const struct frame wd[] = {{LIBC, "clock_nanosleep", 0xe57fa},
                                       {SHIMLIB, "ng_watchdog_main", 0x31c00},
                                       {LIBC, "start_thread", 0x89134}};
-    struct thread main_thread = {pid, "trainloop", crash ? "R" : "S",
-                                 crash ? NULL : stalled ? "clock_nanosleep" : "futex",
-                                 crash ? "self" : "signal", frames, n};
+    struct thread main_thread = {pid,
+                                 "trainloop",
+                                 crash ? "R" : "S",
+                                 crash     ? NULL
+                                 : stalled ? "clock_nanosleep"
+                                           : "futex",
+                                 crash ? "self" : "signal",
+                                 frames,
+                                 n};
     struct thread watchdog = {pid + 1, "ncclguard-wd", "S", "clock_nanosleep", "self", wd, 3};
     fputs("[\n", w->f);
     write_thread(w, v->rank, &main_thread);
@@ -528,16 +565,22 @@ static void write_threads(struct out *w, const struct rankview *v)
 static void write_python_or_null(struct out *w, const struct rankview *v)
 {
     int crash = v->culprit && v->g->cause == GEN_CRASH;
-    if (crash) fputs("null", w->f);
-    else write_python(w, v, v->culprit && v->g->cause == GEN_MISSING);
+    if (crash)
+        fputs("null", w->f);
+    else
+        write_python(w, v, v->culprit && v->g->cause == GEN_MISSING);
 }
 
 void gen_write_dump(FILE *f, const struct gen_job *g, int rank)
 {
     long steps = g->records / 4;
-    struct rankview v = {.g = g, .rank = rank, .next = (rank + 1) % g->nranks,
+    struct rankview v = {.g = g,
+                         .rank = rank,
+                         .next = (rank + 1) % g->nranks,
                          .prev = (rank + g->nranks - 1) % g->nranks,
-                         .hang = is_hang(g), .culprit = rank == g->culprit, .steps = steps};
+                         .hang = is_hang(g),
+                         .culprit = rank == g->culprit,
+                         .steps = steps};
     v.last = v.hang ? steps - 1 : -1;
     if (v.culprit && (g->cause == GEN_MISSING || g->cause == GEN_CRASH)) {
         v.steps = steps - 1; /* never called the last step */

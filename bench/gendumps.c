@@ -29,8 +29,10 @@
 
 static void usage(const char *why)
 {
-    fprintf(stderr, "gendumps: %s\nusage: gendumps -o DIR [-n RANKS] [-r RECORDS] [-t TP] "
-                    "[-j JOBS] [--culprit RANK --cause CAUSE] [--no-dump RANK]\n", why);
+    fprintf(stderr,
+            "gendumps: %s\nusage: gendumps -o DIR [-n RANKS] [-r RECORDS] [-t TP] "
+            "[-j JOBS] [--culprit RANK --cause CAUSE] [--no-dump RANK]\n",
+            why);
     exit(64);
 }
 
@@ -49,7 +51,7 @@ static long num(const char *opt, const char *s, long min, long max)
 
 static int parse_cause(const char *s)
 {
-    static const char *const names[] = GEN_CAUSE_NAMES;
+    static const char *const names[] = {GEN_CAUSE_NAMES};
     for (int i = 0; i < GEN_NCAUSES; i++)
         if (!strcmp(s, names[i])) return i;
     usage("--cause: none, missing, mismatch, gpu_not_started, slow or crash");
@@ -59,8 +61,8 @@ static int parse_cause(const char *s)
 static int write_rank(const struct gen_job *g, int rank)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/ncclguard-r%d-%s-%d.json", g->dir, rank,
-             gen_host(rank), gen_pid(rank));
+    snprintf(path, sizeof path, "%s/ncclguard-r%d-%s-%d.json", g->dir, rank, gen_host(rank),
+             gen_pid(rank));
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "gendumps: %s: %s\n", path, strerror(errno));
@@ -81,9 +83,10 @@ int main(int argc, char **argv)
 {
     struct gen_job g = {.nranks = 8, .records = 4096, .tp = 8, .culprit = -1, .no_dump = -1};
     int jobs = 2;
-    static const struct option opts[] = {
-        {"culprit", required_argument, NULL, 'c'}, {"cause", required_argument, NULL, 'C'},
-        {"no-dump", required_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"culprit", required_argument, NULL, 'c'},
+                                         {"cause", required_argument, NULL, 'C'},
+                                         {"no-dump", required_argument, NULL, 'D'},
+                                         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "o:n:r:t:j:", opts, NULL)) != -1) {
         switch (c) {

@@ -7,16 +7,23 @@
 
 #include <stdio.h>
 
-enum gen_cause { GEN_NONE, GEN_MISSING, GEN_MISMATCH, GEN_GPU_NOT_STARTED, GEN_SLOW, GEN_CRASH,
-                 GEN_NCAUSES };
-#define GEN_CAUSE_NAMES {"none", "missing", "mismatch", "gpu_not_started", "slow", "crash"}
+enum gen_cause {
+    GEN_NONE,
+    GEN_MISSING,
+    GEN_MISMATCH,
+    GEN_GPU_NOT_STARTED,
+    GEN_SLOW,
+    GEN_CRASH,
+    GEN_NCAUSES
+};
+#define GEN_CAUSE_NAMES "none", "missing", "mismatch", "gpu_not_started", "slow", "crash"
 
 struct gen_job {
     const char *dir;
-    int nranks, tp;          /* world size; size of each tensor-parallel group */
-    long records;            /* per rank */
-    int culprit, cause;      /* culprit -1 with cause GEN_NONE */
-    int no_dump;             /* the rank whose file is left out, or -1 */
+    int nranks, tp;     /* world size; size of each tensor-parallel group */
+    long records;       /* per rank */
+    int culprit, cause; /* culprit -1 with cause GEN_NONE */
+    int no_dump;        /* the rank whose file is left out, or -1 */
 };
 
 const char *gen_host(int rank);

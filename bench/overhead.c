@@ -279,8 +279,10 @@ static void child_setup(const void *ctx)
      * holds (docs/harness.md), so an unbounded one, or the host would block */
     if (c->is_inflight) setenv("FAKECUDA_QUEUE_DEPTH", "0", 1);
     setenv("NCCLGUARD_POLL_MS", "1", 1);
-    if (c->preload) setenv("LD_PRELOAD", c->preload, 1);
-    else unsetenv("LD_PRELOAD");
+    if (c->preload)
+        setenv("LD_PRELOAD", c->preload, 1);
+    else
+        unsetenv("LD_PRELOAD");
     setenv("NCCLGUARD_LOG_LEVEL", "info", 1); /* the summary, at exit */
     /* Instant events carry a coarse clock (a few ms steps): their durations
      * mean nothing, and the factor rule would call them slow. */
@@ -349,8 +351,9 @@ static void driver_calls(const char *self, const char *lib)
         {"TRACK=off", 1, {"NCCLGUARD_TRACK", "off", NULL}},
         {"TRACK=end", 1, {"NCCLGUARD_TRACK", "end", NULL}},
         {"TRACK=full", 1, {"NCCLGUARD_TRACK", "full", NULL}},
-        {"TRACK=full TIMING_SAMPLE=1", 1, {"NCCLGUARD_TRACK", "full",
-                                           "NCCLGUARD_TIMING_SAMPLE", "1", NULL}},
+        {"TRACK=full TIMING_SAMPLE=1",
+         1,
+         {"NCCLGUARD_TRACK", "full", "NCCLGUARD_TIMING_SAMPLE", "1", NULL}},
     };
     const char *args[] = {"--calls", "20000", NULL};
     double base = 0;
@@ -369,12 +372,12 @@ static void driver_calls(const char *self, const char *lib)
         }
         if (i == 0) {
             base = calls;
-            printf("overhead: driver calls per call, no shim: %.2f (the fake NCCL's own)\n",
-                   calls);
+            printf("overhead: driver calls per call, no shim: %.2f (the fake NCCL's own)\n", calls);
             continue;
         }
         printf("overhead: driver calls per call added, %-26s %.2f, timing-event records "
-               "%.4f\n", m[i].label, calls - base, timed);
+               "%.4f\n",
+               m[i].label, calls - base, timed);
     }
 }
 
@@ -397,8 +400,8 @@ static void thread_scaling(const char *self, const char *lib)
          * bursts does not get cheaper with threads, its timing varies. */
         double growth = med[0] / base[0] > 1 ? med[0] / base[0] : 1;
         printf("overhead: %s threads, own communicators: no shim %.1f ns/call (%.2fx 1 thread), "
-               "added %.1f ns (%.2fx 1 thread; target <= %.2fx: %s)\n", counts[k], med[0],
-               med[0] / base[0], added, added / base[1], 1.3 * growth,
+               "added %.1f ns (%.2fx 1 thread; target <= %.2fx: %s)\n",
+               counts[k], med[0], med[0] / base[0], added, added / base[1], 1.3 * growth,
                added / base[1] <= 1.3 * growth ? "met" : "MISSED");
     }
 }
@@ -421,7 +424,8 @@ static void memory(const char *self, const char *lib)
             return;
         }
         printf("overhead: resident memory, %-32s no shim %6.0f KiB, shim adds %6.0f KiB "
-               "(%.2fx)\n", m[i].label, plain, shim - plain, shim / plain);
+               "(%.2fx)\n",
+               m[i].label, plain, shim - plain, shim / plain);
     }
 }
 
@@ -458,8 +462,9 @@ int main(int argc, char **argv)
         {"track=end", 1, {"NCCLGUARD_TRACK", "end", NULL}},
         {"track=full", 1, {"NCCLGUARD_TRACK", "full", NULL}},
         {"no shim, its driver calls", 0, {NULL}},
-        {"track=full, ring of 256 overflowing", 1, {"NCCLGUARD_TRACK", "full", "NCCLGUARD_RING",
-                                                    "256", "NCCLGUARD_POLL_MS", "60000", NULL}},
+        {"track=full, ring of 256 overflowing",
+         1,
+         {"NCCLGUARD_TRACK", "full", "NCCLGUARD_RING", "256", "NCCLGUARD_POLL_MS", "60000", NULL}},
     };
     double v[NMODES][REPS];
     unsigned long long dropped[NMODES] = {0};
@@ -486,16 +491,20 @@ int main(int argc, char **argv)
     printf("overhead: records dropped in flight over all runs, steady loops (default ring): "
            "end %llu, full %llu (should be 0: the watchdog keeps up; the overflow line drops "
            "by design: %llu; TRACK=off follows no op, so every record it overwrites counts: "
-           "%llu)\n", dropped[END], dropped[FULL], dropped[OVERFLOW], dropped[OFF]);
+           "%llu)\n",
+           dropped[END], dropped[FULL], dropped[OVERFLOW], dropped[OFF]);
     driver_calls(exe, lib);
     thread_scaling(exe, lib);
     memory(exe, lib);
     const char *env[] = {"NCCLGUARD_TRACK", "full", NULL};
     const char *args[] = {"--inflight", "1000", "5", NULL};
     double cpu = child(exe, lib, env, args);
-    if (cpu == -2) printf("overhead: watchdog cpu: not measured (a real driver, or no watchdog thread)\n");
-    else printf("overhead: the shim's threads' cpu with 1000 ops in flight, poll 1 ms: %.3f%% of "
-                "one core (make bench-watchdog: at the default poll)\n", cpu);
+    if (cpu == -2)
+        printf("overhead: watchdog cpu: not measured (a real driver, or no watchdog thread)\n");
+    else
+        printf("overhead: the shim's threads' cpu with 1000 ops in flight, poll 1 ms: %.3f%% of "
+               "one core (make bench-watchdog: at the default poll)\n",
+               cpu);
     printf("added_ns_per_call=%.0f (track=full, fake events)\n", med[FULL] - med[PLAIN]);
     return 0;
 }

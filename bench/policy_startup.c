@@ -35,8 +35,10 @@ static double in_process_us(const char *conf, const char *xdg, int n)
 {
     static double t[4000];
     setenv("NCCLGUARD_TEST_SITE_CONFIG", conf, 1);
-    if (xdg) setenv("XDG_CONFIG_HOME", xdg, 1);
-    else unsetenv("XDG_CONFIG_HOME");
+    if (xdg)
+        setenv("XDG_CONFIG_HOME", xdg, 1);
+    else
+        unsetenv("XDG_CONFIG_HOME");
     for (int i = 0; i < n; i++) {
         ncclguard_facts_reset(); /* conditions read their facts again, as in a new process */
         double t0 = (bench_now_ns() / 1e3);
@@ -109,8 +111,8 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof worst / sizeof worst[0]; i++) {
         const char *p = worst_case(worst[i].name, worst[i].head, worst[i].fmt, NG_CONF_MAX_LINES);
-        printf("worst case %-13s (%d lines, <= 1 MiB): %.0f us\n", worst[i].name,
-               NG_CONF_MAX_LINES, in_process_us(p, NULL, 50));
+        printf("worst case %-13s (%d lines, <= 1 MiB): %.0f us\n", worst[i].name, NG_CONF_MAX_LINES,
+               in_process_us(p, NULL, 50));
         unlink(p);
     }
     /* a user file whose every line is checked against the site's forbid patterns */
@@ -137,7 +139,8 @@ int main(int argc, char **argv)
     }
     double ma = bench_median(a, N), mb = bench_median(b, N);
     printf("process start-up, fork+exec+exit of %s (median of %d): no config file %.0f us, "
-           "with %s %.0f us\n", probe, N, ma, site, mb);
+           "with %s %.0f us\n",
+           probe, N, ma, site, mb);
     printf("startup_ratio=%.3f added_us=%.0f (example site file vs none)\n", mb / ma, mb - ma);
     return 0;
 }

@@ -39,11 +39,11 @@ static int setup(void)
 }
 
 /* 8 call sites: functions of their own, so that each call has its own stack */
-#define SITE(k)                                                                \
-    __attribute__((noinline)) static void site##k(void)                        \
-    {                                                                          \
-        ncclAllReduce(buf, buf, 2, ncclFloat, ncclSum, comm, stream);          \
-        __asm__ volatile("" ::: "memory");                                     \
+#define SITE(k)                                                       \
+    __attribute__((noinline)) static void site##k(void)               \
+    {                                                                 \
+        ncclAllReduce(buf, buf, 2, ncclFloat, ncclSum, comm, stream); \
+        __asm__ volatile("" ::: "memory");                            \
     }
 SITE(0)
 SITE(1)
@@ -56,8 +56,7 @@ SITE(7)
 
 static void calls(long n)
 {
-    static void (*const sites[8])(void) = {site0, site1, site2, site3,
-                                           site4, site5, site6, site7};
+    static void (*const sites[8])(void) = {site0, site1, site2, site3, site4, site5, site6, site7};
     for (long i = 0; i < n; i++) sites[i & 7]();
 }
 

@@ -69,10 +69,11 @@ int main(int argc, char **argv)
     double shim = bench_median(v[2], SPAWN_REPS);
     printf("startup: constructor work %.1f us (median of %d calls)\n", ctor / 1e3, CTOR_REPS);
     printf("startup: process start (median of %d): plain %.0f us, empty preload %.0f us, "
-           "libncclguard.so %.0f us\n", SPAWN_REPS, plain / 1e3, empty / 1e3, shim / 1e3);
+           "libncclguard.so %.0f us\n",
+           SPAWN_REPS, plain / 1e3, empty / 1e3, shim / 1e3);
     printf("startup: libncclguard.so adds %.0f us to a process start, %.0f us more than an "
-           "empty preload (ratio %.3f)\n", (shim - plain) / 1e3, (shim - empty) / 1e3,
-           shim / empty);
+           "empty preload (ratio %.3f)\n",
+           (shim - plain) / 1e3, (shim - empty) / 1e3, shim / empty);
     for (int k = 0; k < 3; k++) free(env[k]);
     return 0;
 }

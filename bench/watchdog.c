@@ -112,8 +112,7 @@ static int inflight(int ncomms, long n, double seconds)
     for (int c = 0; c < ncomms; c++) cuStreamSynchronize(s[c]);
     double share[3];
     for (int i = 0; i < 3; i++) share[i] = 100.0 * (c1[i] - c0[i]) / (t1 - t0);
-    printf("%.4f %.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1],
-           share[2]);
+    printf("%.4f %.4f %.4f %.4f\n", share[0] + share[1] + share[2], share[0], share[1], share[2]);
     fflush(stdout);
     _exit(0); /* no teardown of 64 communicators: it is not measured */
 }
@@ -283,7 +282,7 @@ static int dumps(int k)
     const char *dir = getenv("NCCLGUARD_DUMP_DIR");
     double *ms = calloc((size_t)k, sizeof *ms);
     off_t size = 0;
-    mkdir(dir, 0700); /* as a dump makes it: one_dump watches it */
+    mkdir(dir, 0700);     /* as a dump makes it: one_dump watches it */
     one_dump(dir, &size); /* warm: the symbols loaded */
     /* CPU time depends less than wall time on what else the machine runs */
     double cpu0 = 0, cpu1 = 0, slices;
@@ -375,7 +374,9 @@ int main(int argc, char **argv)
     char out[256];
     static const struct {
         const char *comms, *ops, *ring;
-    } shape[] = {{"64", "156", "16384"}, {"1", "1000", NULL}, {"64", "1000", "131072"},
+    } shape[] = {{"64", "156", "16384"},
+                 {"1", "1000", NULL},
+                 {"64", "1000", "131072"},
                  {"8", "0", NULL}};
     enum { NSHAPES = sizeof shape / sizeof shape[0], ONE_BY_1000 = 1, IDLE = 3 };
     /* issue 23's targets, % of one core */
@@ -391,10 +392,10 @@ int main(int argc, char **argv)
                      shape[i].ring ? shape[i].ring : "4096");
             /* an unbounded launch queue: N ops held behind one kernel are more
              * than a real one holds (docs/harness.md), and the host would block */
-            char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0",
-                           "FAKECUDA_QUEUE_DEPTH=0", NULL};
-            char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops, "5",
-                            NULL};
+            char *env[] = {"FAKENCCL_NOOP=0", ring, "NCCLGUARD_TIMEOUT=0", "FAKECUDA_QUEUE_DEPTH=0",
+                           NULL};
+            char *args[] = {self, "--inflight", (char *)shape[i].comms, (char *)shape[i].ops,
+                            "5",  NULL};
             cpu[i][l] = obs[i][l] = enf[i][l] = dmp[i][l] = -1;
             if (!child(self, libs[l], NULL, env, args, out, sizeof out))
                 sscanf(out, "%lf %lf %lf %lf", &cpu[i][l], &obs[i][l], &enf[i][l], &dmp[i][l]);
@@ -402,15 +403,23 @@ int main(int argc, char **argv)
         char holdenv[4300];
         snprintf(holdenv, sizeof holdenv, "SLOWFS_FIFO=%s/fifo-%d", tmpl, l);
         snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-slow-%d", tmpl, l);
-        char *senv[] = {"FAKENCCL_NOOP=1", "FAKECUDA_INSTANT_EVENTS=1", "NCCLGUARD_POLL_MS=10",
-                        holdenv, dumpenv, NULL};
+        char *senv[] = {"FAKENCCL_NOOP=1",
+                        "FAKECUDA_INSTANT_EVENTS=1",
+                        "NCCLGUARD_POLL_MS=10",
+                        holdenv,
+                        dumpenv,
+                        NULL};
         char *sargs[] = {self, "--slow", NULL};
         wakes[l] = -1;
         if (!child(self, libs[l], slowfs, senv, sargs, out, sizeof out))
             sscanf(out, "%lf", &wakes[l]);
         snprintf(dumpenv, sizeof dumpenv, "NCCLGUARD_DUMP_DIR=%s/dumps-signal-%d", tmpl, l);
-        char *genv[] = {"FAKENCCL_NOOP=1", "FAKECUDA_INSTANT_EVENTS=1", "NCCLGUARD_POLL_MS=60000",
-                        "NCCLGUARD_TRIGGER_POLL_S=3600", dumpenv, NULL};
+        char *genv[] = {"FAKENCCL_NOOP=1",
+                        "FAKECUDA_INSTANT_EVENTS=1",
+                        "NCCLGUARD_POLL_MS=60000",
+                        "NCCLGUARD_TRIGGER_POLL_S=3600",
+                        dumpenv,
+                        NULL};
         char *gargs[] = {self, "--signal", "10", NULL};
         sig_start[l] = sig_done[l] = sig_first[l] = -1;
         if (!child(self, libs[l], NULL, genv, gargs, out, sizeof out))
@@ -437,24 +446,27 @@ int main(int argc, char **argv)
                 snprintf(goal, sizeof goal, "; target <= %.2f%%: %s", target[i],
                          cpu[i][l] >= 0 && cpu[i][l] <= target[i] ? "met" : "MISSED");
             printf("watchdog (%s): cpu with %s comms x %s ops in flight%s, poll 100 ms: %.3f%% of "
-                   "one core (observer %.3f%%, enforcer %.3f%%, dump thread %.3f%%)%s\n", label[l],
-                   shape[i].comms, shape[i].ops, i == IDLE ? " (idle)" : "", cpu[i][l], obs[i][l],
-                   enf[i][l], dmp[i][l], goal);
+                   "one core (observer %.3f%%, enforcer %.3f%%, dump thread %.3f%%)%s\n",
+                   label[l], shape[i].comms, shape[i].ops, i == IDLE ? " (idle)" : "", cpu[i][l],
+                   obs[i][l], enf[i][l], dmp[i][l], goal);
         }
         printf("watchdog (%s): dump of a full 4096-record ring (%lld bytes), request to file: "
                "median %.2f ms (least %.2f, most %.2f), %.2f of the %.0f ms target; the dump "
-               "thread's CPU: %.2f ms per dump\n", label[l], dump_size[l], dump_ms[l], dump_min[l],
-               dump_max[l], dump_ms[l] / DUMP_TARGET_MS, DUMP_TARGET_MS, dump_cpu[l]);
+               "thread's CPU: %.2f ms per dump\n",
+               label[l], dump_size[l], dump_ms[l], dump_min[l], dump_max[l],
+               dump_ms[l] / DUMP_TARGET_MS, DUMP_TARGET_MS, dump_cpu[l]);
         printf("watchdog (%s): the file system's share, the same bytes written, fsync'ed and "
                "renamed alone: median %.2f ms, of which fsync %.2f ms; the dump without its "
-               "fsync: about %.2f ms, %.2f of the target\n", label[l], fs_ms[l], fsync_ms[l],
-               dump_ms[l] - fsync_ms[l], (dump_ms[l] - fsync_ms[l]) / DUMP_TARGET_MS);
+               "fsync: about %.2f ms, %.2f of the target\n",
+               label[l], fs_ms[l], fsync_ms[l], dump_ms[l] - fsync_ms[l],
+               (dump_ms[l] - fsync_ms[l]) / DUMP_TARGET_MS);
         printf("watchdog (%s): during 2 s of a dump held in fsync the enforcer woke %.0f times "
-               "(poll 10 ms; 0: it waits for the dump)\n", label[l], wakes[l]);
+               "(poll 10 ms; 0: it waits for the dump)\n",
+               label[l], wakes[l]);
         printf("watchdog (%s): dump by signal with the periods far away (poll 60 s, trigger "
                "3600 s): starts %.2f ms after the signal (median of 10; the first %.2f), %s the "
-               "%.0f ms target; its file renamed after %.2f ms\n", label[l], sig_start[l],
-               sig_first[l],
+               "%.0f ms target; its file renamed after %.2f ms\n",
+               label[l], sig_start[l], sig_first[l],
                sig_start[l] >= 0 && sig_start[l] <= DUMP_TARGET_MS ? "within" : "PAST",
                DUMP_TARGET_MS, sig_done[l]);
     }
@@ -465,9 +477,9 @@ int main(int argc, char **argv)
     if (libs[1]) {
         for (int i = 0; i < NSHAPES; i++)
             printf("watchdog: cpu ratio this build / baseline, %s comms x %s ops%s: %.2f "
-                   "(%.3f%% against %.3f%%)\n", shape[i].comms, shape[i].ops,
-                   i == IDLE ? " (idle)" : "", cpu[i][1] > 0 ? cpu[i][0] / cpu[i][1] : 0,
-                   cpu[i][0], cpu[i][1]);
+                   "(%.3f%% against %.3f%%)\n",
+                   shape[i].comms, shape[i].ops, i == IDLE ? " (idle)" : "",
+                   cpu[i][1] > 0 ? cpu[i][0] / cpu[i][1] : 0, cpu[i][0], cpu[i][1]);
         printf("watchdog: dump by signal, start ratio this build / baseline: %.2f\n",
                sig_start[1] > 0 ? sig_start[0] / sig_start[1] : 0);
     }

@@ -53,10 +53,11 @@ static void blame(struct an *a, uint32_t ci, struct an_comm *c, uint64_t seq,
     describe(sig(a, good->sig), theirs, sizeof theirs);
     an_comm_short(a, ci, id, sizeof id);
     if (skipped)
-        snprintf(buf, sizeof buf, "skipped %s #%llu on comm %s (%lld ranks): its #%llu is the "
-                 "others' #%llu (%s)", dr_op_name(sig(a, good->sig)->op),
-                 (unsigned long long)seq, id, (long long)c->nranks, (unsigned long long)seq,
-                 (unsigned long long)seq + 1, mine);
+        snprintf(buf, sizeof buf,
+                 "skipped %s #%llu on comm %s (%lld ranks): its #%llu is the "
+                 "others' #%llu (%s)",
+                 dr_op_name(sig(a, good->sig)->op), (unsigned long long)seq, id,
+                 (long long)c->nranks, (unsigned long long)seq, (unsigned long long)seq + 1, mine);
     else
         snprintf(buf, sizeof buf, "called #%llu on comm %s as %s; %u other ranks as %s",
                  (unsigned long long)seq, id, mine, good->n, theirs);
@@ -76,11 +77,13 @@ static void blame(struct an *a, uint32_t ci, struct an_comm *c, uint64_t seq,
         f.detail = an_intern_str(&a->strs, buf);
         an_add_finding(a, &f);
     }
-    if (bad->n > 2) an_note(a, "comm %s #%llu: %u ranks called %s; two are named", id,
-                            (unsigned long long)seq, bad->n, mine);
+    if (bad->n > 2)
+        an_note(a, "comm %s #%llu: %u ranks called %s; two are named", id, (unsigned long long)seq,
+                bad->n, mine);
 }
 
-static void mismatch_at(struct an *a, uint32_t ci, struct an_comm *c, uint64_t seq, struct an_seq *s)
+static void mismatch_at(struct an *a, uint32_t ci, struct an_comm *c, uint64_t seq,
+                        struct an_seq *s)
 {
     struct variant v[16];
     int n = 0;
@@ -100,9 +103,11 @@ static void mismatch_at(struct an *a, uint32_t ci, struct an_comm *c, uint64_t s
     if (tie) {
         describe(sig(a, v[0].sig), one, sizeof one);
         describe(sig(a, v[1].sig), two, sizeof two);
-        an_note(a, "comm %s #%llu: the ranks disagree (%u as %s, %u as %s), with no majority to "
-                   "tell which side is wrong", an_comm_short(a, ci, id, sizeof id),
-                (unsigned long long)seq, v[0].n, one, v[1].n, two);
+        an_note(a,
+                "comm %s #%llu: the ranks disagree (%u as %s, %u as %s), with no majority to "
+                "tell which side is wrong",
+                an_comm_short(a, ci, id, sizeof id), (unsigned long long)seq, v[0].n, one, v[1].n,
+                two);
         a->hang = 1;
         return;
     }
@@ -161,8 +166,10 @@ int an_straggler_test(const uint32_t *last, const double *wait, size_t n, int64_
 
 static void p_text(double p, char *buf, size_t n)
 {
-    if (p < 1e-9) snprintf(buf, n, "p < 1e-9");
-    else snprintf(buf, n, "p = %.2g", p);
+    if (p < 1e-9)
+        snprintf(buf, n, "p < 1e-9");
+    else
+        snprintf(buf, n, "p = %.2g", p);
 }
 
 static void straggler(struct an *a, uint32_t ci, const uint32_t *last, const double *wait,
@@ -177,19 +184,23 @@ static void straggler(struct an *a, uint32_t ci, const uint32_t *last, const dou
     if (!named) {
         if (st.rank == AN_NONE) return;
         an_rank_name(a, (int32_t)st.rank, a->ranks[st.rank].rank, who, sizeof who);
-        an_note(a, "comm %s: no straggler: %u arrivals where a rank came %.1f ms or more after "
-                   "the first; the most unlikely by chance: %s, last at %u (%.1f expected), "
-                   "%.0f%% of the waiting, %s by chance over %.0f rank(s) tested (a straggler "
-                   "needs %d, %.0f%% and p < %g)", id, samples, AN_LATE_NS / 1e6, who, st.last,
-                samples / (double)c->nranks, st.share * 100, p, ntests, AN_STRAGGLER_MIN,
-                AN_STRAGGLER_SHARE * 100, AN_STRAGGLER_ALPHA);
+        an_note(a,
+                "comm %s: no straggler: %u arrivals where a rank came %.1f ms or more after "
+                "the first; the most unlikely by chance: %s, last at %u (%.1f expected), "
+                "%.0f%% of the waiting, %s by chance over %.0f rank(s) tested (a straggler "
+                "needs %d, %.0f%% and p < %g)",
+                id, samples, AN_LATE_NS / 1e6, who, st.last, samples / (double)c->nranks,
+                st.share * 100, p, ntests, AN_STRAGGLER_MIN, AN_STRAGGLER_SHARE * 100,
+                AN_STRAGGLER_ALPHA);
         return;
     }
     char buf[512];
-    snprintf(buf, sizeof buf, "arrived last at %u of %u collectives on comm %s (%lld ranks) "
+    snprintf(buf, sizeof buf,
+             "arrived last at %u of %u collectives on comm %s (%lld ranks) "
              "where the others waited, %.1f ms after the first on average: %.0f%% of the "
              "waiting, %s by chance (an even spread makes a rank last at %.1f; %.0f rank(s) "
-             "tested)", st.last, samples, id, (long long)c->nranks, raw[st.rank] / st.last / 1e6,
+             "tested)",
+             st.last, samples, id, (long long)c->nranks, raw[st.rank] / st.last / 1e6,
              st.share * 100, p, samples / (double)c->nranks, ntests);
     struct an_finding f;
     memset(&f, 0, sizeof f);
@@ -246,8 +257,10 @@ static size_t arrivals(const struct an_comm *c, struct arrival *out)
         have_prev = known;
         if (known) prev = s->emin;
         struct arrival x = {0, -1};
-        if (by_duration && s->dn == c->nranks) x = (struct arrival){s->dmax - s->dmin, s->d_last};
-        else if (!by_duration && known) x = (struct arrival){s->emax - s->emin, s->e_last};
+        if (by_duration && s->dn == c->nranks)
+            x = (struct arrival){s->dmax - s->dmin, s->d_last};
+        else if (!by_duration && known)
+            x = (struct arrival){s->emax - s->emin, s->e_last};
         if (x.who >= 0 && (cur.who < 0 || x.spread > cur.spread)) cur = x;
     }
     return n;

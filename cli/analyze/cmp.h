@@ -13,8 +13,8 @@ void an_detect_slow(struct an *a);
  * and wait[r] (capped, ns) for r < n over `samples` arrivals; ntests ranks tested
  * in all. Fills out with the rank least likely by chance; 1 when it is a straggler. */
 struct an_straggler {
-    uint32_t rank, last, samples;        /* rank AN_NONE: none with the share */
-    double share, p;                     /* p: multiplied by ntests, at most 1 */
+    uint32_t rank, last, samples; /* rank AN_NONE: none with the share */
+    double share, p;              /* p: multiplied by ntests, at most 1 */
 };
 int an_straggler_test(const uint32_t *last, const double *wait, size_t n, int64_t nranks,
                       uint32_t samples, double ntests, struct an_straggler *out);

@@ -11,7 +11,10 @@
 #include "analyze/where.h"
 #include "dump/dump.h"
 
-static int in_flight(int state) { return state == NG_OP_SCHEDULED || state == NG_OP_STARTED; }
+static int in_flight(int state)
+{
+    return state == NG_OP_SCHEDULED || state == NG_OP_STARTED;
+}
 
 /* Keeps in *fl the in-flight op with the lowest index. */
 static void keep_oldest(struct an_flight *fl, const struct dr_op *o, uint32_t comm)
@@ -81,10 +84,12 @@ static struct an_rcomm *rcomm_of(struct an *a, struct an_rank *r, uint64_t id, u
     return NULL;
 }
 
-static void add_inflight(struct an *a, struct an_rank *r, struct an_rcomm *rc, const struct dr_op *o)
+static void add_inflight(struct an *a, struct an_rank *r, struct an_rcomm *rc,
+                         const struct dr_op *o)
 {
     r->ninflight++;
-    if (!r->oldest_ns || (o->enqueue_ns && o->enqueue_ns < r->oldest_ns)) r->oldest_ns = o->enqueue_ns;
+    if (!r->oldest_ns || (o->enqueue_ns && o->enqueue_ns < r->oldest_ns))
+        r->oldest_ns = o->enqueue_ns;
     uint32_t s;
     for (s = 0; s < r->nst; s++)
         if (a->streams[r->st0 + s].stream == o->stream) break;
@@ -100,7 +105,8 @@ static void add_inflight(struct an *a, struct an_rank *r, struct an_rcomm *rc, c
         return;
     }
     for (uint32_t i = 0; i < rc->npeers; i++)
-        if (a->peers[rc->peer0 + i].peer == o->peer) keep_oldest(&a->peers[rc->peer0 + i].fl, o, rc->comm);
+        if (a->peers[rc->peer0 + i].peer == o->peer)
+            keep_oldest(&a->peers[rc->peer0 + i].fl, o, rc->comm);
 }
 
 static void add_ops(struct an *a, struct an_rank *r, int32_t ri, const struct dr_dump *d)
@@ -111,8 +117,10 @@ static void add_ops(struct an *a, struct an_rank *r, int32_t ri, const struct dr
         const struct dr_op *o = &d->ops[i];
         struct an_rcomm *rc = rcomm_of(a, r, o->comm, &last);
         if (o->flags & DR_OP_TIMEOUT) r->timeouts++;
-        if (o->state == NG_OP_FAILED && o->result && !r->failed_result) r->failed_result = o->result;
-        if (rc && !rc->nops++) rc->last_thread = o->thread; /* its newest op: in flight
+        if (o->state == NG_OP_FAILED && o->result && !r->failed_result)
+            r->failed_result = o->result;
+        if (rc && !rc->nops++)
+            rc->last_thread = o->thread; /* its newest op: in flight
                                                                first, newest first */
         if (in_flight(o->state)) add_inflight(a, r, rc, o);
         if (!rc || !o->seq) continue;

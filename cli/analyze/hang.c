@@ -24,10 +24,10 @@
 #include "dump/dump.h"
 
 struct wait {
-    uint64_t seq;          /* W, 0 when nobody waits */
-    uint32_t n;            /* ranks that wait */
+    uint64_t seq; /* W, 0 when nobody waits */
+    uint32_t n;   /* ranks that wait */
     int64_t since;
-    uint8_t op, started;   /* a rank has W started */
+    uint8_t op, started; /* a rank has W started */
 };
 
 static struct wait waiting(const struct an *a, const struct an_comm *c, uint32_t ci)
@@ -107,9 +107,10 @@ static void absent_members(struct an *a, uint32_t ci, const struct wait *w, int6
     int64_t absent = c->nranks - (int64_t)c->nmembers;
     if (absent > AN_MAX_ABSENT) { /* the dumps are incomplete, not 3000 culprits */
         char id[24];
-        an_note(a, "comm %s: %lld of its %lld ranks left no dump; no culprit is named among "
-                   "them", an_comm_short(a, ci, id, sizeof id), (long long)absent,
-                (long long)c->nranks);
+        an_note(a,
+                "comm %s: %lld of its %lld ranks left no dump; no culprit is named among "
+                "them",
+                an_comm_short(a, ci, id, sizeof id), (long long)absent, (long long)c->nranks);
         return;
     }
     for (int64_t k = 0; k < c->nranks; k++) {
@@ -124,15 +125,20 @@ static void absent_members(struct an *a, uint32_t ci, const struct wait *w, int6
         char buf[256], id[24];
         an_comm_short(a, ci, id, sizeof id);
         if (ri == AN_NONE && w->seq)
-            snprintf(buf, sizeof buf, "left no dump, while the others wait in %s #%llu on comm %s "
-                     "(%lld ranks)", dr_op_name(w->op), (unsigned long long)w->seq, id,
-                     (long long)c->nranks);
+            snprintf(buf, sizeof buf,
+                     "left no dump, while the others wait in %s #%llu on comm %s "
+                     "(%lld ranks)",
+                     dr_op_name(w->op), (unsigned long long)w->seq, id, (long long)c->nranks);
         else if (ri == AN_NONE)
-            snprintf(buf, sizeof buf, "left no dump, while the others wait for it to create comm "
-                     "%s (%lld ranks)", id, (long long)c->nranks);
+            snprintf(buf, sizeof buf,
+                     "left no dump, while the others wait for it to create comm "
+                     "%s (%lld ranks)",
+                     id, (long long)c->nranks);
         else
-            snprintf(buf, sizeof buf, "never created comm %s (%lld ranks), which the others wait "
-                     "%s", id, (long long)c->nranks, w->seq ? "in" : "to create");
+            snprintf(buf, sizeof buf,
+                     "never created comm %s (%lld ranks), which the others wait "
+                     "%s",
+                     id, (long long)c->nranks, w->seq ? "in" : "to create");
         f.detail = an_intern_str(&a->strs, buf);
         an_add_finding(a, &f);
     }
@@ -189,8 +195,7 @@ static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump,
         f.comm_rank = m;
         f.seq = rc->last_seq + 1;
         f.op = op_at(c, f.seq, &w, a);
-        detail(a, &f, "never called %s #%llu on comm %s (%lld ranks)", dr_op_name(f.op),
-               f.seq, c);
+        detail(a, &f, "never called %s #%llu on comm %s (%lld ranks)", dr_op_name(f.op), f.seq, c);
         an_add_finding(a, &f);
     }
     /* Members without a dump are blamed only when no rank that dumped explains the
@@ -232,8 +237,10 @@ void an_detect_collectives(struct an *a)
     int crashed = 0;
     for (size_t i = 0; i < a->nranks; i++) crashed |= a->ranks[i].crashed;
     if (n_nodump > AN_MAX_ABSENT)
-        an_note(a, "%zu of the job's %lld ranks left no dump: the dumps are incomplete, and no "
-                   "culprit is named among the ranks without one", n_nodump, (long long)a->world);
+        an_note(a,
+                "%zu of the job's %lld ranks left no dump: the dumps are incomplete, and no "
+                "culprit is named among the ranks without one",
+                n_nodump, (long long)a->world);
     for (uint32_t ci = 0; ci < a->ncomms; ci++)
         if (a->comms[ci].nranks > 1) one_comm(a, ci, nodump, n_nodump, crashed);
 }

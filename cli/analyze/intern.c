@@ -112,7 +112,8 @@ int an_u64map_put(struct an_u64map *m, uint64_t key, uint32_t val)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 64;
-        struct an_u64map nm = {malloc(cap * sizeof *nm.keys), malloc(cap * sizeof *nm.vals), 0, cap};
+        struct an_u64map nm = {malloc(cap * sizeof *nm.keys), malloc(cap * sizeof *nm.vals), 0,
+                               cap};
         if (!nm.keys || !nm.vals) {
             free(nm.keys);
             free(nm.vals);

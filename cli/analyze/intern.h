@@ -10,12 +10,12 @@
 #include <stdint.h>
 
 struct an_intern {
-    char **items;          /* items[id - 1]: the bytes, NUL-terminated, 8-byte aligned */
+    char **items; /* items[id - 1]: the bytes, NUL-terminated, 8-byte aligned */
     uint32_t *lens;
     uint32_t n, cap;
-    uint32_t *slots;       /* open addressing: id, 0 empty */
+    uint32_t *slots; /* open addressing: id, 0 empty */
     size_t nslots;
-    char *block;           /* the current block of storage */
+    char *block; /* the current block of storage */
     size_t block_used, block_size;
     char **blocks;
     size_t nblocks;
@@ -31,7 +31,7 @@ void an_intern_free(struct an_intern *t);
 
 struct an_u64map {
     uint64_t *keys;
-    uint32_t *vals;        /* UINT32_MAX: empty */
+    uint32_t *vals; /* UINT32_MAX: empty */
     size_t n, cap;
 };
 

@@ -40,8 +40,9 @@ static long after(const char *line, const char *key)
 
 static int is_end(const char *line)
 {
-    static const char *const words[] = {"exited", "killed", "signal", "exitcode", "Segmentation",
-                                        "Aborted", "Killed", "exit code", "core dumped"};
+    static const char *const words[] = {"exited",   "killed",       "signal",
+                                        "exitcode", "Segmentation", "Aborted",
+                                        "Killed",   "exit code",    "core dumped"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (strstr(line, words[i])) return 1;
     return 0;
@@ -51,11 +52,11 @@ static int is_end(const char *line)
 static long rank_of(const char *line, long *torch_rank)
 {
     long r;
-    if ((r = after(line, "process rank ")) >= 0) return r;          /* mpirun */
-    if ((r = after(line, ": task ")) >= 0) return r;                /* srun */
-    if ((r = after(line, "launch: rank ")) >= 0) return r;          /* tests/apps/launch */
+    if ((r = after(line, "process rank ")) >= 0) return r; /* mpirun */
+    if ((r = after(line, ": task ")) >= 0) return r;       /* srun */
+    if ((r = after(line, "launch: rank ")) >= 0) return r; /* tests/apps/launch */
     if (!strncmp(line, "rank", 4) && (r = after(line, "rank")) >= 0 && strstr(line, ":")) {
-        *torch_rank = r;                                            /* torchrun's block */
+        *torch_rank = r; /* torchrun's block */
         return -1;
     }
     if (strstr(line, "exitcode") && *torch_rank >= 0) return *torch_rank;

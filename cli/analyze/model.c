@@ -18,7 +18,7 @@
 
 const char *an_cause_name(int cause)
 {
-    static const char *const names[] = AN_CAUSE_NAMES;
+    static const char *const names[] = {AN_CAUSE_NAMES};
     return cause >= 0 && cause < AN_NCAUSES ? names[cause] : "?";
 }
 
@@ -128,9 +128,10 @@ int an_claim_world(struct an *a, int64_t world)
     if (world <= have) return 1;
     if (world <= MAX_MEMBERS && claim(a, (uint64_t)(world - have) * WORLD_ROW_BYTES)) return 1;
     if (!a->world_dropped++)
-        an_note(a, "a dump claims a job of %lld ranks, more than %llu bytes of dumps can hold: "
-                "the ranks without a dump are counted up to %lld", (long long)world,
-                (unsigned long long)a->read_bytes, (long long)have);
+        an_note(a,
+                "a dump claims a job of %lld ranks, more than %llu bytes of dumps can hold: "
+                "the ranks without a dump are counted up to %lld",
+                (long long)world, (unsigned long long)a->read_bytes, (long long)have);
     return 0;
 }
 
@@ -148,7 +149,8 @@ uint32_t an_comm_of(struct an *a, const struct dr_comm *dc)
          * input bounds, or it claims no size: left out, said once */
         if (an_u64map_get(&a->comm_dropped, dc->id) == AN_NONE) {
             an_u64map_put(&a->comm_dropped, dc->id, 1);
-            an_note(a, "comm %016llx claims %lld ranks, more than the %llu bytes of dumps "
+            an_note(a,
+                    "comm %016llx claims %lld ranks, more than the %llu bytes of dumps "
                     "read can bound (docs/analysis.md, \"Memory\"): it is left out",
                     (unsigned long long)dc->id, (long long)dc->nranks,
                     (unsigned long long)a->read_bytes);
@@ -194,7 +196,8 @@ struct an_seq *an_seq_slot(struct an *a, struct an_comm *c, uint64_t seq)
         (cap > c->capseqs && !claim(a, (uint64_t)(cap - c->capseqs) * sizeof *c->seqs))) {
         /* seqs this far apart would take more than the input bounds */
         if (!c->seqs_dropped++)
-            an_note(a, "comm %016llx: its ops' seqs %llu and %llu are too far apart for this "
+            an_note(a,
+                    "comm %016llx: its ops' seqs %llu and %llu are too far apart for this "
                     "input (%llu bytes of dumps read); ops beyond are not compared",
                     (unsigned long long)c->id, (unsigned long long)c->seq_base,
                     (unsigned long long)seq, (unsigned long long)a->read_bytes);

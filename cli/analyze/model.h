@@ -53,15 +53,24 @@
 #define AN_STUCK_NS 60000000000LL
 
 /* Causes, in the order in which they win when one rank has several. */
-enum an_cause { AN_CRASHED, AN_NO_DUMP, AN_ASYNC_ERROR, AN_MISMATCH, AN_MISSING,
-                AN_GPU_NOT_STARTED, AN_P2P, AN_SLOW, AN_NCAUSES };
-#define AN_CAUSE_NAMES {"crashed", "no_dump", "async_error", "mismatch", "missing", \
-                        "gpu_not_started", "p2p", "slow"}
+enum an_cause {
+    AN_CRASHED,
+    AN_NO_DUMP,
+    AN_ASYNC_ERROR,
+    AN_MISMATCH,
+    AN_MISSING,
+    AN_GPU_NOT_STARTED,
+    AN_P2P,
+    AN_SLOW,
+    AN_NCAUSES
+};
+#define AN_CAUSE_NAMES \
+    "crashed", "no_dump", "async_error", "mismatch", "missing", "gpu_not_started", "p2p", "slow"
 const char *an_cause_name(int cause); /* analyze/model.c */
 
 /* An op's signature, interned (an->sigs): what must agree across ranks at one seq. */
 struct an_sig {
-    uint64_t count;                      /* and datatype: they say the bytes */
+    uint64_t count; /* and datatype: they say the bytes */
     int32_t root;
     uint8_t op;
     char datatype[16], redop[24];
@@ -81,15 +90,15 @@ struct an_thread {
 struct an_flight {
     uint64_t index, seq, stream, thread; /* seq: p2p_seq for a point-to-point op */
     int64_t enqueue_ns;
-    uint32_t comm;                       /* an->comms index */
-    int32_t peer;                        /* comm rank, -1 for collectives */
+    uint32_t comm; /* an->comms index */
+    int32_t peer;  /* comm rank, -1 for collectives */
     uint8_t op, state, present;
 };
 
 struct an_peer {
-    int32_t peer;                        /* comm rank */
+    int32_t peer; /* comm rank */
     uint64_t called, done;
-    struct an_flight fl;                 /* its oldest p2p op in flight */
+    struct an_flight fl; /* its oldest p2p op in flight */
 };
 
 /* One rank's view of one communicator. */
@@ -98,39 +107,39 @@ struct an_rcomm {
     int32_t comm_rank;
     uint64_t last_seq, last_done;
     int64_t async_error;
-    uint32_t state;                      /* interned */
-    uint32_t peer0, npeers;              /* an->peers */
-    uint64_t last_thread;                /* the thread of its newest op */
-    uint64_t nops;                       /* its ops in the dump */
-    struct an_flight fl;                 /* its oldest collective in flight */
+    uint32_t state;         /* interned */
+    uint32_t peer0, npeers; /* an->peers */
+    uint64_t last_thread;   /* the thread of its newest op */
+    uint64_t nops;          /* its ops in the dump */
+    struct an_flight fl;    /* its oldest collective in flight */
     uint32_t ninflight;
 };
 
 struct an_rank {
-    int64_t rank, pid, time_ns;          /* rank: global, -1 unknown */
+    int64_t rank, pid, time_ns; /* rank: global, -1 unknown */
     uint32_t path, host, incident, reason, ras;
     int major, minor;
-    uint32_t rc0, nrc;                   /* an->rcomms */
-    uint32_t st0, nst;                   /* an->streams: oldest op in flight per stream */
-    uint32_t th0, nth;                   /* an->threads */
-    uint32_t main;                       /* index into its threads, AN_NONE */
-    uint32_t python_why;                 /* why there are no Python stacks, interned */
+    uint32_t rc0, nrc;   /* an->rcomms */
+    uint32_t st0, nst;   /* an->streams: oldest op in flight per stream */
+    uint32_t th0, nth;   /* an->threads */
+    uint32_t main;       /* index into its threads, AN_NONE */
+    uint32_t python_why; /* why there are no Python stacks, interned */
     uint64_t nops, ninflight, timeouts;
-    int64_t oldest_ns;                   /* enqueue_ns of its oldest op in flight, 0 none */
-    int32_t failed_result;               /* result of a failed op, 0 none */
+    int64_t oldest_ns;     /* enqueue_ns of its oldest op in flight, 0 none */
+    int32_t failed_result; /* result of a failed op, 0 none */
     uint8_t crashed, has_threads;
-    uint8_t has_python;                  /* its dump has Python stacks */
+    uint8_t has_python; /* its dump has Python stacks */
 };
 
 /* Per communicator and seq, over the ranks that recorded it. */
 struct an_seq {
-    uint32_t sig, nsig;                  /* the first signature seen, ranks with it */
-    int32_t sig_ranks[2];                /* the first two of them (an->ranks) */
-    uint32_t alt;                        /* other signatures: an->alts index + 1 */
-    uint32_t n;                          /* ranks that recorded it */
-    uint32_t dn, en;                     /* of those completed: with GPU times, enqueue times */
-    int32_t d_last, e_last;              /* who arrived last, by each measure */
-    int64_t dmin, dmax, emin, emax;      /* GPU durations (the last waited least), enqueues */
+    uint32_t sig, nsig;             /* the first signature seen, ranks with it */
+    int32_t sig_ranks[2];           /* the first two of them (an->ranks) */
+    uint32_t alt;                   /* other signatures: an->alts index + 1 */
+    uint32_t n;                     /* ranks that recorded it */
+    uint32_t dn, en;                /* of those completed: with GPU times, enqueue times */
+    int32_t d_last, e_last;         /* who arrived last, by each measure */
+    int64_t dmin, dmax, emin, emax; /* GPU durations (the last waited least), enqueues */
 };
 
 struct an_alt {
@@ -142,10 +151,10 @@ struct an_comm {
     uint64_t id, parent;
     int64_t nranks;
     uint32_t name;
-    int32_t *member;                     /* comm rank -> an->ranks index, -1 none */
+    int32_t *member; /* comm rank -> an->ranks index, -1 none */
     uint32_t nmembers;
     int nranks_conflict;
-    uint64_t seq_base;                   /* an_seq of seq s: seqs[s - seq_base] */
+    uint64_t seq_base; /* an_seq of seq s: seqs[s - seq_base] */
     struct an_seq *seqs;
     size_t nseqs, capseqs;
     uint64_t seqs_dropped;
@@ -153,42 +162,42 @@ struct an_comm {
 
 struct an_finding {
     int cause;
-    int32_t rank;                        /* an->ranks, -1: a rank that left no dump */
-    int64_t grank;                       /* global rank, -1 unknown */
+    int32_t rank;  /* an->ranks, -1: a rank that left no dump */
+    int64_t grank; /* global rank, -1 unknown */
     int64_t comm_rank;
-    uint32_t comm;                       /* AN_NONE: not about one communicator */
-    uint64_t seq;                        /* collective seq, or p2p_seq with peer >= 0 */
-    int32_t peer;                        /* p2p: the other side (an->ranks), -1 */
+    uint32_t comm; /* AN_NONE: not about one communicator */
+    uint64_t seq;  /* collective seq, or p2p_seq with peer >= 0 */
+    int32_t peer;  /* p2p: the other side (an->ranks), -1 */
     uint8_t op;
-    uint32_t detail;                     /* interned: what the rank did or did not do */
-    uint32_t nwaiting;                   /* ranks that wait on it */
-    int64_t since_ns;                    /* when the first of them enqueued it */
-    struct an_flight blocker;            /* gpu_not_started: the oldest op of its stream */
-    struct an_flight held;               /* gpu_not_started, when that op is scheduled: the
+    uint32_t detail;          /* interned: what the rank did or did not do */
+    uint32_t nwaiting;        /* ranks that wait on it */
+    int64_t since_ns;         /* when the first of them enqueued it */
+    struct an_flight blocker; /* gpu_not_started: the oldest op of its stream */
+    struct an_flight held;    /* gpu_not_started, when that op is scheduled: the
                                           * oldest NCCL op stuck on another of its streams,
                                           * older than it, which its stream most likely
                                           * waits for (inferred: the shim sees no event
                                           * waits); present 0 when none */
-    uint32_t launcher;                   /* the launcher's line about the rank, interned */
+    uint32_t launcher;        /* the launcher's line about the rank, interned */
 };
 
 #define AN_ALSO 2
 struct an_culprit {
-    struct an_finding f;                 /* the finding at the end of the chain */
-    int32_t chain[16];                   /* ranks followed (an->ranks, -1 no dump), in order,
+    struct an_finding f; /* the finding at the end of the chain */
+    int32_t chain[16];   /* ranks followed (an->ranks, -1 no dump), in order,
                                           * one per link: a rank twice when its chain goes
                                           * on at another of its communicators */
-    uint32_t path[16];                   /* the findings followed (an->findings), in order */
+    uint32_t path[16];   /* the findings followed (an->findings), in order */
     int nchain;
-    uint32_t text;                       /* the verdict line, interned */
-    uint32_t thread;                     /* the thread shown (index into its threads) */
-    uint32_t also[AN_ALSO];              /* other threads shown, when it is idle */
+    uint32_t text;          /* the verdict line, interned */
+    uint32_t thread;        /* the thread shown (index into its threads) */
+    uint32_t also[AN_ALSO]; /* other threads shown, when it is idle */
     uint32_t nalso;
 };
 
 struct an_opts {
-    const char *incident;                /* --incident */
-    const char *launcher_log;            /* --launcher-log */
+    const char *incident;     /* --incident */
+    const char *launcher_log; /* --launcher-log */
     enum ng_json_backend backend;
     int threads, progress;
 };
@@ -196,7 +205,7 @@ struct an_opts {
 struct an {
     struct an_opts opt;
     struct an_intern strs;
-    struct an_intern sigs;               /* struct an_sig, by value */
+    struct an_intern sigs; /* struct an_sig, by value */
 #define AN_SIG_CACHE 16
     struct an_sig sig_cache[AN_SIG_CACHE];
     uint32_t sig_cache_id[AN_SIG_CACHE];
@@ -212,29 +221,29 @@ struct an {
     size_t nthreads, capthreads;
     struct an_comm *comms;
     size_t ncomms, capcomms;
-    struct an_u64map comm_by_id;         /* id -> comms index */
-    struct an_u64map rank_by_grank;      /* global rank -> ranks index */
+    struct an_u64map comm_by_id;    /* id -> comms index */
+    struct an_u64map rank_by_grank; /* global rank -> ranks index */
     struct an_alt *alts;
     size_t nalts, capalts;
-    uint32_t job;                        /* interned */
-    int64_t world;                       /* the job's size, as the dumps tell it */
+    uint32_t job;  /* interned */
+    int64_t world; /* the job's size, as the dumps tell it */
     uint64_t bytes, nops;
     /* results */
-    int hang;                            /* something is stuck (a timeout, a crash, ...) */
+    int hang; /* something is stuck (a timeout, a crash, ...) */
     struct an_finding *findings;
     size_t nfindings, capfindings;
     struct an_culprit *culprits;
     size_t nculprits, capculprits;
-    char **notes;                        /* evidence lines not tied to a finding */
+    char **notes; /* evidence lines not tied to a finding */
     size_t nnotes, capnotes;
-    char **bad;                          /* "FILE: why" for each file not used */
+    char **bad; /* "FILE: why" for each file not used */
     size_t nbad, capbad;
     size_t files;
     /* the memory bound (docs/analysis.md): tables sized by what a dump claims
      * (members by a communicator's size, seqs by their span) take at most
      * AN_CLAIM_FLOOR + AN_CLAIM_PER_BYTE bytes per byte of the dumps folded in */
     uint64_t read_bytes, claim_bytes, world_dropped;
-    struct an_u64map comm_dropped;       /* ids of communicators left out: said once */
+    struct an_u64map comm_dropped; /* ids of communicators left out: said once */
 };
 #define AN_CLAIM_FLOOR (8ull << 20)
 #define AN_CLAIM_PER_BYTE 16
@@ -251,7 +260,7 @@ const struct an_rcomm *an_rcomm_of(const struct an *a, int32_t ri, uint32_t c);
 /* 1 when ri (an->ranks) is a culprit */
 int an_is_culprit(const struct an *a, int32_t ri);
 /* Appends a zeroed element to vec (n elements, room for cap) and points at it. */
-#define PUSH(vec, n, cap) ((vec) = an_grow((vec), &(n), &(cap), sizeof *(vec)), &(vec)[(n) - 1])
+#define PUSH(vec, n, cap) ((vec) = an_grow((vec), &(n), &(cap), sizeof *(vec)), &(vec)[(n)-1])
 
 /* The communicator of dc (made at its first sight), AN_NONE when unusable. */
 uint32_t an_comm_of(struct an *a, const struct dr_comm *dc);

@@ -53,9 +53,10 @@ static void stopped(struct an *a, uint32_t ci, int32_t mi, int32_t qi, const str
     /* f.op stays unknown: which of its ops is missing the counts do not say (a group's
      * Send and Recv end together, so the other side's oldest op may be matched) */
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
-    int n = snprintf(buf, sizeof buf, "stopped the point-to-point link with %s on comm %s: it "
-                     "called %llu sends and receives with it, the other side %llu", other,
-                     an_comm_short(a, ci, id, sizeof id), (unsigned long long)q_called,
+    int n = snprintf(buf, sizeof buf,
+                     "stopped the point-to-point link with %s on comm %s: it "
+                     "called %llu sends and receives with it, the other side %llu",
+                     other, an_comm_short(a, ci, id, sizeof id), (unsigned long long)q_called,
                      (unsigned long long)pm->called);
     if (pm->fl.present && n > 0 && (size_t)n < sizeof buf)
         snprintf(buf + n, sizeof buf - (size_t)n, ", whose %s #%llu waits for it",
@@ -135,8 +136,8 @@ static void one_pair(struct an *a, uint32_t ci, int32_t m, const struct an_peer 
         stopped(a, ci, mi, qi, pm, q_called);
         return;
     }
-    if (pm->called == q_called && pq && pq->fl.present &&
-        pm->fl.state == NG_OP_STARTED && pq->fl.state == NG_OP_SCHEDULED)
+    if (pm->called == q_called && pq && pq->fl.present && pm->fl.state == NG_OP_STARTED &&
+        pq->fl.state == NG_OP_SCHEDULED)
         not_started(a, ci, qi, mi, pq);
 }
 

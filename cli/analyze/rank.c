@@ -21,8 +21,12 @@ void an_add_finding(struct an *a, const struct an_finding *f)
 
 static struct an_finding finding(const struct an *a, int cause, int32_t r)
 {
-    struct an_finding f = {.cause = cause, .rank = r, .comm = AN_NONE, .peer = -1,
-                           .grank = r >= 0 ? a->ranks[r].rank : -1, .comm_rank = -1,
+    struct an_finding f = {.cause = cause,
+                           .rank = r,
+                           .comm = AN_NONE,
+                           .peer = -1,
+                           .grank = r >= 0 ? a->ranks[r].rank : -1,
+                           .comm_rank = -1,
                            .op = DR_OP_UNKNOWN};
     f.blocker.comm = AN_NONE;
     return f;
@@ -57,7 +61,8 @@ void an_detect_crashed(struct an *a)
     for (size_t i = 0; i < a->nranks; i++) {
         if (!a->ranks[i].crashed) continue;
         struct an_finding f = finding(a, AN_CRASHED, (int32_t)i);
-        f.detail = an_intern_str(&a->strs, "died of a signal (its dump was written by the crash handler)");
+        f.detail = an_intern_str(&a->strs,
+                                 "died of a signal (its dump was written by the crash handler)");
         an_add_finding(a, &f);
     }
 }
@@ -92,14 +97,18 @@ void an_detect_async_error(struct an *a)
             char buf[256], ras[160] = "";
             if (r->ras) snprintf(ras, sizeof ras, "; RAS: %.120s", an_intern_get(&a->strs, r->ras));
             snprintf(buf, sizeof buf, "NCCL reported error %lld (%s)%s%s", (long long)err,
-                     err == NCCL_REMOTE_ERROR ? "ncclRemoteError" : err == 2 ? "ncclSystemError"
-                     : err == 3 ? "ncclInternalError" : "ncclResult_t",
+                     err == NCCL_REMOTE_ERROR ? "ncclRemoteError"
+                     : err == 2               ? "ncclSystemError"
+                     : err == 3               ? "ncclInternalError"
+                                              : "ncclResult_t",
                      comm == AN_NONE ? " on a failed op" : " through ncclCommGetAsyncError", ras);
             f.detail = an_intern_str(&a->strs, buf);
             an_add_finding(a, &f);
         }
         if (pass == 0 && !nlocal && nerr * 2 > a->nranks && nerr > 1)
-            an_note(a, "%zu of %zu ranks report an NCCL error, all ncclRemoteError: the first "
-                       "failure is not in these dumps", nerr, a->nranks);
+            an_note(a,
+                    "%zu of %zu ranks report an NCCL error, all ncclRemoteError: the first "
+                    "failure is not in these dumps",
+                    nerr, a->nranks);
     }
 }

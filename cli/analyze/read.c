@@ -23,9 +23,9 @@ struct reader {
     struct an *jobs[MAX_JOBS];
     int njobs;
     const struct an_opts *opt;
-    char **bad;                 /* the reader's own "FILE: why" lines, in file order */
+    char **bad; /* the reader's own "FILE: why" lines, in file order */
     size_t nbad, capbad;
-    size_t overflow;            /* dumps of jobs beyond MAX_JOBS */
+    size_t overflow; /* dumps of jobs beyond MAX_JOBS */
 };
 
 static struct an *job_of(struct reader *rd, const char *job)
@@ -67,8 +67,10 @@ static int main_job(const struct reader *rd)
     for (int i = 1; i < rd->njobs; i++) {
         const struct an *a = rd->jobs[i], *b = rd->jobs[best];
         int64_t ta = 0, tb = 0;
-        for (size_t k = 0; k < a->nranks; k++) ta = a->ranks[k].time_ns > ta ? a->ranks[k].time_ns : ta;
-        for (size_t k = 0; k < b->nranks; k++) tb = b->ranks[k].time_ns > tb ? b->ranks[k].time_ns : tb;
+        for (size_t k = 0; k < a->nranks; k++)
+            ta = a->ranks[k].time_ns > ta ? a->ranks[k].time_ns : ta;
+        for (size_t k = 0; k < b->nranks; k++)
+            tb = b->ranks[k].time_ns > tb ? b->ranks[k].time_ns : tb;
         if (a->nranks > b->nranks || (a->nranks == b->nranks && ta > tb)) best = i;
     }
     return best;
@@ -76,7 +78,8 @@ static int main_job(const struct reader *rd)
 
 static void move_bad(struct an *to, struct an *from)
 {
-    for (size_t i = 0; i < from->nbad; i++) an_push_line(&to->bad, &to->nbad, &to->capbad, from->bad[i]);
+    for (size_t i = 0; i < from->nbad; i++)
+        an_push_line(&to->bad, &to->nbad, &to->capbad, from->bad[i]);
     from->nbad = 0;
 }
 
@@ -113,7 +116,8 @@ int an_read_dir(struct an *a, const char *dir)
             free(other);
         }
     }
-    if (rd.overflow) an_note(keep, "%zu dumps of more than %d jobs were not read", rd.overflow, MAX_JOBS);
+    if (rd.overflow)
+        an_note(keep, "%zu dumps of more than %d jobs were not read", rd.overflow, MAX_JOBS);
     struct an_opts opt = a->opt;
     if (keep) {
         *a = *keep;

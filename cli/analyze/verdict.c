@@ -56,8 +56,7 @@ static int at_place(const struct an *a, int32_t ri, const struct an_flight *fl,
 /* The finding that explains why op fl of rank ri does not end, other than from:
  * the first cause of the table among those at its place. */
 static const struct an_finding *blamed_at(const struct an *a, int32_t ri,
-                                          const struct an_flight *fl,
-                                          const struct an_finding *from)
+                                          const struct an_flight *fl, const struct an_finding *from)
 {
     const struct an_finding *best = NULL;
     for (size_t i = 0; i < a->nfindings; i++) {
@@ -105,8 +104,7 @@ static const struct an_finding *next_of(const struct an *a, const struct an_find
         if (f->held.present) return blamed_at(a, f->rank, &f->held, f);
         if (f->blocker.comm == AN_NONE || f->blocker.state != NG_OP_STARTED) return NULL;
         return blamed_at(a, f->rank, &f->blocker, f);
-    default:
-        return NULL;
+    default: return NULL;
     }
 }
 
@@ -124,8 +122,7 @@ static void add_culprit(struct an *a, const struct an_culprit *c)
         if (!same_rank(&o->f, &c->f)) continue;
         /* the winning cause; for one cause, the longer chain: it shows the ranks that
          * were blamed and are not the culprit */
-        if (c->f.cause < o->f.cause ||
-            (c->f.cause == o->f.cause && c->nchain > o->nchain) ||
+        if (c->f.cause < o->f.cause || (c->f.cause == o->f.cause && c->nchain > o->nchain) ||
             (c->f.cause == o->f.cause && c->nchain == o->nchain && c->f.since_ns &&
              (!o->f.since_ns || c->f.since_ns < o->f.since_ns)))
             *o = *c;
@@ -144,8 +141,10 @@ static void follow(struct an *a, const struct an_finding *start)
         uint32_t fi = (uint32_t)(f - a->findings);
         for (int i = 0; i < c.nchain; i++)
             if (c.path[i] == fi) {
-                an_note(a, "a cycle of waits: %d ranks wait on each other (a deadlock of the "
-                           "order of calls)", c.nchain - i);
+                an_note(a,
+                        "a cycle of waits: %d ranks wait on each other (a deadlock of the "
+                        "order of calls)",
+                        c.nchain - i);
                 return;
             }
         if (c.nchain < MAX_CHAIN) {

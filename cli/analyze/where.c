@@ -26,11 +26,13 @@ static const char *base_name(const char *path)
 /* Libraries and programs that are not the job's code. */
 static int is_runtime(const char *module)
 {
-    static const char *const prefixes[] = {
-        "libc.so", "libc-", "libpthread", "ld-linux", "ld-", "libdl", "librt", "libm.so",
-        "libstdc++", "libgcc_s", "libcuda", "libcudart", "libnccl", "libncclguard", "libpython",
-        "python", "libtorch", "libc10", "libunwind", "linux-vdso", "libnvidia", "libcublas",
-        "libasan", "libubsan", "libtsan", "libffi"};
+    static const char *const prefixes[] = {"libc.so",   "libc-",        "libpthread", "ld-linux",
+                                           "ld-",       "libdl",        "librt",      "libm.so",
+                                           "libstdc++", "libgcc_s",     "libcuda",    "libcudart",
+                                           "libnccl",   "libncclguard", "libpython",  "python",
+                                           "libtorch",  "libc10",       "libunwind",  "linux-vdso",
+                                           "libnvidia", "libcublas",    "libasan",    "libubsan",
+                                           "libtsan",   "libffi"};
     if (!module) return 1;
     const char *b = base_name(module);
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
@@ -163,14 +165,17 @@ static const struct dr_pythread *python_of(const struct dr_dump *d, const struct
     return NULL;
 }
 
-static const char *base_or_null(const char *path) { return path ? base_name(path) : NULL; }
+static const char *base_or_null(const char *path)
+{
+    return path ? base_name(path) : NULL;
+}
 
 /* A Python thread waits for work: its innermost frame is a wait of queue or threading
  * (Queue.get, Condition.wait, Event.wait, Lock.acquire, Thread.join). */
 static int py_idle(const struct dr_pythread *p)
 {
-    static const char *const waits[] = {"get", "put", "wait", "acquire", "join",
-                                        "_wait_for_tstate_lock"};
+    static const char *const waits[] = {"get",     "put",  "wait",
+                                        "acquire", "join", "_wait_for_tstate_lock"};
     if (!p->nframes) return 0;
     const char *file = base_or_null(p->frames[0].file), *fn = p->frames[0].function;
     if (!file || !fn || (strcmp(file, "queue.py") && strcmp(file, "threading.py"))) return 0;
@@ -183,9 +188,9 @@ static int py_idle(const struct dr_pythread *p)
  * any frame of the job, or blocked in a futex with no frame of the job at all. */
 static int c_idle(const struct dr_thread *t)
 {
-    static const char *const waits[] = {"pthread_cond_wait", "pthread_cond_timedwait",
-                                        "pthread_cond_clockwait", "sem_wait", "sem_timedwait",
-                                        "sem_clockwait"};
+    static const char *const waits[] = {"pthread_cond_wait",      "pthread_cond_timedwait",
+                                        "pthread_cond_clockwait", "sem_wait",
+                                        "sem_timedwait",          "sem_clockwait"};
     int job = 0;
     for (size_t i = 0; i < t->nframes; i++) {
         const struct dr_frame *f = &t->frames[i];

@@ -17,14 +17,18 @@
 const char *an_rank_name(const struct an *a, int32_t r, int64_t grank, char *buf, size_t n)
 {
     if (r < 0) {
-        if (grank >= 0) snprintf(buf, n, "rank %lld", (long long)grank);
-        else snprintf(buf, n, "a rank of unknown global rank");
+        if (grank >= 0)
+            snprintf(buf, n, "rank %lld", (long long)grank);
+        else
+            snprintf(buf, n, "a rank of unknown global rank");
         return buf;
     }
     const struct an_rank *k = &a->ranks[r];
     char num[24];
-    if (k->rank >= 0) snprintf(num, sizeof num, "%lld", (long long)k->rank);
-    else snprintf(num, sizeof num, "?");
+    if (k->rank >= 0)
+        snprintf(num, sizeof num, "%lld", (long long)k->rank);
+    else
+        snprintf(num, sizeof num, "?");
     if (!k->host && k->pid < 0) /* a Flight Recorder dump names neither */
         snprintf(buf, n, "rank %s (%s)", num, an_intern_get(&a->strs, k->path));
     else
@@ -67,9 +71,12 @@ const char *an_ranges(const int64_t *ranks, size_t n, char *buf, size_t size)
         size_t j = i;
         while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
         char part[48];
-        if (ranks[i] < 0) snprintf(part, sizeof part, "?");
-        else if (j > i) snprintf(part, sizeof part, "%lld-%lld", (long long)ranks[i], (long long)ranks[j]);
-        else snprintf(part, sizeof part, "%lld", (long long)ranks[i]);
+        if (ranks[i] < 0)
+            snprintf(part, sizeof part, "?");
+        else if (j > i)
+            snprintf(part, sizeof part, "%lld-%lld", (long long)ranks[i], (long long)ranks[j]);
+        else
+            snprintf(part, sizeof part, "%lld", (long long)ranks[i]);
         size_t len = strlen(part) + (at ? 1 : 0);
         if (at + len + 4 >= size) {
             snprintf(buf + at, size - at, ",...");
@@ -87,17 +94,23 @@ static size_t where_text(const struct an *a, int32_t ri, uint32_t t, char *buf, 
 {
     const struct an_rank *r = &a->ranks[ri];
     if (t == AN_NONE || t >= r->nth)
-        return (size_t)snprintf(buf, n, r->has_threads ? "no thread of it is known"
-                                                       : "the dump holds no stacks");
+        return (size_t)snprintf(buf, n,
+                                r->has_threads ? "no thread of it is known"
+                                               : "the dump holds no stacks");
     const struct an_thread *th = &a->threads[r->th0 + t];
     const char *sys = an_intern_get(&a->strs, th->syscall);
     char who[96], state[64] = "";
-    if (th->tid == r->pid) snprintf(who, sizeof who, "main thread");
-    else snprintf(who, sizeof who, "thread %s (%lld)", an_intern_get(&a->strs, th->name) ?
-                  an_intern_get(&a->strs, th->name) : "?", (long long)th->tid);
-    if (th->idle) snprintf(state, sizeof state, " idle in a wait%s%s%s", sys ? " (" : "",
-                           sys ? sys : "", sys ? ")" : "");
-    else if (sys && !th->where && !th->py) snprintf(state, sizeof state, " blocked in %s", sys);
+    if (th->tid == r->pid)
+        snprintf(who, sizeof who, "main thread");
+    else
+        snprintf(who, sizeof who, "thread %s (%lld)",
+                 an_intern_get(&a->strs, th->name) ? an_intern_get(&a->strs, th->name) : "?",
+                 (long long)th->tid);
+    if (th->idle)
+        snprintf(state, sizeof state, " idle in a wait%s%s%s", sys ? " (" : "", sys ? sys : "",
+                 sys ? ")" : "");
+    else if (sys && !th->where && !th->py)
+        snprintf(state, sizeof state, " blocked in %s", sys);
     size_t at;
     if (th->where)
         at = (size_t)snprintf(buf, n, "%s%s%s in %s", who, state, state[0] ? "," : "",
@@ -133,11 +146,13 @@ static void op_text(const struct an *a, const struct an_flight *b, char *buf, si
     if (b->peer >= 0 && b->comm < a->ncomms && b->peer < a->comms[b->comm].nranks) {
         int32_t q = a->comms[b->comm].member[b->peer];
         int64_t g = q >= 0 ? a->ranks[q].rank : -1;
-        if (g >= 0) snprintf(peer, sizeof peer, " with rank %lld", (long long)g);
-        else snprintf(peer, sizeof peer, " with comm rank %d", b->peer);
+        if (g >= 0)
+            snprintf(peer, sizeof peer, " with rank %lld", (long long)g);
+        else
+            snprintf(peer, sizeof peer, " with comm rank %d", b->peer);
     }
-    snprintf(buf, n, "%s #%llu%s on comm %s", dr_op_name(b->op), (unsigned long long)b->seq,
-             peer, id);
+    snprintf(buf, n, "%s #%llu%s on comm %s", dr_op_name(b->op), (unsigned long long)b->seq, peer,
+             id);
 }
 
 static size_t blocker_text(const struct an *a, const struct an_finding *f, char *buf, size_t n)
@@ -147,18 +162,22 @@ static size_t blocker_text(const struct an *a, const struct an_finding *f, char 
     if (b->comm == AN_NONE || !b->present) return 0;
     if (f->held.present) { /* a stream ordered after another by an event (analyze/hang.c) */
         op_text(a, &f->held, op, sizeof op);
-        return (size_t)snprintf(buf, n, "; its stream most likely waits for %s, stuck on another "
+        return (size_t)snprintf(buf, n,
+                                "; its stream most likely waits for %s, stuck on another "
                                 "of its streams (%s; inferred: ncclguard does not see the "
-                                "event waits between streams)", op, f->held.state == NG_OP_STARTED ? "started"
-                                : "never started");
+                                "event waits between streams)",
+                                op, f->held.state == NG_OP_STARTED ? "started" : "never started");
     }
     if (b->comm == f->comm && b->seq == f->seq && b->op == f->op)
-        return (size_t)snprintf(buf, n, "; its stream is blocked by work that is not NCCL's (no "
+        return (size_t)snprintf(buf, n,
+                                "; its stream is blocked by work that is not NCCL's (no "
                                 "NCCL op is queued ahead of it)");
     op_text(a, b, op, sizeof op);
     if (b->state == NG_OP_SCHEDULED)
-        return (size_t)snprintf(buf, n, "; its stream is blocked by work that is not NCCL's "
-                                "(the oldest op queued on it, %s, never started)", op);
+        return (size_t)snprintf(buf, n,
+                                "; its stream is blocked by work that is not NCCL's "
+                                "(the oldest op queued on it, %s, never started)",
+                                op);
     return (size_t)snprintf(buf, n, "; its stream is held by %s (started, not finished)", op);
 }
 

@@ -40,15 +40,16 @@ static void usage(FILE *out)
 /* Parses the command line into o and *dir (and --json into *json, -o into *out,
  * for the commands that take them); 0, 1 (--help), or -1 (usage error). */
 int cmd_analyze_args(int argc, char **argv, struct an_opts *o, const char **dir, int *json,
-                  const char **out)
+                     const char **out)
 {
     enum { O_JSON = 256, O_INCIDENT, O_LAUNCHER, O_PARSER, O_THREADS, O_HELP };
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, O_JSON},       {"incident", required_argument, NULL, O_INCIDENT},
-        {"launcher-log", required_argument, NULL, O_LAUNCHER},
-        {"parser", required_argument, NULL, O_PARSER},
-        {"threads", required_argument, NULL, O_THREADS}, {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"json", no_argument, NULL, O_JSON},
+                                         {"incident", required_argument, NULL, O_INCIDENT},
+                                         {"launcher-log", required_argument, NULL, O_LAUNCHER},
+                                         {"parser", required_argument, NULL, O_PARSER},
+                                         {"threads", required_argument, NULL, O_THREADS},
+                                         {"help", no_argument, NULL, O_HELP},
+                                         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->progress = 1;
     if (json) *json = 0;
@@ -69,9 +70,12 @@ int cmd_analyze_args(int argc, char **argv, struct an_opts *o, const char **dir,
         case O_INCIDENT: o->incident = optarg; break;
         case O_LAUNCHER: o->launcher_log = optarg; break;
         case O_PARSER:
-            if (!strcmp(optarg, "jansson")) o->backend = NG_JSON_JANSSON;
-            else if (!strcmp(optarg, "simdjson")) o->backend = NG_JSON_SIMDJSON;
-            else goto bad;
+            if (!strcmp(optarg, "jansson"))
+                o->backend = NG_JSON_JANSSON;
+            else if (!strcmp(optarg, "simdjson"))
+                o->backend = NG_JSON_SIMDJSON;
+            else
+                goto bad;
             break;
         case O_THREADS:
             o->threads = atoi(optarg);
@@ -88,8 +92,9 @@ int cmd_analyze_args(int argc, char **argv, struct an_opts *o, const char **dir,
 bad:
     fprintf(stderr, "ncclguard %s: %s\n", argv[0],
             optind <= argc && optind > 0 && argv[optind - 1] && argv[optind - 1][0] == '-'
-                ? "bad option or value" : out && optind == argc - 1 ? "needs -o FILE"
-                : "expects one dump directory");
+                ? "bad option or value"
+            : out && optind == argc - 1 ? "needs -o FILE"
+                                        : "expects one dump directory");
     return -1;
 }
 
@@ -120,8 +125,10 @@ int cmd_analyze(int argc, char **argv)
     an_init(&a, &o);
     int status = cmd_analyze_run(&a, dir, "analyze");
     if (status != AN_EXIT_UNUSABLE) {
-        if (json) rn_print_json(&a, stdout);
-        else rn_print_text(&a, stdout);
+        if (json)
+            rn_print_json(&a, stdout);
+        else
+            rn_print_text(&a, stdout);
     }
     an_free(&a);
     fflush(stdout);

@@ -44,8 +44,8 @@ static json_t *doc, *not_seen;
 
 static void diagnose_usage(FILE *out)
 {
-    fprintf(out,
-            USAGE_LINE "\n\n"
+    fprintf(out, USAGE_LINE
+            "\n\n"
             "What this node offers a NCCL job: the NCCL library and version, the driver and\n"
             "GPUs, the topology matrix, the InfiniBand ports, the interfaces that\n"
             "NCCL_SOCKET_IFNAME selects, and the NCCL_* audit of envcheck. Each thing it\n"
@@ -102,7 +102,10 @@ static struct dirent **list_dir(const char *path, int *n)
     return *n < 0 ? NULL : names;
 }
 
-static int dotted(const char *name) { return name[0] == '.'; }
+static int dotted(const char *name)
+{
+    return name[0] == '.';
+}
 
 static struct ng_audit audit;
 static int audited;
@@ -119,16 +122,17 @@ static void nccl_section(const char *nccl)
                                "the loader's path); the env audit needs one");
         return;
     }
-    json_object_set_new(doc, "nccl", json_pack("{s:s, s:s, s:i}", "path", f.path, "version",
-                                               audit.nccl_version, "version_code", code));
+    json_object_set_new(doc, "nccl",
+                        json_pack("{s:s, s:s, s:i}", "path", f.path, "version", audit.nccl_version,
+                                  "version_code", code));
     say("nccl:     NCCL %s at %s\n", audit.nccl_version, f.path);
     json_t *findings = json_array();
     for (size_t i = 0; i < audit.nfindings; i++) {
         const struct ng_finding *x = &audit.f[i];
         const char *sev = x->severity == NG_SEV_WARNING ? "warning" : "note";
-        json_array_append_new(findings, json_pack("{s:s, s:s, s:s, s:s}", "severity", sev,
-                                                  "kind", ncclguard_finding_kind_name(x->kind),
-                                                  "variable", x->var, "message", x->message));
+        json_array_append_new(findings, json_pack("{s:s, s:s, s:s, s:s}", "severity", sev, "kind",
+                                                  ncclguard_finding_kind_name(x->kind), "variable",
+                                                  x->var, "message", x->message));
     }
     json_object_set_new(doc, "env_audit",
                         json_pack("{s:I, s:I, s:I, s:o}", "variables", (json_int_t)audit.nvars,
@@ -214,9 +218,9 @@ static void gpu_section(void)
         struct dirent **names = list_dir("/proc/driver/nvidia/gpus", &n);
         for (int i = 0; names && i < n; i++) {
             if (!dotted(names[i]->d_name))
-                json_array_append_new(gpus, json_pack("{s:i, s:s}", "index",
-                                                      (int)json_array_size(gpus), "bus_id",
-                                                      names[i]->d_name));
+                json_array_append_new(gpus,
+                                      json_pack("{s:i, s:s}", "index", (int)json_array_size(gpus),
+                                                "bus_id", names[i]->d_name));
             free(names[i]);
         }
         free(names);
@@ -231,28 +235,30 @@ static void gpu_section(void)
     int (*get)(int *) = h ? (int (*)(int *))dlsym(h, "cuDriverGetVersion") : NULL;
     if (!get || get(&cuda) != 0) cuda = 0;
     if (!h) unseen("CUDA driver", "libcuda.so.1 not loadable");
-    json_object_set_new(doc, "driver", json_pack("{s:s?, s:s, s:o}", "version",
-                                                 *driver ? driver : NULL, "source", source,
-                                                 "cuda_driver", cuda ? json_integer(cuda)
-                                                                     : json_null()));
+    json_object_set_new(doc, "driver",
+                        json_pack("{s:s?, s:s, s:o}", "version", *driver ? driver : NULL, "source",
+                                  source, "cuda_driver", cuda ? json_integer(cuda) : json_null()));
     json_object_set_new(doc, "gpus", gpus);
     if (*driver)
         say("driver:   NVIDIA %s (%s)", driver, source);
     else
         unseen("NVIDIA driver", "no %s/proc/driver/nvidia/version", root);
-    if (cuda) say("%sCUDA driver API %d.%d (libcuda.so.1)\n", *driver ? "; " : "driver:   ",
-                  cuda / 1000, cuda % 1000 / 10);
-    else if (*driver) say("\n");
+    if (cuda)
+        say("%sCUDA driver API %d.%d (libcuda.so.1)\n", *driver ? "; " : "driver:   ", cuda / 1000,
+            cuda % 1000 / 10);
+    else if (*driver)
+        say("\n");
     size_t n = json_array_size(gpus);
     if (!n) {
-        unseen("GPUs", "%s lists none", *root || strcmp(source, "nvml") ? "/proc/driver/nvidia/gpus"
-                                                                        : "NVML");
+        unseen("GPUs", "%s lists none",
+               *root || strcmp(source, "nvml") ? "/proc/driver/nvidia/gpus" : "NVML");
         return;
     }
     say("gpus:     %zu\n", n);
     json_t *g, *models = json_object_get(doc, "gpu_models");
     size_t i;
-    json_array_foreach(gpus, i, g) {
+    json_array_foreach(gpus, i, g)
+    {
         json_t *name = json_object_get(g, "name"), *bus = json_object_get(g, "bus_id");
         say("  %zu: %s\n", i, name ? json_string_value(name) : json_string_value(bus));
     }
@@ -364,11 +370,11 @@ static void ib_section(void)
             mtu_seen |= mtu > 0;
             nports++;
             json_array_append_new(ports,
-                json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o, s:s?}", "device", dev, "port",
-                          atoi(port), "state", state, "phys_state", phys, "rate", rate,
-                          "link_layer", layer, "active_mtu",
-                          mtu ? json_integer(mtu) : json_null(), "netdev",
-                          *ndev_ ? ndev_ : NULL));
+                                  json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o, s:s?}", "device",
+                                            dev, "port", atoi(port), "state", state, "phys_state",
+                                            phys, "rate", rate, "link_layer", layer, "active_mtu",
+                                            mtu ? json_integer(mtu) : json_null(), "netdev",
+                                            *ndev_ ? ndev_ : NULL));
             say("ib:       %s port %s: %s, %s, %s, %s", dev, port, state, phys, rate, layer);
             if (*ndev_) say(", netdev %s", ndev_);
             if (mtu) say(", active MTU %d", mtu);
@@ -383,8 +389,8 @@ static void ib_section(void)
     if (!nports)
         unseen("InfiniBand", "no port under %s/sys/class/infiniband", root);
     else if (!mtu_seen)
-        unseen("IB active MTU", "sysfs does not hold it, and ibv_devinfo %s", *root
-               ? "is not run with --root" : "is not on PATH or failed");
+        unseen("IB active MTU", "sysfs does not hold it, and ibv_devinfo %s",
+               *root ? "is not run with --root" : "is not on PATH or failed");
 }
 
 /* NCCL_SOCKET_IFNAME (NCCL's socket code): a comma-separated list of name
@@ -397,8 +403,8 @@ static int match_list(const char *list, const char *name, int exact)
         size_t len = strcspn(p, ",");
         size_t plen = strcspn(p, ":,");
         if (plen > len) plen = len;
-        if (plen && (exact ? strlen(name) == plen && !strncmp(name, p, plen)
-                           : !strncmp(name, p, plen)))
+        if (plen &&
+            (exact ? strlen(name) == plen && !strncmp(name, p, plen) : !strncmp(name, p, plen)))
             return 1;
         p += len + (p[len] == ',');
     }
@@ -408,10 +414,10 @@ static int match_list(const char *list, const char *name, int exact)
 static int selected(const char *spec, const char *name)
 {
     int not = spec[0] == '^';
-    if (not) spec++;
+    if (not ) spec++;
     int exact = spec[0] == '=';
     if (exact) spec++;
-    return match_list(spec, name, exact) ^ not;
+    return match_list(spec, name, exact) ^ not ;
 }
 
 /* The addresses of an interface on the live machine, as a JSON array. */
@@ -450,7 +456,8 @@ static void net_section(void)
         say("net:      NCCL_SOCKET_IFNAME=%s selects (*):\n", spec);
     else
         say("net:      NCCL_SOCKET_IFNAME unset: NCCL takes ib*, else all but docker* and lo*, "
-            "else docker*, else lo*; here %s (*):\n", rule ? rule : "none");
+            "else docker*, else lo*; here %s (*):\n",
+            rule ? rule : "none");
     int any = 0;
     for (int i = 0; names && i < n; i++) {
         const char *name = names[i]->d_name;
@@ -467,11 +474,11 @@ static void net_section(void)
          * machine one without is not selected; under --root addresses are unknown */
         int match = rule && selected(rule, name) && (!all || json_array_size(addr));
         any |= match;
-        json_array_append_new(ifs, json_pack("{s:s, s:b, s:s, s:i, s:o, s:o}", "name", name,
-                                             "selected", match, "operstate", oper, "mtu",
-                                             atoi(mtu), "speed_mbps",
-                                             *speed ? json_integer(atol(speed)) : json_null(),
-                                             "addresses", addr));
+        json_array_append_new(ifs,
+                              json_pack("{s:s, s:b, s:s, s:i, s:o, s:o}", "name", name, "selected",
+                                        match, "operstate", oper, "mtu", atoi(mtu), "speed_mbps",
+                                        *speed ? json_integer(atol(speed)) : json_null(),
+                                        "addresses", addr));
         say("  %s %s: %s, mtu %s%s%s", match ? "*" : " ", name, oper, mtu, *speed ? ", " : "",
             *speed ? speed : "");
         say("%s", *speed ? " Mb/s" : "");
@@ -483,14 +490,16 @@ static void net_section(void)
     for (int i = 0; names && i < n; i++) free(names[i]);
     free(names);
     if (all) freeifaddrs(all);
-    json_object_set_new(doc, "net", json_pack("{s:s?, s:s?, s:o}", "socket_ifname", spec,
-                                              "rule", rule, "interfaces", ifs));
+    json_object_set_new(doc, "net",
+                        json_pack("{s:s?, s:s?, s:o}", "socket_ifname", spec, "rule", rule,
+                                  "interfaces", ifs));
     if (!names && n < 0)
         unseen("network interfaces", "no %s/sys/class/net", root);
     else if (!any)
         unseen("socket interface", "no interface matches %s%s", spec ? "NCCL_SOCKET_IFNAME=" : "",
                spec ? spec : "NCCL's default order");
-    if (*root) unseen("interface addresses", "not read with --root (they belong to the live machine)");
+    if (*root)
+        unseen("interface addresses", "not read with --root (they belong to the live machine)");
 }
 
 int cmd_diagnose(int argc, char **argv)
@@ -522,8 +531,10 @@ int cmd_diagnose(int argc, char **argv)
         return CMD_EXIT_USAGE;
     }
     if (*root && (root[0] != '/' || access(root, R_OK | X_OK) != 0)) {
-        fprintf(stderr, "ncclguard: diagnose: --root %s is not a readable absolute directory; "
-                        USAGE_LINE "\n", root);
+        fprintf(stderr,
+                "ncclguard: diagnose: --root %s is not a readable absolute directory; " USAGE_LINE
+                "\n",
+                root);
         return CMD_EXIT_USAGE;
     }
     if (*root) ncclguard_facts_set_root(root); /* facts.c reads under it too */

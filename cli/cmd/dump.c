@@ -42,10 +42,11 @@
 #include "policy/config_load.h"
 #include "policy/confvalue.h"
 
-#define USAGE_LINE "usage: ncclguard dump [--node-dir D] [--job ID] PID...|--all, " \
-                   "or ncclguard dump --dir DUMPDIR [--incident ID]"
+#define USAGE_LINE                                                   \
+    "usage: ncclguard dump [--node-dir D] [--job ID] PID...|--all, " \
+    "or ncclguard dump --dir DUMPDIR [--incident ID]"
 #define ID_MAX (NG_TRIGGER_LINE_MAX - 1) /* the shim reads this much of TRIGGER's line */
-#define MARKER_MAX 4096 /* a marker is one line of about 200 bytes */
+#define MARKER_MAX 4096                  /* a marker is one line of about 200 bytes */
 
 static void dump_usage(FILE *out)
 {
@@ -134,8 +135,7 @@ static int maps_shim(long pid)
  * MARKER_STALE (no marker, or one of a process that is gone), MARKER_OFF (its
  * dumps on request are off), MARKER_REFUSED (a marker that proves nothing).
  */
-static int read_marker(int dfd, const char *dir, long pid, struct marker *m, char *why,
-                       size_t len)
+static int read_marker(int dfd, const char *dir, long pid, struct marker *m, char *why, size_t len)
 {
     char name[24], text[MARKER_MAX + 1], ewhy[160];
     snprintf(name, sizeof name, "%ld", pid);
@@ -182,8 +182,7 @@ static int read_marker(int dfd, const char *dir, long pid, struct marker *m, cha
         return MARKER_STALE;
     }
     if (start <= 0) {
-        snprintf(why, len, "its marker %s/%s names no start time, so it proves nothing", dir,
-                 name);
+        snprintf(why, len, "its marker %s/%s names no start time, so it proves nothing", dir, name);
         return MARKER_REFUSED;
     }
     if ((unsigned long long)start != now) {
@@ -202,16 +201,18 @@ static int read_marker(int dfd, const char *dir, long pid, struct marker *m, cha
         return MARKER_REFUSED;
     }
     if (sig <= 0) {
-        snprintf(why, len, "its dumps on request are off (dump_signal = off, or the "
-                           "application handles that signal)");
+        snprintf(why, len,
+                 "its dumps on request are off (dump_signal = off, or the "
+                 "application handles that signal)");
         return MARKER_OFF;
     }
     if (sig != dump_signal) {
         char b[24];
-        snprintf(why, len, "it takes signal %lld for a dump, and the dump signal here is %d "
+        snprintf(why, len,
+                 "it takes signal %lld for a dump, and the dump signal here is %d "
                  "(%s; a process dies of a signal it does not take): run this with the job's "
-                 "NCCLGUARD_DUMP_SIGNAL", (long long)sig, dump_signal,
-                 ncclguard_signal_name(dump_signal, b, sizeof b));
+                 "NCCLGUARD_DUMP_SIGNAL",
+                 (long long)sig, dump_signal, ncclguard_signal_name(dump_signal, b, sizeof b));
         return MARKER_REFUSED;
     }
     return MARKER_OK;
@@ -281,8 +282,10 @@ static int ask_all(int dfd, const char *dir, const char *job)
     int lfd = dfd >= 0 ? openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
     if (!d) {
-        fprintf(stderr, "ncclguard: dump: no process with a communicator on this node (%s: "
-                        "%s)\n", dir, strerror(dfd < 0 ? ENOENT : errno));
+        fprintf(stderr,
+                "ncclguard: dump: no process with a communicator on this node (%s: "
+                "%s)\n",
+                dir, strerror(dfd < 0 ? ENOENT : errno));
         if (lfd >= 0) close(lfd);
         return 1;
     }
@@ -303,8 +306,10 @@ static int ask_all(int dfd, const char *dir, const char *job)
     }
     closedir(d);
     if (!asked && !failed) {
-        fprintf(stderr, "ncclguard: dump: no process with a communicator%s%s on this node "
-                        "(markers in %s)\n", job ? " in job " : "", job ? job : "", dir);
+        fprintf(stderr,
+                "ncclguard: dump: no process with a communicator%s%s on this node "
+                "(markers in %s)\n",
+                job ? " in job " : "", job ? job : "", dir);
         return 1;
     }
     return failed ? 1 : 0;
@@ -337,8 +342,10 @@ static int open_markers(const char *dir)
         return fd;
     }
     if (fd >= 0) close(fd);
-    fprintf(stderr, "ncclguard: dump: the marker directory %s is refused (%s): nothing signalled; "
-                    "remove it (the shim makes it mode 0700) or ask with --dir\n", dir, why);
+    fprintf(stderr,
+            "ncclguard: dump: the marker directory %s is refused (%s): nothing signalled; "
+            "remove it (the shim makes it mode 0700) or ask with --dir\n",
+            dir, why);
     return -2;
 }
 
@@ -351,8 +358,10 @@ static int trigger(const char *dir, const char *id)
     snprintf(path, sizeof path, "%s/" NG_TRIGGER_NAME, dir);
     int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        fprintf(stderr, "ncclguard: dump: cannot write in %s (%s): give the job's dump "
-                        "directory to --dir\n", dir, strerror(errno));
+        fprintf(stderr,
+                "ncclguard: dump: cannot write in %s (%s): give the job's dump "
+                "directory to --dir\n",
+                dir, strerror(errno));
         return 2;
     }
     char text[ID_MAX + 2];
@@ -368,7 +377,8 @@ static int trigger(const char *dir, const char *id)
         return 2;
     }
     printf("ncclguard: dump: wrote %s: every rank of the job dumps once for incident "
-           "%lld.%09ld-%s\n", path, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, id);
+           "%lld.%09ld-%s\n",
+           path, (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, id);
     return 0;
 }
 
@@ -409,11 +419,13 @@ int cmd_dump(int argc, char **argv)
     if (dir) {
         if (all || npids || job || node_dir)
             return bad_usage("--dir asks the whole job: no PID, --all, --job or --node-dir "
-                             "with it", NULL);
+                             "with it",
+                             NULL);
         char id[ID_MAX + 1];
         if (incident && !valid_id(incident))
             return bad_usage("--incident takes 1 to 47 letters, digits, '.', '_', '@' or '-', "
-                             "not", incident);
+                             "not",
+                             incident);
         _Static_assert(ID_MAX == 47, "the usage line above says 47");
         if (!incident) {
             ncclguard_identity_init();

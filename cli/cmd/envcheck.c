@@ -29,23 +29,22 @@
 
 static void envcheck_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ncclguard envcheck [--nccl PATH] [--json] [--strict] [--policy]\n"
-            "                          [--site FILE]\n\n"
-            "Audits the NCCL_* variables of this environment against the NCCL library that\n"
-            "a job would load, using the names that library itself reads. No GPU needed.\n\n"
-            "  --nccl PATH  the libnccl.so.2 to use (a file, or a directory holding it);\n"
-            "               default: $NCCL_HOME/lib, $CUDA_HOME/lib, /usr/local/cuda/lib,\n"
-            "               then the loader's search path (LD_LIBRARY_PATH, ldconfig)\n"
-            "  --json       print one JSON document instead of lines\n"
-            "  --strict     exit 1 when there is any warning\n"
-            "  --policy     apply the policy first, as the preloaded library would: the\n"
-            "               site file " NG_SITE_CONFIG ", the user file, then\n"
-            "               the job file $NCCLGUARD_CONFIG\n"
-            "  --site FILE  read FILE as the site file instead (to check a site file\n"
-            "               before installing it; the jobs themselves always read\n"
-            "               " NG_SITE_CONFIG ")\n\n"
-            "Exit status: 0, 1 (--strict and warnings), 2 (no NCCL found), 64 (usage).\n");
+    fprintf(out, "usage: ncclguard envcheck [--nccl PATH] [--json] [--strict] [--policy]\n"
+                 "                          [--site FILE]\n\n"
+                 "Audits the NCCL_* variables of this environment against the NCCL library that\n"
+                 "a job would load, using the names that library itself reads. No GPU needed.\n\n"
+                 "  --nccl PATH  the libnccl.so.2 to use (a file, or a directory holding it);\n"
+                 "               default: $NCCL_HOME/lib, $CUDA_HOME/lib, /usr/local/cuda/lib,\n"
+                 "               then the loader's search path (LD_LIBRARY_PATH, ldconfig)\n"
+                 "  --json       print one JSON document instead of lines\n"
+                 "  --strict     exit 1 when there is any warning\n"
+                 "  --policy     apply the policy first, as the preloaded library would: the\n"
+                 "               site file " NG_SITE_CONFIG ", the user file, then\n"
+                 "               the job file $NCCLGUARD_CONFIG\n"
+                 "  --site FILE  read FILE as the site file instead (to check a site file\n"
+                 "               before installing it; the jobs themselves always read\n"
+                 "               " NG_SITE_CONFIG ")\n\n"
+                 "Exit status: 0, 1 (--strict and warnings), 2 (no NCCL found), 64 (usage).\n");
 }
 
 static int is_file(const char *p)
@@ -74,8 +73,10 @@ static int locate(const char *explicit_path, struct ng_nccl_found *f)
         else
             snprintf(buf, sizeof buf, "%s", explicit_path);
         if (try_file(f, buf) == 0) return 0;
-        fprintf(stderr, "ncclguard: no NCCL library at %s (--nccl): give the path of a "
-                        "libnccl.so.2\n", buf);
+        fprintf(stderr,
+                "ncclguard: no NCCL library at %s (--nccl): give the path of a "
+                "libnccl.so.2\n",
+                buf);
         return -1;
     }
     const char *roots[] = {getenv("NCCL_HOME"), getenv("CUDA_HOME"), "/usr/local/cuda"};
@@ -98,7 +99,7 @@ static int locate(const char *explicit_path, struct ng_nccl_found *f)
 }
 
 int cmd_nccl_audit(const char *nccl, struct ng_nccl_found *f, struct ng_known *known,
-                             struct ng_audit *audit, int *code)
+                   struct ng_audit *audit, int *code)
 {
     char why[PATH_MAX + 128], version[32];
     if (locate(nccl, f) != 0) return -1;
@@ -108,11 +109,15 @@ int cmd_nccl_audit(const char *nccl, struct ng_nccl_found *f, struct ng_known *k
     }
     *code = ncclguard_nccl_version(f->handle, version, sizeof version);
     if (!f->handle)
-        fprintf(stderr, "ncclguard: %s could not be loaded (%s): its version is unknown, the "
-                        "audit still uses the names it contains\n", f->path, f->load_error);
+        fprintf(stderr,
+                "ncclguard: %s could not be loaded (%s): its version is unknown, the "
+                "audit still uses the names it contains\n",
+                f->path, f->load_error);
     if (!known->n)
-        fprintf(stderr, "ncclguard: no NCCL_* names found in %s: is it NCCL? Unknown variables "
-                        "are not reported\n", f->path);
+        fprintf(stderr,
+                "ncclguard: no NCCL_* names found in %s: is it NCCL? Unknown variables "
+                "are not reported\n",
+                f->path);
     ncclguard_envaudit(known, version, environ, audit);
     return 0;
 }
@@ -121,9 +126,12 @@ static void json_str(const char *s)
 {
     putchar('"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f) printf("\\u%04x", *p);
-        else putchar(*p);
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
     }
     putchar('"');
 }
@@ -154,16 +162,17 @@ static void print_json(const struct ng_nccl_found *f, int code, const struct ng_
     printf("]}\n");
 }
 
-static void print_text(const struct ng_nccl_found *f, const struct ng_known *k, const struct ng_audit *a)
+static void print_text(const struct ng_nccl_found *f, const struct ng_known *k,
+                       const struct ng_audit *a)
 {
     for (size_t i = 0; i < a->nfindings; i++)
         printf("%s: %s\n", a->f[i].severity == NG_SEV_WARNING ? "warning" : "note",
                a->f[i].message);
     if (a->dropped) printf("(%zu more findings not shown)\n", a->dropped);
     printf("ncclguard envcheck: NCCL %s at %s (%zu variable names known): %zu NCCL_* "
-           "variable%s, %zu warning%s, %zu note%s\n", a->nccl_version, f->path, k->n, a->nvars,
-           a->nvars == 1 ? "" : "s", a->warnings, a->warnings == 1 ? "" : "s", a->notes,
-           a->notes == 1 ? "" : "s");
+           "variable%s, %zu warning%s, %zu note%s\n",
+           a->nccl_version, f->path, k->n, a->nvars, a->nvars == 1 ? "" : "s", a->warnings,
+           a->warnings == 1 ? "" : "s", a->notes, a->notes == 1 ? "" : "s");
 }
 
 int cmd_envcheck(int argc, char **argv)

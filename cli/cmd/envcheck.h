@@ -16,7 +16,7 @@ int cmd_envcheck(int argc, char **argv);
 
 struct ng_nccl_found {
     char path[PATH_MAX];
-    void *handle;           /* NULL when the file could not be loaded */
+    void *handle; /* NULL when the file could not be loaded */
     char load_error[512];
 };
 
@@ -24,6 +24,6 @@ struct ng_nccl_found {
  * the names it reads, and audits environ against them. 0, or -1 after saying
  * why on stderr. *code is NCCL_VERSION_CODE, or 0 when unknown. */
 int cmd_nccl_audit(const char *nccl, struct ng_nccl_found *f, struct ng_known *known,
-                     struct ng_audit *audit, int *code);
+                   struct ng_audit *audit, int *code);
 
 #endif

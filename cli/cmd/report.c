@@ -40,8 +40,10 @@ int cmd_report(int argc, char **argv)
     an_init(&a, &o);
     int status = cmd_analyze_run(&a, dir, "report");
     if (status != AN_EXIT_UNUSABLE) {
-        if (rn_write_page(&a, out)) status = AN_EXIT_UNUSABLE;
-        else printf("ncclguard report: %s\n", out);
+        if (rn_write_page(&a, out))
+            status = AN_EXIT_UNUSABLE;
+        else
+            printf("ncclguard report: %s\n", out);
     }
     an_free(&a);
     return status;

@@ -39,8 +39,8 @@ static void run_usage(FILE *out)
             "added so that remote ranks get them too.\n\n"
             "  --config FILE  sets NCCLGUARD_CONFIG (the job's configuration file)\n"
             "  --dump-dir DIR sets NCCLGUARD_DUMP_DIR (made absolute)\n\n"
-            "Exit status: CMD's; 126 or 127 when CMD cannot be run, 64 (usage), 2 (no "
-            LIB_NAME ",\nor one in a path with a space or ':', which LD_PRELOAD cannot carry).\n");
+            "Exit status: CMD's; 126 or 127 when CMD cannot be run, 64 (usage), 2 (no " LIB_NAME
+            ",\nor one in a path with a space or ':', which LD_PRELOAD cannot carry).\n");
 }
 
 static int is_file(const char *p)
@@ -55,8 +55,8 @@ static int find_library(char out[PATH_MAX])
     char exe[PATH_MAX - 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
-        fprintf(stderr, "ncclguard: cannot read /proc/self/exe (%s): cannot find " LIB_NAME
-                        "\n", strerror(errno));
+        fprintf(stderr, "ncclguard: cannot read /proc/self/exe (%s): cannot find " LIB_NAME "\n",
+                strerror(errno));
         return -1;
     }
     exe[n] = '\0';
@@ -70,8 +70,10 @@ static int find_library(char out[PATH_MAX])
     snprintf(tried, sizeof tried, "%s", out);
     snprintf(out, PATH_MAX, "%s/lib/" LIB_NAME, up ? exe : "");
     if (is_file(out)) return 0;
-    fprintf(stderr, "ncclguard: no " LIB_NAME " at %s or %s: install it beside the command "
-                    "(make install puts it in PREFIX/lib)\n", tried, out);
+    fprintf(stderr,
+            "ncclguard: no " LIB_NAME " at %s or %s: install it beside the command "
+            "(make install puts it in PREFIX/lib)\n",
+            tried, out);
     return -1;
 }
 
@@ -214,8 +216,7 @@ int cmd_run(int argc, char **argv)
         case 'd': dump_dir = optarg; break;
         case 'h': run_usage(stdout); return 0;
         default:
-            fprintf(stderr, "ncclguard: run: bad option '%s'; " USAGE_LINE "\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "ncclguard: run: bad option '%s'; " USAGE_LINE "\n", argv[optind - 1]);
             return CMD_EXIT_USAGE;
         }
     }
@@ -230,8 +231,10 @@ int cmd_run(int argc, char **argv)
     char lib[PATH_MAX], buf[PATH_MAX];
     if (find_library(lib) != 0) return 2;
     if (strpbrk(lib, ": ")) { /* ld.so would split the path there, and run the job without it */
-        fprintf(stderr, "ncclguard: run: the library's path has a space or ':', which LD_PRELOAD "
-                        "cannot carry (%s): install ncclguard in a directory without them\n", lib);
+        fprintf(stderr,
+                "ncclguard: run: the library's path has a space or ':', which LD_PRELOAD "
+                "cannot carry (%s): install ncclguard in a directory without them\n",
+                lib);
         return 2;
     }
     if (config) {

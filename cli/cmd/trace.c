@@ -47,17 +47,18 @@
 #include "json/json.h"
 #include "json/parser.h"
 
-#define USAGE_LINE "usage: ncclguard trace DIR -o FILE [--ranks LIST] [--window S] " \
-                   "[--incident ID]"
-#define MAX_SPANS 256 /* rank ranges in --ranks */
-#define MAX_STREAMS 64 /* streams per rank with their own track; more share the last */
+#define USAGE_LINE                                                    \
+    "usage: ncclguard trace DIR -o FILE [--ranks LIST] [--window S] " \
+    "[--incident ID]"
+#define MAX_SPANS 256   /* rank ranges in --ranks */
+#define MAX_STREAMS 64  /* streams per rank with their own track; more share the last */
 #define STEP_NS 1000000 /* a realtime step smaller than 1 ms is not corrected */
 #define EXIT_UNUSABLE 3 /* no usable dump: analyze's status for it */
 
 static void trace_usage(FILE *out)
 {
-    fprintf(out,
-            USAGE_LINE "\n\n"
+    fprintf(out, USAGE_LINE
+            "\n\n"
             "Writes the ops of the dumps in DIR as a Chrome trace (JSON trace event format):\n"
             "open it in ui.perfetto.dev or chrome://tracing. One track per rank and CUDA\n"
             "stream, spans from GPU start to end, enqueue instants, timeouts and the incident.\n\n"
@@ -69,13 +70,19 @@ static void trace_usage(FILE *out)
             "Exit status: 0, 2 (cannot write FILE), 3 (no usable dump), 64 (usage).\n");
 }
 
-struct span { long lo, hi; };
+struct span {
+    long lo, hi;
+};
 struct host {
     char name[64];
     int64_t mono, delta; /* its newest op's clock pair: monotonic, realtime - monotonic */
     int64_t oldest_mono; /* its oldest enqueue, monotonic */
 };
-struct dump_info { int rank; int host; int keep; };
+struct dump_info {
+    int rank;
+    int host;
+    int keep;
+};
 
 static struct span spans[MAX_SPANS];
 static int nspans;
@@ -83,7 +90,7 @@ static struct host *hosts;
 static size_t nhosts;
 static FILE *out;
 static ng_jparser *parser;
-static int64_t origin;     /* window start, realtime ns: ts 0 */
+static int64_t origin; /* window start, realtime ns: ts 0 */
 static int64_t win_lo;
 static unsigned long nevents, ops_out_window;
 
@@ -100,8 +107,10 @@ static int parse_ranks(const char *s)
         }
         if (nspans == MAX_SPANS) return -1;
         spans[nspans++] = (struct span){lo, hi};
-        if (*end == ',') end++;
-        else if (*end) return -1;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
         p = end;
     }
     return nspans ? 0 : -1;
@@ -125,7 +134,7 @@ static json_t *hex_of(uint64_t v)
 
 static json_t *flags_of(uint32_t f)
 {
-    static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
+    static const char *const names[] = {NG_DUMP_OP_FLAG_NAMES};
     json_t *a = json_array();
     for (unsigned b = 0; b < 32; b++) {
         if (!(f & (1u << b))) continue;
@@ -174,11 +183,13 @@ static void emit(json_t *ev)
     json_decref(ev);
 }
 
-static double ts_us(int64_t ns) { return (double)(ns - origin) / 1000.0; }
+static double ts_us(int64_t ns)
+{
+    return (double)(ns - origin) / 1000.0;
+}
 
 /* One op of rank pid: its enqueue instant and its span. */
-static void emit_op(int pid, const struct dr_op *op, int tid, const struct host *h,
-                    int64_t dump_ns)
+static void emit_op(int pid, const struct dr_op *op, int tid, const struct host *h, int64_t dump_ns)
 {
     int64_t enq = op->enqueue_ns, mono = op->enqueue_mono_ns;
     /* this op's realtime/monotonic difference against the host's newest; below
@@ -221,8 +232,8 @@ static void emit_op(int pid, const struct dr_op *op, int tid, const struct host 
                        "args", args));
     if (start)
         emit(json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:O}", "name", name, "cat", timing,
-                       "ph", "X", "ts", ts_us(start + shift), "dur",
-                       (double)(end - start) / 1000.0, "pid", pid, "tid", tid, "args", args));
+                       "ph", "X", "ts", ts_us(start + shift), "dur", (double)(end - start) / 1000.0,
+                       "pid", pid, "tid", tid, "args", args));
     json_decref(args);
 }
 
@@ -249,8 +260,8 @@ static void emit_dump(const struct dr_dump *d, int pid, const struct host *h)
              d->pid == DR_NONE ? 0 : d->pid);
     emit(json_pack("{s:s, s:s, s:i, s:{s:s}}", "name", "process_name", "ph", "M", "pid", pid,
                    "args", "name", label));
-    emit(json_pack("{s:s, s:s, s:i, s:{s:i}}", "name", "process_sort_index", "ph", "M", "pid",
-                   pid, "args", "sort_index", pid));
+    emit(json_pack("{s:s, s:s, s:i, s:{s:i}}", "name", "process_sort_index", "ph", "M", "pid", pid,
+                   "args", "sort_index", pid));
     emit(json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", pid,
                    "tid", 0, "args", "name", "dumps and timeouts"));
     static char streams[MAX_STREAMS][17];
@@ -272,8 +283,8 @@ static void emit_dump(const struct dr_dump *d, int pid, const struct host *h)
                    "incident", d->incident));
     if (ntimeout)
         emit(json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:i}}", "name", "timeout", "cat",
-                       "timeout", "ph", "i", "s", "p", "ts", ts_us(dump_ns), "pid", pid, "tid",
-                       0, "args", "timed_out_ops", ntimeout));
+                       "timeout", "ph", "i", "s", "p", "ts", ts_us(dump_ns), "pid", pid, "tid", 0,
+                       "args", "timed_out_ops", ntimeout));
 }
 
 /* A progress line on a terminal once a pass has run for a second. */
@@ -326,16 +337,20 @@ int cmd_trace(int argc, char **argv)
         case 'o': path = optarg; break;
         case 'r':
             if (parse_ranks(optarg) != 0) {
-                fprintf(stderr, "ncclguard: trace: --ranks takes ranks and ranges like 0-7,12, "
-                                "not '%s'; " USAGE_LINE "\n", optarg);
+                fprintf(stderr,
+                        "ncclguard: trace: --ranks takes ranks and ranges like 0-7,12, "
+                        "not '%s'; " USAGE_LINE "\n",
+                        optarg);
                 return CMD_EXIT_USAGE;
             }
             break;
         case 'w':
             window_s = strtod(optarg, &end);
             if (end == optarg || *end || !(window_s >= 0) || window_s > 1e9) {
-                fprintf(stderr, "ncclguard: trace: --window takes seconds (0: all), not '%s'; "
-                                USAGE_LINE "\n", optarg);
+                fprintf(stderr,
+                        "ncclguard: trace: --window takes seconds (0: all), not '%s'; " USAGE_LINE
+                        "\n",
+                        optarg);
                 return CMD_EXIT_USAGE;
             }
             break;
@@ -411,8 +426,10 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
         struct host *h = &hosts[info[i].host];
         for (size_t k = 0; k < d->nops; k++) {
             int64_t mono = d->ops[k].enqueue_mono_ns, enq = d->ops[k].enqueue_ns;
-            if (mono && mono < h->oldest_mono) h->oldest_mono = mono;
-            else if (!mono && enq && enq < oldest_enq) oldest_enq = enq; /* no pair */
+            if (mono && mono < h->oldest_mono)
+                h->oldest_mono = mono;
+            else if (!mono && enq && enq < oldest_enq)
+                oldest_enq = enq; /* no pair */
             if (mono > h->mono) {
                 h->mono = mono;
                 h->delta = enq - mono;
@@ -464,8 +481,8 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
     snprintf(origin_s, sizeof origin_s, "%" PRId64, origin);
     fprintf(out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":");
     json_t *meta = json_pack("{s:s, s:s, s:s?, s:f}", "generator", "ncclguard trace",
-                             "origin_realtime_ns", origin_s, "incident",
-                             *newest ? newest : NULL, "window_s", window_s);
+                             "origin_realtime_ns", origin_s, "incident", *newest ? newest : NULL,
+                             "window_s", window_s);
     json_dumpf(meta, out, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(meta);
     fputs("}\n", out);
@@ -478,9 +495,11 @@ static int trace_dir(const char *dir, struct dirent **names, int n, struct dump_
         fprintf(stderr, "ncclguard: trace: left out %d rank%s not in --ranks\n", ranks_out,
                 ranks_out == 1 ? "" : "s");
     if (ops_out_window)
-        fprintf(stderr, "ncclguard: trace: left out %lu op%s older than the window (the last "
-                        "%g s before the %s; --window 0 shows all)\n", ops_out_window,
-                ops_out_window == 1 ? "" : "s", window_s, newest_t ? "incident" : "last dump");
+        fprintf(stderr,
+                "ncclguard: trace: left out %lu op%s older than the window (the last "
+                "%g s before the %s; --window 0 shows all)\n",
+                ops_out_window, ops_out_window == 1 ? "" : "s", window_s,
+                newest_t ? "incident" : "last dump");
     fprintf(stderr, "ncclguard: trace: %s: %d rank%s, %lu events%s%s\n", path, shown,
             shown == 1 ? "" : "s", nevents, *newest ? ", incident " : "", newest);
     return 0;

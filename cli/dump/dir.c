@@ -36,7 +36,7 @@ struct job {
     const char *dir;
     char **names;
     size_t n, next, delivered, window;
-    struct slot *slots;        /* window entries, file i in slots[i % window] */
+    struct slot *slots; /* window entries, file i in slots[i % window] */
     enum ng_json_backend backend;
     int flags, stop;
     pthread_mutex_t lock;
@@ -58,8 +58,7 @@ static int is_pickle(const struct job *j, const struct dirent *e)
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return 0;
     struct stat st;
-    int ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && read(fd, head, 2) == 2 &&
-             dr_fr_is(head, 2);
+    int ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && read(fd, head, 2) == 2 && dr_fr_is(head, 2);
     close(fd);
     return ok;
 }
@@ -124,8 +123,9 @@ static void one_per_rank(struct job *j, const struct dr_dir_cb *cb, struct dr_di
             char path[4096];
             struct stat sb;
             snprintf(path, sizeof path, "%s/%s", j->dir, v[k]);
-            if (!stat(path, &sb) && (sb.st_mtim.tv_sec > tb.tv_sec ||
-                (sb.st_mtim.tv_sec == tb.tv_sec && sb.st_mtim.tv_nsec >= tb.tv_nsec))) {
+            if (!stat(path, &sb) &&
+                (sb.st_mtim.tv_sec > tb.tv_sec ||
+                 (sb.st_mtim.tv_sec == tb.tv_sec && sb.st_mtim.tv_nsec >= tb.tv_nsec))) {
                 tb = sb.st_mtim;
                 best = k;
             }
@@ -135,8 +135,8 @@ static void one_per_rank(struct job *j, const struct dr_dir_cb *cb, struct dr_di
             if (x == best) continue;
             char path[4096], why[4200];
             snprintf(path, sizeof path, "%s/%s", j->dir, v[x]);
-            snprintf(why, sizeof why, "a second dump of rank %ld (the newer one, %s, is read): ignored",
-                     r, v[best]);
+            snprintf(why, sizeof why,
+                     "a second dump of rank %ld (the newer one, %s, is read): ignored", r, v[best]);
             if (cb->on_bad) cb->on_bad(cb->ctx, path, why);
             st->bad++;
             v[x][0] = '\0'; /* dropped below */
@@ -146,8 +146,10 @@ static void one_per_rank(struct job *j, const struct dr_dir_cb *cb, struct dr_di
     free(v);
     size_t n = 0;
     for (size_t i = 0; i < j->n; i++) {
-        if (j->names[i][0]) j->names[n++] = j->names[i];
-        else free(j->names[i]);
+        if (j->names[i][0])
+            j->names[n++] = j->names[i];
+        else
+            free(j->names[i]);
     }
     j->n = n;
 }
@@ -179,8 +181,10 @@ static void *worker(void *arg)
         size_t i = j->next++;
         pthread_mutex_unlock(&j->lock);
         struct slot s = {0};
-        if (p) parse_one(j, p, i, &s, &b);
-        else snprintf(s.err, sizeof s.err, "out of memory");
+        if (p)
+            parse_one(j, p, i, &s, &b);
+        else
+            snprintf(s.err, sizeof s.err, "out of memory");
         pthread_mutex_lock(&j->lock);
         s.ready = 1;
         j->slots[i % j->window] = s;
@@ -218,7 +222,7 @@ static int nthreads(const struct dr_dir_opts *o)
 }
 
 int dr_dir_read(const char *dir, const struct dr_dir_opts *o, const struct dr_dir_cb *cb,
-                    struct dr_dir_stats *st, char *err, size_t errlen)
+                struct dr_dir_stats *st, char *err, size_t errlen)
 {
     struct job j = {.dir = dir, .backend = o->backend, .flags = o->flags};
     memset(st, 0, sizeof *st);

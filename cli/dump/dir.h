@@ -11,10 +11,10 @@
 
 struct dr_dir_opts {
     enum ng_json_backend backend;
-    int threads;           /* parsing threads; 0: one per CPU, at most 8 */
-    int progress;          /* 1: a progress bar on stderr when it is a terminal and the
+    int threads;  /* parsing threads; 0: one per CPU, at most 8 */
+    int progress; /* 1: a progress bar on stderr when it is a terminal and the
                               read takes longer than a second */
-    int flags;             /* of dr_parse */
+    int flags;    /* of dr_parse */
 };
 
 /* Called in file-name order (natural order: r2 before r10), one at a time, from
@@ -28,13 +28,13 @@ struct dr_dir_cb {
 
 struct dr_dir_stats {
     size_t files, dumps, bad;
-    uint64_t bytes;        /* of the dumps read */
+    uint64_t bytes; /* of the dumps read */
 };
 
 /* Reads every *.json entry of dir, and every file that starts as a pickle does
  * (PyTorch's Flight Recorder dumps, dump/fr.h; other files are not dumps, and are
  * left alone). Returns 0, or -1 with the reason in err when dir cannot be listed. */
 int dr_dir_read(const char *dir, const struct dr_dir_opts *o, const struct dr_dir_cb *cb,
-                    struct dr_dir_stats *st, char *err, size_t errlen);
+                struct dr_dir_stats *st, char *err, size_t errlen);
 
 #endif

@@ -38,12 +38,12 @@ struct dr_op {
     uint64_t index, comm, seq, p2p_seq, count, bytes, stream, group, thread;
     int64_t enqueue_ns, enqueue_mono_ns, gpu_start_ns, gpu_end_ns, seen_start_ns, seen_end_ns;
     int32_t comm_rank, comm_nranks, root, peer, result, marker;
-    int32_t stack;         /* the enqueue stack's id (2.1), DR_NONE when none */
+    int32_t stack; /* the enqueue stack's id (2.1), DR_NONE when none */
     uint32_t flags;
-    uint8_t op, state;     /* enum ng_dop_name, enum ng_dop_state */
-    char datatype[16];     /* "bfloat16", "unknown/<n>" */
-    char redop[24];        /* "" when null; "sum", "premulsum/<n>" */
-    char times[12];        /* "sampled", "discovered", "" when null or before 2.1 */
+    uint8_t op, state; /* enum ng_dop_name, enum ng_dop_state */
+    char datatype[16]; /* "bfloat16", "unknown/<n>" */
+    char redop[24];    /* "" when null; "sum", "premulsum/<n>" */
+    char times[12];    /* "sampled", "discovered", "" when null or before 2.1 */
 };
 
 struct dr_peer {
@@ -52,7 +52,7 @@ struct dr_peer {
 };
 
 struct dr_comm {
-    uint64_t id, parent;   /* parent 0: a root communicator */
+    uint64_t id, parent; /* parent 0: a root communicator */
     int64_t rank, nranks, device, created_ns, last_async_error;
     uint64_t last_seq, last_completed_seq;
     const char *name, *state;
@@ -65,9 +65,9 @@ struct dr_frame {
     uint64_t pc, offset;
     int64_t function_offset;
     const char *module, *function, *build_id;
-    const char *file;      /* source file, named offline (the resolver); NULL when unknown */
-    int64_t line;          /* its line, DR_NONE when unknown */
-    int guess; /* the unwind could not confirm this frame (2.2; 0 in older dumps) */
+    const char *file; /* source file, named offline (the resolver); NULL when unknown */
+    int64_t line;     /* its line, DR_NONE when unknown */
+    int guess;        /* the unwind could not confirm this frame (2.2; 0 in older dumps) */
 };
 
 struct dr_thread {
@@ -97,19 +97,19 @@ struct dr_python {
 };
 
 struct dr_dump {
-    const char *path;      /* as given to the reader */
-    const char *schema;    /* "ncclguard.dump/2" */
-    int major, minor;      /* 2, 0 */
+    const char *path;   /* as given to the reader */
+    const char *schema; /* "ncclguard.dump/2" */
+    int major, minor;   /* 2, 0 */
     const char *reason, *incident, *host, *job;
     int64_t time_ns, pid, rank, local_rank;
     struct {
         const char *ncclguard, *python;
         int64_t nccl, cuda_driver;
-    } versions;            /* 1.x: from ncclguard_version and nccl_version */
+    } versions; /* 1.x: from ncclguard_version and nccl_version */
     struct {
         uint64_t capacity, recorded, overwritten, dropped_inflight;
     } flight;
-    const char *ras;       /* a "ras" member (NCCL's RAS view) when a dump carries one */
+    const char *ras; /* a "ras" member (NCCL's RAS view) when a dump carries one */
     struct dr_comm *comms;
     size_t ncomms;
     struct dr_op *ops;
@@ -117,9 +117,9 @@ struct dr_dump {
     struct dr_thread *threads; /* NULL with has_threads 0: the member was null (or 1.x) */
     size_t nthreads;
     int has_threads;
-    struct dr_python *python;  /* NULL: null, or 1.x */
-    struct dr_mem *mem;         /* owns everything above */
-    uint64_t bytes;             /* the length of the document read */
+    struct dr_python *python; /* NULL: null, or 1.x */
+    struct dr_mem *mem;       /* owns everything above */
+    uint64_t bytes;           /* the length of the document read */
 };
 
 /* The names the writer uses: ng_op_name(op), "Unknown" past the known ops;

@@ -27,7 +27,10 @@
 
 #define MAX_GROUP_RANKS (1 << 22)
 
-int dr_fr_is(const char *buf, size_t len) { return len >= 2 && (unsigned char)buf[0] == 0x80; }
+int dr_fr_is(const char *buf, size_t len)
+{
+    return len >= 2 && (unsigned char)buf[0] == 0x80;
+}
 
 struct fr {
     struct dr_dump *d;
@@ -104,8 +107,7 @@ static struct dr_comm *comm_of(struct fr *f, const char *name, const char *desc)
     uint64_t id = fnv(fnv(0xcbf29ce484222325ull, name), ranks);
     for (size_t i = 0; i < d->ncomms; i++)
         if (d->comms[i].id == id) return &d->comms[i];
-    struct dr_comm *c = dr_mem_push(f->m, (void **)&d->comms, &d->ncomms, &f->comms_cap,
-                                     sizeof *c);
+    struct dr_comm *c = dr_mem_push(f->m, (void **)&d->comms, &d->ncomms, &f->comms_cap, sizeof *c);
     if (!c) return NULL;
     c->id = id ? id : 1;
     c->rank = place;
@@ -127,28 +129,54 @@ static struct dr_comm *comm_of(struct fr *f, const char *name, const char *desc)
 
 /* ---- one entry ---- */
 
-struct dtype { const char *c10, *name; unsigned size; };
+struct dtype {
+    const char *c10, *name;
+    unsigned size;
+};
 static const struct dtype dtypes[] = {
-    {"Byte", "uint8", 1}, {"Char", "int8", 1}, {"Short", "int16", 2}, {"Int", "int32", 4},
-    {"Long", "int64", 8}, {"Half", "float16", 2}, {"Float", "float32", 4},
-    {"Double", "float64", 8}, {"BFloat16", "bfloat16", 2}, {"Bool", "bool", 1},
-    {"Float8_e4m3fn", "float8e4m3", 1}, {"Float8_e5m2", "float8e5m2", 1},
-    {"UInt16", "uint16", 2}, {"UInt32", "uint32", 4}, {"UInt64", "uint64", 8},
-    {"ComplexFloat", "complex64", 8}, {"ComplexDouble", "complex128", 16},
+    {"Byte", "uint8", 1},
+    {"Char", "int8", 1},
+    {"Short", "int16", 2},
+    {"Int", "int32", 4},
+    {"Long", "int64", 8},
+    {"Half", "float16", 2},
+    {"Float", "float32", 4},
+    {"Double", "float64", 8},
+    {"BFloat16", "bfloat16", 2},
+    {"Bool", "bool", 1},
+    {"Float8_e4m3fn", "float8e4m3", 1},
+    {"Float8_e5m2", "float8e5m2", 1},
+    {"UInt16", "uint16", 2},
+    {"UInt32", "uint32", 4},
+    {"UInt64", "uint64", 8},
+    {"ComplexFloat", "complex64", 8},
+    {"ComplexDouble", "complex128", 16},
 };
 
-struct opname { const char *fr; int op; };
+struct opname {
+    const char *fr;
+    int op;
+};
 static const struct opname opnames[] = {
-    {"all_reduce", NG_OP_ALLREDUCE}, {"allreduce", NG_OP_ALLREDUCE},
-    {"broadcast", NG_OP_BROADCAST}, {"reduce", NG_OP_REDUCE},
-    {"all_gather", NG_OP_ALLGATHER}, {"_allgather_base", NG_OP_ALLGATHER},
-    {"allgather", NG_OP_ALLGATHER}, {"all_gather_into_tensor_coalesced", NG_OP_ALLGATHER},
-    {"reduce_scatter", NG_OP_REDUCESCATTER}, {"_reduce_scatter_base", NG_OP_REDUCESCATTER},
+    {"all_reduce", NG_OP_ALLREDUCE},
+    {"allreduce", NG_OP_ALLREDUCE},
+    {"broadcast", NG_OP_BROADCAST},
+    {"reduce", NG_OP_REDUCE},
+    {"all_gather", NG_OP_ALLGATHER},
+    {"_allgather_base", NG_OP_ALLGATHER},
+    {"allgather", NG_OP_ALLGATHER},
+    {"all_gather_into_tensor_coalesced", NG_OP_ALLGATHER},
+    {"reduce_scatter", NG_OP_REDUCESCATTER},
+    {"_reduce_scatter_base", NG_OP_REDUCESCATTER},
     {"reduce_scatter_tensor_coalesced", NG_OP_REDUCESCATTER},
-    {"all_to_all", NG_OP_ALLTOALL}, {"all_to_all_single", NG_OP_ALLTOALL},
-    {"alltoall_base", NG_OP_ALLTOALL}, {"alltoall", NG_OP_ALLTOALL},
-    {"gather", NG_OP_GATHER}, {"scatter", NG_OP_SCATTER},
-    {"send", NG_OP_SEND}, {"recv", NG_OP_RECV},
+    {"all_to_all", NG_OP_ALLTOALL},
+    {"all_to_all_single", NG_OP_ALLTOALL},
+    {"alltoall_base", NG_OP_ALLTOALL},
+    {"alltoall", NG_OP_ALLTOALL},
+    {"gather", NG_OP_GATHER},
+    {"scatter", NG_OP_SCATTER},
+    {"send", NG_OP_SEND},
+    {"recv", NG_OP_RECV},
 };
 
 /* "nccl:send 1->2", "gloo:recv 3<-0": the op, and the peer (a comm rank). */
@@ -211,7 +239,9 @@ static int entry(struct fr *f, const struct dr_pk_val *e, size_t i)
     const char *state = dr_pk_str(dr_pk_get(e, "state"));
     if (!pname || !prof || !state) {
         snprintf(why, sizeof why, "entries[%zu] has no %s", i,
-                 !pname ? "process_group" : !prof ? "profiling_name" : "state");
+                 !pname  ? "process_group"
+                 : !prof ? "profiling_name"
+                         : "state");
         return fr_fail(f, why);
     }
     struct dr_op *o = dr_mem_push(f->m, (void **)&d->ops, &d->nops, &f->ops_cap, sizeof *o);
@@ -228,8 +258,10 @@ static int entry(struct fr *f, const struct dr_pk_val *e, size_t i)
     op_of(prof, o);
     int64_t seq = int_or(e, "collective_seq_id", 0), p2p = int_or(e, "p2p_seq_id", 0);
     int64_t is_p2p = int_or(e, "is_p2p", o->op == NG_OP_SEND || o->op == NG_OP_RECV);
-    if (is_p2p) o->p2p_seq = p2p > 0 ? (uint64_t)p2p : 0;
-    else o->seq = seq > 0 ? (uint64_t)seq : 0;
+    if (is_p2p)
+        o->p2p_seq = p2p > 0 ? (uint64_t)p2p : 0;
+    else
+        o->seq = seq > 0 ? (uint64_t)seq : 0;
     if (!is_p2p) o->peer = DR_NONE;
     sizes_of(e, o);
     const char *tid = dr_pk_str(dr_pk_get(e, "thread_id"));
@@ -238,8 +270,9 @@ static int entry(struct fr *f, const struct dr_pk_val *e, size_t i)
     o->seen_start_ns = int_or(e, "time_discovered_started_ns", 0);
     o->seen_end_ns = int_or(e, "time_discovered_completed_ns", 0);
     o->state = !strcmp(state, "completed") || int_or(e, "retired", 0) ? NG_OP_COMPLETED
-               : !strcmp(state, "started") ? NG_OP_STARTED
-               : !strcmp(state, "scheduled") ? NG_OP_SCHEDULED : DR_ST_OTHER;
+               : !strcmp(state, "started")                            ? NG_OP_STARTED
+               : !strcmp(state, "scheduled")                          ? NG_OP_SCHEDULED
+                                                                      : DR_ST_OTHER;
     /* duration_ms (GPU time, when torch times its collectives): the arrival measure */
     const struct dr_pk_val *dur = dr_pk_get(e, "duration_ms");
     if (dur && dur->kind == DR_PK_FLOAT && dur->u.f >= 0 && dur->u.f < 1e9 && o->enqueue_ns) {
@@ -247,8 +280,8 @@ static int entry(struct fr *f, const struct dr_pk_val *e, size_t i)
         o->gpu_end_ns = o->enqueue_ns + (int64_t)(dur->u.f * 1e6);
     }
     int64_t timeout = int_or(e, "timeout_ms", 0);
-    if ((o->state == NG_OP_SCHEDULED || o->state == NG_OP_STARTED) && timeout > 0 &&
-        d->time_ns && o->enqueue_ns && d->time_ns - o->enqueue_ns > timeout * 1000000)
+    if ((o->state == NG_OP_SCHEDULED || o->state == NG_OP_STARTED) && timeout > 0 && d->time_ns &&
+        o->enqueue_ns && d->time_ns - o->enqueue_ns > timeout * 1000000)
         o->flags |= DR_OP_TIMEOUT;
     if (c && o->seq > c->last_seq) c->last_seq = o->seq;
     if (c && o->seq > c->last_completed_seq && o->state == NG_OP_COMPLETED)
@@ -297,8 +330,10 @@ static int fill(struct fr *f, const struct dr_pk_val *root, const char *path)
     f->config = dr_pk_get(root, "pg_config");
     f->status = dr_pk_get(root, "pg_status");
     if (!version || !entries || entries->kind != DR_PK_LIST || !f->config)
-        return fr_fail(f, !version ? "no \"version\"" : !entries ? "no \"entries\""
-                       : !f->config ? "no \"pg_config\"" : "\"entries\" is not a list");
+        return fr_fail(f, !version     ? "no \"version\""
+                          : !entries   ? "no \"entries\""
+                          : !f->config ? "no \"pg_config\""
+                                       : "\"entries\" is not a list");
     int major = 0, minor = 0;
     if (sscanf(version, "%d.%d", &major, &minor) != 2 || major != 2) {
         char why[160];
@@ -337,8 +372,7 @@ static int fill(struct fr *f, const struct dr_pk_val *root, const char *path)
     return 0;
 }
 
-struct dr_dump *dr_fr_parse(const char *buf, size_t len, const char *path, char *err,
-                            size_t errlen)
+struct dr_dump *dr_fr_parse(const char *buf, size_t len, const char *path, char *err, size_t errlen)
 {
     char perr[200];
     struct dr_pk_doc *doc = dr_pk_parse(buf, len, perr, sizeof perr);

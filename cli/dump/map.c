@@ -20,19 +20,27 @@
 
 /* ---- ops[] ---- */
 
-static const char *const flag_names[] = NG_DUMP_OP_FLAG_NAMES;
+static const char *const flag_names[] = {NG_DUMP_OP_FLAG_NAMES};
 /* The writer's names (base/ops.h): another name reads as DR_OP_UNKNOWN, DR_ST_OTHER. */
 #define NAME_OF(id, name, ...) name,
 static const char *const op_names[] = {NG_OPS(NAME_OF)};
 static const char *const state_names[] = {NG_OP_STATES(NAME_OF)};
 #undef NAME_OF
 
-#define F(name, kind, nullable, member, null_as) \
-    {name, kind, nullable, offsetof(struct dr_op, member), 0, null_as, NULL}
-#define S(name, member) \
-    {name, NG_JF_CHARS, 1, offsetof(struct dr_op, member), sizeof(((struct dr_op *)0)->member), 0, NULL}
-#define E(name, member, names, other) \
-    {name, NG_JF_ENUM, 0, offsetof(struct dr_op, member), sizeof names / sizeof names[0], other, names}
+#define F(name, kind, nullable, member, null_as)                               \
+    {                                                                          \
+        name, kind, nullable, offsetof(struct dr_op, member), 0, null_as, NULL \
+    }
+#define S(name, member)                                                                            \
+    {                                                                                              \
+        name, NG_JF_CHARS, 1, offsetof(struct dr_op, member), sizeof(((struct dr_op *)0)->member), \
+            0, NULL                                                                                \
+    }
+#define E(name, member, names, other)                                                        \
+    {                                                                                        \
+        name, NG_JF_ENUM, 0, offsetof(struct dr_op, member), sizeof names / sizeof names[0], \
+            other, names                                                                     \
+    }
 
 /* How each member of an op is read, by its key in the writer's list
  * (evidence/dump_format.h): a key added or renamed there leaves its OP_<key>
@@ -62,8 +70,11 @@ static const char *const state_names[] = {NG_OP_STATES(NAME_OF)};
 #define OP_seen_end_ns(name) F(name, NG_JF_I64, 1, seen_end_ns, 0)
 #define OP_times(name) S(name, times)
 #define OP_result(name) F(name, NG_JF_I32, 1, result, 0)
-#define OP_flags(name) \
-    {name, NG_JF_FLAGS, 0, offsetof(struct dr_op, flags), sizeof flag_names / sizeof flag_names[0], 0, flag_names}
+#define OP_flags(name)                                              \
+    {                                                               \
+        name, NG_JF_FLAGS, 0, offsetof(struct dr_op, flags),        \
+            sizeof flag_names / sizeof flag_names[0], 0, flag_names \
+    }
 #define OP_marker(name) F(name, NG_JF_I32, 1, marker, DR_NONE)
 #define OP_stack(name) F(name, NG_JF_I32, 1, stack, DR_NONE)
 
@@ -80,15 +91,18 @@ static const int op_required[] = {O_index, O_comm, O_seq, O_op, O_state, O_enque
 /* The members a brief read (DR_BRIEF) skips unparsed; and those it skips too
  * in the ops past the ones in flight (dump-format.md: those come first), which the
  * analysis needs only of an op in flight. */
-static const int brief_skips[] = {O_comm_rank, O_comm_nranks, O_bytes, O_group,
-                                  O_enqueue_mono_ns, O_seen_start_ns, O_seen_end_ns,
-                                  O_marker, O_stack};
+static const int brief_skips[] = {O_comm_rank,   O_comm_nranks,     O_bytes,
+                                  O_group,       O_enqueue_mono_ns, O_seen_start_ns,
+                                  O_seen_end_ns, O_marker,          O_stack};
 static const int tail_skips[] = {O_index, O_p2p_seq, O_peer, O_stream};
 static struct ng_jfield brief_fields[NOPFIELDS], tail_fields[NOPFIELDS];
 static struct ng_jrecord op_record, brief_record, tail_record;
 static uint64_t op_need, tail_need; /* the bits of op_required in each */
 
-static int in_flight(int state) { return state == NG_OP_SCHEDULED || state == NG_OP_STARTED; }
+static int in_flight(int state)
+{
+    return state == NG_OP_SCHEDULED || state == NG_OP_STARTED;
+}
 
 static int op_elem(void *c, size_t i, ng_jv *v)
 {
@@ -102,12 +116,15 @@ static int op_elem(void *c, size_t i, ng_jv *v)
     const struct ng_jrecord *rec = !r->brief ? &op_record : tail ? &tail_record : &brief_record;
     uint64_t need = tail ? tail_need : op_need;
     if (!ng_jv_record(v, rec, o, &seen, &bad) && (seen & need) == need) {
-        if (r->brief && !in_flight(o->state)) r->tail = 1;
-        else if (tail) r->order_broken = 1;
+        if (r->brief && !in_flight(o->state))
+            r->tail = 1;
+        else if (tail)
+            r->order_broken = 1;
         return 0;
     }
     dr_enter(r, "ops", (long)i);
-    if (bad >= 0) dr_fail(r, rec->fields[bad].name, "not of its kind (see docs/dump-format.md)");
+    if (bad >= 0)
+        dr_fail(r, rec->fields[bad].name, "not of its kind (see docs/dump-format.md)");
     else if ((seen & need) != need && !r->err[0])
         for (int k = 0; k < rec->n; k++)
             if ((need & ~seen) & (1ull << k)) {
@@ -124,8 +141,9 @@ static int op_elem(void *c, size_t i, ng_jv *v)
 static const char *const comm_keys[] = {NG_DUMP_COMM_FIELDS(NG_DUMP_KEY_NAME)};
 #define COMM_ID(key, kind, source) C_##key,
 enum { NG_DUMP_COMM_FIELDS(COMM_ID) C_NKEYS };
-#define COMM_REQUIRED ((1u << C_id) | (1u << C_rank) | (1u << C_nranks) | (1u << C_last_seq) | \
-                       (1u << C_last_completed_seq))
+#define COMM_REQUIRED                                                        \
+    ((1u << C_id) | (1u << C_rank) | (1u << C_nranks) | (1u << C_last_seq) | \
+     (1u << C_last_completed_seq))
 static const char *const peer_keys[] = {NG_DUMP_PEER_FIELDS(NG_DUMP_KEY_NAME)};
 #define PEER_ID(key, kind, source) P_##key,
 enum { NG_DUMP_PEER_FIELDS(PEER_ID) P_NKEYS };
@@ -146,8 +164,7 @@ static int peer_member(void *c, int k, ng_jv *v)
     switch (k) {
     case P_peer: return dr_i64(x->r, peer_keys[k], v, &p->peer, DR_NONE);
     case P_last_p2p_seq: return dr_u64(x->r, peer_keys[k], v, &p->last_p2p_seq);
-    case P_last_completed_p2p_seq:
-        return dr_u64(x->r, peer_keys[k], v, &p->last_completed_p2p_seq);
+    case P_last_completed_p2p_seq: return dr_u64(x->r, peer_keys[k], v, &p->last_completed_p2p_seq);
     }
     return 0;
 }
@@ -202,7 +219,8 @@ static int comm_elem(void *c, size_t i, ng_jv *v)
 {
     struct dr_reader *r = c;
     struct dr_dump *d = r->d;
-    struct dr_comm *cm = dr_mem_push(r->m, (void **)&d->comms, &d->ncomms, &r->comms_cap, sizeof *cm);
+    struct dr_comm *cm = dr_mem_push(r->m, (void **)&d->comms, &d->ncomms, &r->comms_cap,
+                                     sizeof *cm);
     if (!cm) return dr_fail(r, NULL, "out of memory");
     cm->device = DR_NONE;
     cm->blocking = 1;

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 struct dr_mem {
-    struct mem_block *blocks;   /* strings and small arrays */
-    void **vecs;                /* growable arrays (ops, comms, ...) */
+    struct mem_block *blocks; /* strings and small arrays */
+    void **vecs;              /* growable arrays (ops, comms, ...) */
     size_t nvecs, capvecs;
 };
 

@@ -33,11 +33,11 @@ struct pk {
     size_t *marks;
     size_t nmarks, capmarks;
     struct dr_pk_val **memo;
-    size_t capmemo, nmemo;      /* slots, and how many are filled (MEMOIZE's next) */
+    size_t capmemo, nmemo; /* slots, and how many are filled (MEMOIZE's next) */
     size_t nvalues;
     char *err;
     size_t errlen;
-    size_t at;                  /* the current opcode's offset */
+    size_t at; /* the current opcode's offset */
 };
 
 static const struct dr_pk_val none_v = {.kind = DR_PK_NONE, .frozen = 1};
@@ -102,7 +102,10 @@ static int push(struct pk *k, const struct dr_pk_val *v)
 }
 
 /* The stack's length at the innermost mark (0 without one). */
-static size_t base(const struct pk *k) { return k->nmarks ? k->marks[k->nmarks - 1] : 0; }
+static size_t base(const struct pk *k)
+{
+    return k->nmarks ? k->marks[k->nmarks - 1] : 0;
+}
 
 static struct dr_pk_val *pop(struct pk *k)
 {
@@ -388,14 +391,14 @@ static int step(struct pk *k, unsigned op, int *stop)
         memcpy(&v->u.f, &bits, sizeof v->u.f);
         return push(k, v);
     }
-    case 'X': return string_value(k, 4, DR_PK_STR);      /* BINUNICODE */
-    case 0x8c: return string_value(k, 1, DR_PK_STR);     /* SHORT_BINUNICODE */
-    case 0x8d: return string_value(k, 8, DR_PK_STR);     /* BINUNICODE8 */
-    case 'T': return string_value(k, 4, DR_PK_BYTES);    /* BINSTRING (Python 2 str) */
-    case 'U': return string_value(k, 1, DR_PK_BYTES);    /* SHORT_BINSTRING */
-    case 'B': return string_value(k, 4, DR_PK_BYTES);    /* BINBYTES */
-    case 'C': return string_value(k, 1, DR_PK_BYTES);    /* SHORT_BINBYTES */
-    case 0x8e: return string_value(k, 8, DR_PK_BYTES);   /* BINBYTES8 */
+    case 'X': return string_value(k, 4, DR_PK_STR);    /* BINUNICODE */
+    case 0x8c: return string_value(k, 1, DR_PK_STR);   /* SHORT_BINUNICODE */
+    case 0x8d: return string_value(k, 8, DR_PK_STR);   /* BINUNICODE8 */
+    case 'T': return string_value(k, 4, DR_PK_BYTES);  /* BINSTRING (Python 2 str) */
+    case 'U': return string_value(k, 1, DR_PK_BYTES);  /* SHORT_BINSTRING */
+    case 'B': return string_value(k, 4, DR_PK_BYTES);  /* BINBYTES */
+    case 'C': return string_value(k, 1, DR_PK_BYTES);  /* SHORT_BINBYTES */
+    case 0x8e: return string_value(k, 8, DR_PK_BYTES); /* BINBYTES8 */
     case ']': return push(k, value(k, DR_PK_LIST));
     case '}': return push(k, value(k, DR_PK_DICT));
     case ')': {
@@ -413,27 +416,33 @@ static int step(struct pk *k, unsigned op, int *stop)
     case 'e': return extend(k, DR_PK_LIST);
     case 's': return setitem(k);
     case 'u': return extend(k, DR_PK_DICT);
-    case 'q': return le(k, 1, &x) ? -1 : put(k, x);      /* BINPUT */
-    case 'r': return le(k, 4, &x) ? -1 : put(k, x);      /* LONG_BINPUT */
-    case 0x94: return put(k, k->nmemo);                  /* MEMOIZE */
-    case 'h': return le(k, 1, &x) ? -1 : get(k, x);      /* BINGET */
-    case 'j': return le(k, 4, &x) ? -1 : get(k, x);      /* LONG_BINGET */
+    case 'q': return le(k, 1, &x) ? -1 : put(k, x); /* BINPUT */
+    case 'r': return le(k, 4, &x) ? -1 : put(k, x); /* LONG_BINPUT */
+    case 0x94: return put(k, k->nmemo);             /* MEMOIZE */
+    case 'h': return le(k, 1, &x) ? -1 : get(k, x); /* BINGET */
+    case 'j': return le(k, 4, &x) ? -1 : get(k, x); /* LONG_BINGET */
     }
     char why[160];
     const char *name = refused(op);
     if (name)
         snprintf(why, sizeof why, "opcode %s (0x%02x): pickle code is never run", name, op);
     else
-        snprintf(why, sizeof why, "opcode 0x%02x is not in the subset read (data of protocol "
-                 "2 to 5)", op);
+        snprintf(why, sizeof why,
+                 "opcode 0x%02x is not in the subset read (data of protocol "
+                 "2 to 5)",
+                 op);
     return fail(k, why);
 }
 
 struct dr_pk_doc *dr_pk_parse(const void *buf, size_t len, char *err, size_t errlen)
 {
     struct dr_pk_doc *d = calloc(1, sizeof *d);
-    struct pk k = {.doc = d, .p = buf, .start = buf, .end = (const unsigned char *)buf + len,
-                   .err = err, .errlen = errlen};
+    struct pk k = {.doc = d,
+                   .p = buf,
+                   .start = buf,
+                   .end = (const unsigned char *)buf + len,
+                   .err = err,
+                   .errlen = errlen};
     err[0] = '\0';
     if (!d) {
         snprintf(err, errlen, "out of memory");
@@ -458,7 +467,10 @@ struct dr_pk_doc *dr_pk_parse(const void *buf, size_t len, char *err, size_t err
     return d;
 }
 
-const struct dr_pk_val *dr_pk_root(const struct dr_pk_doc *d) { return d->root; }
+const struct dr_pk_val *dr_pk_root(const struct dr_pk_doc *d)
+{
+    return d->root;
+}
 
 void dr_pk_free(struct dr_pk_doc *d)
 {

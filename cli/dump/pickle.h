@@ -21,27 +21,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum dr_pk_kind { DR_PK_NONE, DR_PK_BOOL, DR_PK_INT, DR_PK_FLOAT, DR_PK_STR, DR_PK_BYTES,
-                  DR_PK_LIST, DR_PK_TUPLE, DR_PK_DICT };
+enum dr_pk_kind {
+    DR_PK_NONE,
+    DR_PK_BOOL,
+    DR_PK_INT,
+    DR_PK_FLOAT,
+    DR_PK_STR,
+    DR_PK_BYTES,
+    DR_PK_LIST,
+    DR_PK_TUPLE,
+    DR_PK_DICT
+};
 
 /* Bounds (a Flight Recorder dump of 20000 entries has about 10^6 values). */
-#define DR_PK_MAX_DEPTH 64           /* containers inside containers */
-#define DR_PK_MAX_MARKS 1024         /* open marks */
-#define DR_PK_MAX_STACK (1u << 22)   /* values on the stack */
-#define DR_PK_MAX_VALUES (1u << 24)  /* values built */
-#define DR_PK_MAX_MEMO (1u << 24)    /* memo slots */
+#define DR_PK_MAX_DEPTH 64          /* containers inside containers */
+#define DR_PK_MAX_MARKS 1024        /* open marks */
+#define DR_PK_MAX_STACK (1u << 22)  /* values on the stack */
+#define DR_PK_MAX_VALUES (1u << 24) /* values built */
+#define DR_PK_MAX_MEMO (1u << 24)   /* memo slots */
 
 struct dr_pk_val {
-    uint8_t kind;       /* enum dr_pk_kind */
-    uint8_t frozen;     /* inside another container: no longer changes */
-    uint16_t depth;     /* 0 for a scalar, 1 + its deepest item's for a container */
-    size_t n;           /* items (a dict: 2 a pair, key at 2i, value at 2i + 1); str, bytes:
+    uint8_t kind;   /* enum dr_pk_kind */
+    uint8_t frozen; /* inside another container: no longer changes */
+    uint16_t depth; /* 0 for a scalar, 1 + its deepest item's for a container */
+    size_t n;       /* items (a dict: 2 a pair, key at 2i, value at 2i + 1); str, bytes:
                            the length */
     size_t cap;
     union {
-        int64_t i;      /* int, bool */
+        int64_t i; /* int, bool */
         double f;
-        const char *s;  /* str (UTF-8, NUL-terminated) and bytes */
+        const char *s; /* str (UTF-8, NUL-terminated) and bytes */
         struct dr_pk_val **items;
     } u;
 };

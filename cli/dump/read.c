@@ -32,9 +32,9 @@ static const char *const top_keys[] = {NG_DUMP_TOP_FIELDS(NG_DUMP_KEY_NAME) "ncc
 enum { NG_DUMP_TOP_FIELDS(TOP_ID) T_ncclguard_version, T_nccl_version, T_NKEYS };
 _Static_assert(T_NKEYS <= 32, "top-level keys are bits of a uint32_t");
 #define BIT(k) (1u << (k))
-#define NEED_ALL (BIT(T_schema) | BIT(T_reason) | BIT(T_time_ns) | BIT(T_host) | BIT(T_pid) | \
-                  BIT(T_rank) | BIT(T_local_rank) | BIT(T_job) | BIT(T_flight) | BIT(T_comms) | \
-                  BIT(T_ops))
+#define NEED_ALL                                                                               \
+    (BIT(T_schema) | BIT(T_reason) | BIT(T_time_ns) | BIT(T_host) | BIT(T_pid) | BIT(T_rank) | \
+     BIT(T_local_rank) | BIT(T_job) | BIT(T_flight) | BIT(T_comms) | BIT(T_ops))
 #define NEED_2 (NEED_ALL | BIT(T_incident) | BIT(T_versions) | BIT(T_threads) | BIT(T_python))
 #define NEED_1 (NEED_ALL | BIT(T_ncclguard_version) | BIT(T_nccl_version))
 
@@ -76,8 +76,10 @@ static int check_schema(struct dr_reader *r, const char *s)
     return 0;
 bad:;
     char why[160];
-    snprintf(why, sizeof why, "unknown schema '%.80s' (this reader knows ncclguard.dump/1.x and "
-             "/2.x)", s);
+    snprintf(why, sizeof why,
+             "unknown schema '%.80s' (this reader knows ncclguard.dump/1.x and "
+             "/2.x)",
+             s);
     return dr_fail(r, NULL, why);
 }
 
@@ -181,8 +183,12 @@ static struct dr_dump *parse_once(ng_jparser *p, const char *buf, size_t len, co
     d->rank = d->local_rank = d->pid = DR_NONE;
     d->path = path ? dr_mem_strdup(m, path, strlen(path)) : NULL;
     err[0] = '\0';
-    struct dr_reader r = {.d = d, .m = m, .err = err, .errlen = errlen,
-                      .brief = flags & DR_BRIEF, .no_tail = no_tail};
+    struct dr_reader r = {.d = d,
+                          .m = m,
+                          .err = err,
+                          .errlen = errlen,
+                          .brief = flags & DR_BRIEF,
+                          .no_tail = no_tail};
     struct top_ctx x = {&r, 0};
     int rc = ng_json_parse(p, buf, len, root, &x, jerr, sizeof jerr);
     *again = rc == 0 && r.order_broken;
@@ -195,8 +201,8 @@ static struct dr_dump *parse_once(ng_jparser *p, const char *buf, size_t len, co
     return NULL;
 }
 
-struct dr_dump *dr_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
-                              int flags, char *err, size_t errlen)
+struct dr_dump *dr_parse(ng_jparser *p, const char *buf, size_t len, const char *path, int flags,
+                         char *err, size_t errlen)
 {
     if (dr_fr_is(buf, len)) return dr_fr_parse(buf, len, path, err, errlen); /* by content */
     int again;
@@ -252,8 +258,7 @@ void dr_unslurp(struct dr_bytes *b)
     memset(b, 0, sizeof *b);
 }
 
-struct dr_dump *dr_read_file(ng_jparser *p, const char *path, int flags, char *err,
-                                  size_t errlen)
+struct dr_dump *dr_read_file(ng_jparser *p, const char *path, int flags, char *err, size_t errlen)
 {
     struct dr_bytes b = {0};
     struct dr_dump *d = NULL;

@@ -19,11 +19,10 @@
 
 /* Reads one dump from buf[0..len) (NG_JSON_PADDING readable bytes after it): JSON,
  * or a Flight Recorder pickle when it starts as one (dump/fr.h). Returns the dump, or NULL with a one-line reason in err. */
-struct dr_dump *dr_parse(ng_jparser *p, const char *buf, size_t len, const char *path,
-                              int flags, char *err, size_t errlen);
+struct dr_dump *dr_parse(ng_jparser *p, const char *buf, size_t len, const char *path, int flags,
+                         char *err, size_t errlen);
 /* Reads the file at path (a regular file, at most 1 GiB). */
-struct dr_dump *dr_read_file(ng_jparser *p, const char *path, int flags, char *err,
-                                  size_t errlen);
+struct dr_dump *dr_read_file(ng_jparser *p, const char *path, int flags, char *err, size_t errlen);
 
 /* The bytes of the regular file at path, with NG_JSON_PADDING zero bytes after them,
  * read into b->buf, which is kept (and grown) from one file to the next: a reader

@@ -40,7 +40,10 @@ int dr_missing(struct dr_reader *r, const char *const *keys, int n, uint32_t see
 
 /* ---- values ---- */
 
-static int is_null(ng_jv *v) { return ng_jv_kind(v) == NG_J_NULL; }
+static int is_null(ng_jv *v)
+{
+    return ng_jv_kind(v) == NG_J_NULL;
+}
 
 int dr_i64(struct dr_reader *r, const char *key, ng_jv *v, int64_t *out, int64_t null_as)
 {
@@ -98,8 +101,10 @@ int dr_hex(struct dr_reader *r, const char *key, ng_jv *v, uint64_t *out, int nu
     if (n < 1 || n > 16) return dr_fail(r, key, "not 1 to 16 hexadecimal digits");
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return dr_fail(r, key, "not a hexadecimal string");
         x = x << 4 | (uint64_t)d;
     }
@@ -144,8 +149,8 @@ int dr_chars(struct dr_reader *r, const char *key, ng_jv *v, char *buf, size_t s
     return 0;
 }
 
-int dr_enum(struct dr_reader *r, const char *key, ng_jv *v, const char *(*name)(int), int n, int other,
-            uint8_t *out)
+int dr_enum(struct dr_reader *r, const char *key, ng_jv *v, const char *(*name)(int), int n,
+            int other, uint8_t *out)
 {
     const char *s;
     size_t len;
@@ -161,7 +166,8 @@ int dr_enum(struct dr_reader *r, const char *key, ng_jv *v, const char *(*name)(
     return 0;
 }
 
-int dr_object(struct dr_reader *r, ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn, void *ctx)
+int dr_object(struct dr_reader *r, ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn,
+              void *ctx)
 {
     if (ng_jv_kind(v) != NG_J_OBJECT) return dr_fail(r, NULL, "not an object");
     int rc = ng_jv_object(v, keys, fn, ctx);

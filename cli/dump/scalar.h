@@ -21,13 +21,13 @@ struct dr_reader {
     size_t errlen;
     struct {
         const char *name;
-        long index;     /* -1: a member, not an element */
+        long index; /* -1: a member, not an element */
     } path[DR_DEPTH];
     int depth;
     size_t ops_cap, comms_cap, threads_cap, pythreads_cap; /* of the arrays of d */
-    int brief;            /* DR_BRIEF */
-    int tail, no_tail;    /* brief: past the ops in flight (unless no_tail) */
-    int order_broken;     /* an op in flight among the tail: read again without it */
+    int brief;                                             /* DR_BRIEF */
+    int tail, no_tail; /* brief: past the ops in flight (unless no_tail) */
+    int order_broken;  /* an op in flight among the tail: read again without it */
 };
 
 static inline void dr_enter(struct dr_reader *r, const char *name, long index)
@@ -39,7 +39,10 @@ static inline void dr_enter(struct dr_reader *r, const char *name, long index)
     r->depth++;
 }
 
-static inline void dr_leave(struct dr_reader *r) { r->depth--; }
+static inline void dr_leave(struct dr_reader *r)
+{
+    r->depth--;
+}
 
 /* Sets the message "<path>.<member>: <what>" and returns -1. */
 int dr_fail(struct dr_reader *r, const char *member, const char *what);
@@ -58,10 +61,11 @@ int dr_str(struct dr_reader *r, const char *key, ng_jv *v, const char **out);
 /* a string into buf, cut to fit (null: "") */
 int dr_chars(struct dr_reader *r, const char *key, ng_jv *v, char *buf, size_t size);
 /* a string among the names name(0..n-1); another string reads as `other` */
-int dr_enum(struct dr_reader *r, const char *key, ng_jv *v, const char *(*name)(int), int n, int other,
-            uint8_t *out);
+int dr_enum(struct dr_reader *r, const char *key, ng_jv *v, const char *(*name)(int), int n,
+            int other, uint8_t *out);
 /* an object, its members handed to fn */
-int dr_object(struct dr_reader *r, ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn, void *ctx);
+int dr_object(struct dr_reader *r, ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn,
+              void *ctx);
 /* the first of the `need` members (bits of keys[]) that `seen` lacks */
 int dr_missing(struct dr_reader *r, const char *const *keys, int n, uint32_t seen, uint32_t need);
 

@@ -14,7 +14,7 @@
 #include "json/json.h"
 
 /* The writer's keys (evidence/dump_format.h), and an id for each: K_<list>_<key>. */
-#define KEYS(list, LIST)                                                        \
+#define KEYS(list, LIST)                                                                  \
     static const char *const list##_keys[] = {NG_DUMP_##LIST##_FIELDS(NG_DUMP_KEY_NAME)}; \
     enum { NG_DUMP_##LIST##_FIELDS(list##_ID) list##_NKEYS }
 #define thread_ID(key, kind, source) K_thread_##key,
@@ -107,7 +107,7 @@ static int thread_elem(void *c, size_t i, ng_jv *v)
     struct dr_reader *r = c;
     struct dr_dump *d = r->d;
     struct dr_thread *t = dr_mem_push(r->m, (void **)&d->threads, &d->nthreads, &r->threads_cap,
-                                       sizeof *t);
+                                      sizeof *t);
     if (!t) return dr_fail(r, NULL, "out of memory");
     t->tid = DR_NONE;
     struct thread_ctx x = {r, t, NULL, 0};

@@ -29,7 +29,7 @@
 struct module {
     struct module *next; /* in its hash chain */
     char *path, *build_id;
-    Dwfl *dwfl;          /* NULL: no file with this build-id */
+    Dwfl *dwfl; /* NULL: no file with this build-id */
     Dwfl_Module *mod;
     Dwarf_Addr bias;
 };
@@ -160,8 +160,8 @@ static int open_debug_file(int i, const char *build_id, char *path, size_t n)
 
 /* libdwfl's find_debuginfo: the debug file of a module whose own file has no
  * DWARF, from the debug directories; never the network. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                          Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
     (void)userdata, (void)modname, (void)base, (void)file_name, (void)debuglink_file;
@@ -223,8 +223,7 @@ static void open_module(struct module *m)
 static struct module *module_of(const char *path, const char *build_id)
 {
     uint64_t h = module_hash_of(path, build_id);
-    for (struct module *m = nmodule_slots ? modules[h & (nmodule_slots - 1)] : NULL; m;
-         m = m->next)
+    for (struct module *m = nmodule_slots ? modules[h & (nmodule_slots - 1)] : NULL; m; m = m->next)
         if (!strcmp(m->path, path) && !strcmp(m->build_id, build_id)) return m;
     if (grow((void ***)&modules, &nmodule_slots, nmodules, offsetof(struct module, next),
              module_hash))
@@ -288,8 +287,8 @@ void dr_symres_frame(struct dr_frame *f, int exact)
     const struct answer *got = NULL;
     if (m && m->mod) {
         uint64_t h = answer_hash_of(m, f->offset, exact);
-        for (struct answer *a = nanswer_slots ? answers[h & (nanswer_slots - 1)] : NULL;
-             a && !got; a = a->next)
+        for (struct answer *a = nanswer_slots ? answers[h & (nanswer_slots - 1)] : NULL; a && !got;
+             a = a->next)
             if (a->m == m && a->offset == f->offset && a->exact == exact) got = a;
         if (!got && !grow((void ***)&answers, &nanswer_slots, nanswers,
                           offsetof(struct answer, next), answer_hash)) {

@@ -99,7 +99,8 @@ static int jv_member(const struct ng_jfield *f, void *out, json_t *j)
         *(uint32_t *)ng_jf_at(f, out) = 0;
         for (size_t i = 0; i < json_array_size(j); i++) {
             json_t *e = json_array_get(j, i);
-            if (!json_is_string(e) || ng_jf_flag(f, out, json_string_value(e), json_string_length(e)))
+            if (!json_is_string(e) ||
+                ng_jf_flag(f, out, json_string_value(e), json_string_length(e)))
                 return -1;
         }
         return 0;
@@ -125,10 +126,13 @@ static int jv_record(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t
     return 0;
 }
 
-static const struct ng_jv_ops jv_ops = {jv_kind, jv_integer, jv_boolean, jv_string, jv_object,
-                                        jv_array, jv_record};
+static const struct ng_jv_ops jv_ops = {jv_kind,   jv_integer, jv_boolean, jv_string,
+                                        jv_object, jv_array,   jv_record};
 
-static void jp_free(ng_jparser *p) { free(p); }
+static void jp_free(ng_jparser *p)
+{
+    free(p);
+}
 
 static int jp_parse(ng_jparser *p, const char *buf, size_t len, int (*root)(void *, ng_jv *),
                     void *ctx, char *err, size_t errlen)

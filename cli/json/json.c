@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-
 void ng_jkeys_init(struct ng_jkeys *k, const char *const *names, int n)
 {
     k->names = names;
@@ -49,7 +48,8 @@ void ng_jrecord_init(struct ng_jrecord *r, const struct ng_jfield *fields, int n
 int ng_jrecord_find(const struct ng_jrecord *r, const char *s, size_t len, int *hint)
 {
     int h = *hint + 1;
-    if (h >= 0 && h < r->n && r->len[h] == len && !memcmp(r->fields[h].name, s, len)) return *hint = h;
+    if (h >= 0 && h < r->n && r->len[h] == len && !memcmp(r->fields[h].name, s, len))
+        return *hint = h;
     for (int i = 0; i < r->n; i++)
         if (r->len[i] == len && !memcmp(r->fields[i].name, s, len)) return *hint = i;
     return -1;
@@ -60,17 +60,32 @@ int ng_jv_record(ng_jv *v, const struct ng_jrecord *rec, void *out, uint64_t *se
     return v->ops->record(v, rec, out, seen, bad);
 }
 
-int ng_jv_kind(ng_jv *v) { return v->ops->kind(v); }
-int ng_jv_int(ng_jv *v, int64_t *out) { return v->ops->integer(v, out); }
-int ng_jv_bool(ng_jv *v, int *out) { return v->ops->boolean(v, out); }
-int ng_jv_string(ng_jv *v, const char **s, size_t *len) { return v->ops->string(v, s, len); }
+int ng_jv_kind(ng_jv *v)
+{
+    return v->ops->kind(v);
+}
+int ng_jv_int(ng_jv *v, int64_t *out)
+{
+    return v->ops->integer(v, out);
+}
+int ng_jv_bool(ng_jv *v, int *out)
+{
+    return v->ops->boolean(v, out);
+}
+int ng_jv_string(ng_jv *v, const char **s, size_t *len)
+{
+    return v->ops->string(v, s, len);
+}
 
 int ng_jv_object(ng_jv *v, const struct ng_jkeys *keys, ng_jmember_fn fn, void *ctx)
 {
     return v->ops->object(v, keys, fn, ctx);
 }
 
-int ng_jv_array(ng_jv *v, ng_jelem_fn fn, void *ctx) { return v->ops->array(v, fn, ctx); }
+int ng_jv_array(ng_jv *v, ng_jelem_fn fn, void *ctx)
+{
+    return v->ops->array(v, fn, ctx);
+}
 
 void ng_jparser_free(ng_jparser *p)
 {

@@ -61,20 +61,20 @@ int ng_jv_array(ng_jv *v, ng_jelem_fn fn, void *ctx);
  * converted by its kind and stored at its offset; members not in the table are
  * skipped. The bulk path of the dump reader. */
 enum ng_jfkind {
-    NG_JF_I64,          /* int64_t */
-    NG_JF_I32,          /* int32_t, range-checked */
-    NG_JF_U64,          /* uint64_t, not negative */
-    NG_JF_U64_OR_NULL,  /* the same, null reads as 0 */
-    NG_JF_HEX,          /* uint64_t from 1 to 16 hexadecimal digits */
-    NG_JF_CHARS,        /* char[size], cut to fit */
-    NG_JF_ENUM,         /* uint8_t: the index among names (size of them), else null_as */
-    NG_JF_FLAGS,        /* uint32_t: bit i for each string names[i] (or "bit<i>") */
-    NG_JF_SKIP,         /* a member known and not wanted: skipped, any value */
+    NG_JF_I64,         /* int64_t */
+    NG_JF_I32,         /* int32_t, range-checked */
+    NG_JF_U64,         /* uint64_t, not negative */
+    NG_JF_U64_OR_NULL, /* the same, null reads as 0 */
+    NG_JF_HEX,         /* uint64_t from 1 to 16 hexadecimal digits */
+    NG_JF_CHARS,       /* char[size], cut to fit */
+    NG_JF_ENUM,        /* uint8_t: the index among names (size of them), else null_as */
+    NG_JF_FLAGS,       /* uint32_t: bit i for each string names[i] (or "bit<i>") */
+    NG_JF_SKIP,        /* a member known and not wanted: skipped, any value */
 };
 
 struct ng_jfield {
     const char *name;
-    uint8_t kind, nullable;  /* nullable: null reads as null_as (0, "" for strings) */
+    uint8_t kind, nullable; /* nullable: null reads as null_as (0, "" for strings) */
     uint16_t offset, size;
     int64_t null_as;
     const char *const *names;
@@ -82,7 +82,7 @@ struct ng_jfield {
 
 struct ng_jrecord {
     const struct ng_jfield *fields;
-    int n;              /* at most 64 */
+    int n; /* at most 64 */
     unsigned char len[64];
     const char *names[64];
     uint64_t word[64][2], mask[64][2]; /* name and closing quote as two words, len < 16 */

@@ -24,7 +24,8 @@
 
 using namespace simdjson;
 
-namespace {
+namespace
+{
 
 struct sparser {
     ng_jparser base;
@@ -48,7 +49,10 @@ int fail(sparser *p, error_code e)
     return -1;
 }
 
-sval *S(ng_jv *v) { return reinterpret_cast<sval *>(v); }
+sval *S(ng_jv *v)
+{
+    return reinterpret_cast<sval *>(v);
+}
 
 int sv_kind(ng_jv *v)
 {
@@ -233,8 +237,8 @@ int sv_record(ng_jv *v, const ng_jrecord *rec, void *out, uint64_t *seen, int *b
     return 0;
 }
 
-const ng_jv_ops sval_ops = {sv_kind, sv_integer, sv_boolean, sv_string, sv_object, sv_array,
-                            sv_record};
+const ng_jv_ops sval_ops = {sv_kind,   sv_integer, sv_boolean, sv_string,
+                            sv_object, sv_array,   sv_record};
 
 void sp_free(ng_jparser *jp)
 {

@@ -20,10 +20,10 @@
 #define RN_MAX_STACK_GROUPS 32
 
 struct sgroup {
-    uint32_t key;          /* interned list of the ranks' thread stacks */
+    uint32_t key; /* interned list of the ranks' thread stacks */
     int64_t *ranks;
     size_t n, cap;
-    int32_t first;         /* an->ranks index of one of them */
+    int32_t first; /* an->ranks index of one of them */
     int culprit;
 };
 
@@ -103,10 +103,13 @@ void rn_stacks(const struct an *a, FILE *f)
         g[x].ranks[g[x].n - 1] = a->ranks[i].rank;
     }
     if (ng > 1) qsort(g, ng, sizeof *g, by_weight);
-    fprintf(f, "<p>%zu ranks, %zu different sets of stacks; ranks whose threads stand in the same "
-               "frames are one entry.</p>\n", a->nranks, ng);
+    fprintf(f,
+            "<p>%zu ranks, %zu different sets of stacks; ranks whose threads stand in the same "
+            "frames are one entry.</p>\n",
+            a->nranks, ng);
     for (size_t x = 0; x < ng; x++) {
-        if (x < RN_MAX_STACK_GROUPS || g[x].culprit) one_group(a, &g[x], f);
+        if (x < RN_MAX_STACK_GROUPS || g[x].culprit)
+            one_group(a, &g[x], f);
         else if (x == RN_MAX_STACK_GROUPS)
             fprintf(f, "<p>%zu more groups not shown.</p>\n", ng - RN_MAX_STACK_GROUPS);
     }

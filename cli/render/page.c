@@ -100,8 +100,10 @@ int rn_write_page(const struct an *a, const char *path)
         fprintf(stderr, "ncclguard report: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-               "<title>ncclguard report</title>\n<style>%s</style></head><body>\n", style);
+    fprintf(f,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            "<title>ncclguard report</title>\n<style>%s</style></head><body>\n",
+            style);
     verdict(a, f);
     comms(a, f);
     fputs("<h2>Stacks</h2>\n", f);

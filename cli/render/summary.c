@@ -65,8 +65,10 @@ static int by_low(const void *x, const void *y)
     return a->low < b->low ? -1 : a->low > b->low;
 }
 
-void rn_summary_rows(const struct an *a, void (*row)(void *ctx, const char *ranks, size_t n,
-                     const char *reason, const char *status), void *ctx)
+void rn_summary_rows(const struct an *a,
+                     void (*row)(void *ctx, const char *ranks, size_t n, const char *reason,
+                                 const char *status),
+                     void *ctx)
 {
     struct an_intern strs = {0};
     size_t n = 0, cap = 0;
@@ -75,7 +77,8 @@ void rn_summary_rows(const struct an *a, void (*row)(void *ctx, const char *rank
     for (size_t i = 0; i < a->nranks; i++) {
         rows = an_grow(rows, &n, &cap, sizeof *rows);
         rows[n - 1] = (struct row){status_of(a, &a->ranks[i], &strs),
-                                   an_intern_str(&strs, an_intern_get(&a->strs, a->ranks[i].reason)),
+                                   an_intern_str(&strs,
+                                                 an_intern_get(&a->strs, a->ranks[i].reason)),
                                    a->ranks[i].rank};
     }
     for (int64_t g = 0; g < a->world; g++)

@@ -7,7 +7,9 @@
 
 #include "analyze/model.h"
 
-void rn_summary_rows(const struct an *a, void (*row)(void *ctx, const char *ranks, size_t n,
-                     const char *reason, const char *status), void *ctx);
+void rn_summary_rows(const struct an *a,
+                     void (*row)(void *ctx, const char *ranks, size_t n, const char *reason,
+                                 const char *status),
+                     void *ctx);
 
 #endif

@@ -24,7 +24,7 @@
 struct member {
     uint64_t seq, done;
     int absent, culprit;
-    int64_t rank;          /* global rank, or the comm rank of an absent one */
+    int64_t rank; /* global rank, or the comm rank of an absent one */
 };
 
 struct group {
@@ -88,15 +88,20 @@ static void row(FILE *f, const struct member *v, size_t n, int y, uint64_t lo, u
     const char *cls = v->culprit ? "culprit" : v->absent ? "absent" : "rank";
     fprintf(f, "<g class=\"%s\"><title>", cls);
     fprintf(f, "%s %s: ", v->absent ? "comm ranks" : n > 1 ? "ranks" : "rank", label);
-    if (v->absent) fprintf(f, "no dump");
-    else fprintf(f, "enqueued up to #%llu, completed up to #%llu", (unsigned long long)v->seq,
-                 (unsigned long long)v->done);
+    if (v->absent)
+        fprintf(f, "no dump");
+    else
+        fprintf(f, "enqueued up to #%llu, completed up to #%llu", (unsigned long long)v->seq,
+                (unsigned long long)v->done);
     fprintf(f, "</title>\n<text x=\"4\" y=\"%d\">%s%s %s (%zu)</text>\n", y + 14,
-            v->culprit ? "culprit: " : "", v->absent ? "no dump, comm rank" : n > 1 ? "ranks" : "rank",
+            v->culprit ? "culprit: " : "",
+            v->absent ? "no dump, comm rank"
+            : n > 1   ? "ranks"
+                      : "rank",
             label, n);
     if (v->absent) {
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"none\"/></g>\n", LABEL,
-                y + 3, W - LABEL - 150, ROW - 6);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"none\"/></g>\n",
+                LABEL, y + 3, W - LABEL - 150, ROW - 6);
         return;
     }
     uint64_t done = v->done < lo ? lo : v->done, seq = v->seq < lo ? lo : v->seq;
@@ -166,15 +171,18 @@ void rn_comm_svg(const struct an *a, uint32_t ci, FILE *f)
     size_t all = ng;
     ng = pick(g, ng, v);
     int h = TOP + (int)ng * ROW + 24;
-    fprintf(f, "<svg class=\"comm\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" role=\"img\">\n", W, h, W, h);
-    fprintf(f, "<text x=\"4\" y=\"16\" class=\"head\">%zu ranks in %zu group(s)%s; bars: completed "
-               "(green), enqueued not completed (amber)</text>\n", n, all,
-            all > ng ? ", the largest and the culprits' drawn" : "");
+    fprintf(f,
+            "<svg class=\"comm\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" role=\"img\">\n",
+            W, h, W, h);
+    fprintf(f,
+            "<text x=\"4\" y=\"16\" class=\"head\">%zu ranks in %zu group(s)%s; bars: completed "
+            "(green), enqueued not completed (amber)</text>\n",
+            n, all, all > ng ? ", the largest and the culprits' drawn" : "");
     for (size_t i = 0; i < ng; i++) row(f, &v[g[i].first], g[i].n, TOP + (int)i * ROW, lo, hi);
     int y = TOP + (int)ng * ROW + 16;
-    fprintf(f, "<text x=\"%d\" y=\"%d\">#%llu</text><text x=\"%.0f\" y=\"%d\">#%llu</text>\n", LABEL, y,
-            (unsigned long long)lo, x_of(hi, lo, hi) - 20, y, (unsigned long long)hi);
+    fprintf(f, "<text x=\"%d\" y=\"%d\">#%llu</text><text x=\"%.0f\" y=\"%d\">#%llu</text>\n",
+            LABEL, y, (unsigned long long)lo, x_of(hi, lo, hi) - 20, y, (unsigned long long)hi);
     fprintf(f, "</svg>\n");
 out:
     free(v);

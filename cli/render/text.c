@@ -22,8 +22,10 @@ void rn_print_verdict(const struct an *a, FILE *out)
         fprintf(out, "no culprit: ops are stuck, but the dumps do not show which rank holds them "
                      "(see the evidence below)\n");
     else
-        fprintf(out, "healthy: %zu ranks, %zu communicators: no op stuck, no mismatch, no "
-                     "straggler\n", a->nranks, a->ncomms);
+        fprintf(out,
+                "healthy: %zu ranks, %zu communicators: no op stuck, no mismatch, no "
+                "straggler\n",
+                a->nranks, a->ncomms);
 }
 
 /* Per communicator: who dumped, how far they got, who waits, and its findings. */
@@ -50,8 +52,9 @@ static int comm_evidence(const struct an *a, uint32_t ci, FILE *out)
             name ? " \"" : "", name ? name : "", name ? "\"" : "", (long long)c->nranks,
             c->nmembers, c->nranks_conflict ? "; the dumps disagree on its size" : "");
     if (c->nmembers)
-        fprintf(out, "  last seq %llu..%llu, last completed %llu..%llu; %zu ranks with ops in "
-                     "flight, %zu with their oldest collective started on the GPU\n",
+        fprintf(out,
+                "  last seq %llu..%llu, last completed %llu..%llu; %zu ranks with ops in "
+                "flight, %zu with their oldest collective started on the GPU\n",
                 (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)dlo,
                 (unsigned long long)dhi, inflight, started);
     for (size_t i = 0; i < a->nfindings; i++) {
@@ -83,8 +86,10 @@ void rn_print_text(const struct an *a, FILE *out)
     for (uint32_t ci = 0; ci < a->ncomms; ci++)
         if (!comm_evidence(a, ci, out)) quiet++;
     if (quiet)
-        fprintf(out, "%zu other communicator(s): every rank dumped, at the same seq, nothing in "
-                     "flight\n", quiet);
+        fprintf(out,
+                "%zu other communicator(s): every rank dumped, at the same seq, nothing in "
+                "flight\n",
+                quiet);
     for (size_t i = 0; i < a->nfindings; i++) {
         const struct an_finding *f = &a->findings[i];
         if (f->comm != AN_NONE) continue;

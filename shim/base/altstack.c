@@ -19,9 +19,9 @@
 #include "base/atomic.h"
 
 struct mine {
-    void *map;       /* the mapping, guard page first */
+    void *map; /* the mapping, guard page first */
     size_t map_size;
-    stack_t before;  /* the thread's alternate stack before ours (SS_DISABLE: none) */
+    stack_t before; /* the thread's alternate stack before ours (SS_DISABLE: none) */
 };
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -64,8 +64,8 @@ int ncclguard_altstack_ensure(void)
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     size_t size = (want + pg - 1) / pg * pg + pg;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-                   -1, 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1,
+                   0);
     if (p == MAP_FAILED) return -1;
     mprotect(p, pg, PROT_NONE); /* the guard page */
     stack_t ss = {.ss_sp = (char *)p + pg, .ss_size = size - pg, .ss_flags = 0};

@@ -35,13 +35,13 @@
 
 /* Compare-and-swap: 1 when *p held *expected and now holds desired; else 0 and
  * *expected holds what *p held. The weak forms may fail spuriously (use in loops). */
-#define ng_atomic_cas_acq_rel(p, expected, desired)                                       \
+#define ng_atomic_cas_acq_rel(p, expected, desired)                                           \
     atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_acq_rel, \
                                             memory_order_acquire)
-#define ng_atomic_cas_weak_release(p, expected, desired)                                \
+#define ng_atomic_cas_weak_release(p, expected, desired)                                    \
     atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_release, \
                                           memory_order_relaxed)
-#define ng_atomic_cas_weak_acquire(p, expected, desired)                                \
+#define ng_atomic_cas_weak_acquire(p, expected, desired)                                    \
     atomic_compare_exchange_weak_explicit((p), (expected), (desired), memory_order_acquire, \
                                           memory_order_acquire)
 

@@ -30,7 +30,8 @@ void ncclguard_events_open(const char *path)
     int fd = ncclguard_outfile_open(path, why, sizeof why);
     if (fd < 0) {
         NG_WARN("cannot write the event log to %s (the events setting): %s; events are not "
-                "written, give the path of a regular file", path, why);
+                "written, give the path of a regular file",
+                path, why);
         return;
     }
     events_fd = fd;
@@ -49,8 +50,7 @@ void ncclguard_event(const char *type, const char *fields, ...)
     int n = snprintf(line, sizeof line,
                      "{\"time_ns\":%lld,\"rank\":%d,\"host\":%s,\"pid\":%d,\"event\":\"%s\"",
                      (long long)ng_clock_ns(CLOCK_REALTIME), me->rank,
-                     ncclguard_json_quote(me->host, host, sizeof host),
-                     (int)getpid(), type);
+                     ncclguard_json_quote(me->host, host, sizeof host), (int)getpid(), type);
     if (fields && n > 0 && (size_t)n < sizeof line - 1) {
         line[n++] = ',';
         va_list ap;

@@ -56,8 +56,8 @@ void ncclguard_default_dump_dir(char *buf, size_t len)
 
 void ncclguard_identity_init(void)
 {
-    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                            "PMIX_RANK", "SLURM_PROCID", NULL};
+    static const char *const rank_vars[] = {"RANK",      "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "PMIX_RANK", "SLURM_PROCID",         NULL};
     static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "SLURM_LOCALID", NULL};
     me.rank = (int)ncclguard_env_long(rank_vars, 0, (1L << 30) - 1);

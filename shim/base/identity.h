@@ -17,10 +17,10 @@
 #define NG_NAME_PART_MAX 64 /* bytes of a file-name part, without the NUL */
 
 struct ng_identity {
-    int rank;         /* global rank, -1 when no launcher variable is set */
-    int local_rank;   /* -1 when unknown */
-    char host[64];    /* short host name */
-    char job[128];    /* job id */
+    int rank;       /* global rank, -1 when no launcher variable is set */
+    int local_rank; /* -1 when unknown */
+    char host[64];  /* short host name */
+    char job[128];  /* job id */
 };
 
 void ncclguard_identity_init(void);

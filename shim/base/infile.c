@@ -32,8 +32,7 @@ int ncclguard_infile_check(const struct stat *st, unsigned flags, off_t max, cha
     }
     if (!(flags & NG_INFILE_ANY_MODE) && (st->st_mode & (S_IWGRP | S_IWOTH))) {
         snprintf(why, whylen, "writable by %s (mode %04o)",
-                 st->st_mode & S_IWOTH ? "everyone" : "its group",
-                 (unsigned)(st->st_mode & 07777));
+                 st->st_mode & S_IWOTH ? "everyone" : "its group", (unsigned)(st->st_mode & 07777));
         errno = EPERM;
         return -1;
     }
@@ -46,8 +45,8 @@ int ncclguard_infile_check(const struct stat *st, unsigned flags, off_t max, cha
     return 0;
 }
 
-int ncclguard_infile_open(int dirfd, const char *name, unsigned flags, off_t max,
-                          struct stat *st, char *why, size_t whylen)
+int ncclguard_infile_open(int dirfd, const char *name, unsigned flags, off_t max, struct stat *st,
+                          char *why, size_t whylen)
 {
     struct stat before, after;
     int follow = flags & NG_INFILE_FOLLOW;

@@ -43,8 +43,8 @@ int ncclguard_infile_check(const struct stat *st, unsigned flags, off_t max, cha
  * descriptor (its fstat in *st when st is not NULL), or -1 with errno set
  * (ENOENT and the like from the lookup; EINVAL, EPERM or EFBIG for a refusal)
  * and the reason in why. */
-int ncclguard_infile_open(int dirfd, const char *name, unsigned flags, off_t max,
-                          struct stat *st, char *why, size_t whylen);
+int ncclguard_infile_open(int dirfd, const char *name, unsigned flags, off_t max, struct stat *st,
+                          char *why, size_t whylen);
 
 /* Opens as above and reads up to cap - 1 bytes into buf, NUL-terminated (a
  * file larger than that is read as far as it fits). The number of bytes, or -1

@@ -12,10 +12,26 @@
 static const char hex_digits[] = "0123456789abcdef";
 
 static const uint64_t pow10_table[20] = {
-    1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
-    10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
-    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
-    1000000000000000000ULL, 10000000000000000000ULL,
+    1,
+    10,
+    100,
+    1000,
+    10000,
+    100000,
+    1000000,
+    10000000,
+    100000000,
+    1000000000,
+    10000000000ULL,
+    100000000000ULL,
+    1000000000000ULL,
+    10000000000000ULL,
+    100000000000000ULL,
+    1000000000000000ULL,
+    10000000000000000ULL,
+    100000000000000000ULL,
+    1000000000000000000ULL,
+    10000000000000000000ULL,
 };
 
 /* Keeps the first error; every later call sees it and does nothing. */
@@ -616,8 +632,8 @@ void ncclguard_json_run_empty_array(struct ng_json_run *r, const struct ng_json_
     r->p = p + 2;
 }
 
-void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k,
-                                 const char *s, size_t n)
+void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k, const char *s,
+                                 size_t n)
 {
     if (!s) {
         ncclguard_json_run_null(r, k);
@@ -634,8 +650,7 @@ void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key
     }
 }
 
-void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k,
-                               const char *s)
+void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k, const char *s)
 {
     ncclguard_json_run_string_n(r, k, s, s ? strlen(s) : 0);
 }
@@ -698,8 +713,10 @@ void ncclguard_json_double(struct ng_json *j, double v, int decimals)
     if (begin_value(j)) return;
     char out[64];
     size_t n = format_double(out, v, decimals);
-    if (n) put(j, out, n);
-    else put(j, "null", 4);
+    if (n)
+        put(j, out, n);
+    else
+        put(j, "null", 4);
 }
 
 void ncclguard_json_number(struct ng_json *j, double v, int max_decimals)

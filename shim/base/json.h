@@ -78,7 +78,10 @@ struct ng_json_key {
     char text[NG_JSON_KEY_MAX + 3]; /* "\"index\":", then zeros */
     unsigned char len;              /* bytes of text before the zeros */
 };
-#define NG_JSON_KEY(key) {"\"" key "\":", sizeof(key) + 2}
+#define NG_JSON_KEY(key)                \
+    {                                   \
+        "\"" key "\":", sizeof(key) + 2 \
+    }
 
 /* The fixed key k of the next member of the innermost object. */
 void ncclguard_json_key_fixed(struct ng_json *j, const struct ng_json_key *k);
@@ -136,10 +139,9 @@ void ncclguard_json_run_uint64(struct ng_json_run *r, const struct ng_json_key *
 void ncclguard_json_run_hex64(struct ng_json_run *r, const struct ng_json_key *k, uint64_t v);
 void ncclguard_json_run_null(struct ng_json_run *r, const struct ng_json_key *k);
 /* NULL is null, as for ncclguard_json_string. */
-void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k,
-                               const char *s);
-void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k,
-                                 const char *s, size_t n);
+void ncclguard_json_run_string(struct ng_json_run *r, const struct ng_json_key *k, const char *s);
+void ncclguard_json_run_string_n(struct ng_json_run *r, const struct ng_json_key *k, const char *s,
+                                 size_t n);
 /* An empty array, []. */
 void ncclguard_json_run_empty_array(struct ng_json_run *r, const struct ng_json_key *k);
 /* Hands the members collected so far to the writer; the run goes on, empty. */

@@ -18,8 +18,8 @@
 #include "base/spool.h"
 
 static int log_level = NG_LOG_INFO;
-static const char *log_path; /* NULL: stderr */
-static ng_atomic(int) log_fd = -1; /* opened lazily from log_path */
+static const char *log_path;                          /* NULL: stderr */
+static ng_atomic(int) log_fd = -1;                    /* opened lazily from log_path */
 static struct ng_sink log_sink = {.what = "the log"}; /* lines lost */
 
 /* The level named s, spelt as the log_level setting accepts it (NG_LOG_LEVEL_CHOICES,
@@ -71,7 +71,8 @@ int ncclguard_log_enabled(enum ng_level lvl)
 static void say_cannot_open(const char *why)
 {
     char msg[1400];
-    int n = snprintf(msg, sizeof msg, "ncclguard: %scannot log to %s (the log setting): %s; "
+    int n = snprintf(msg, sizeof msg,
+                     "ncclguard: %scannot log to %s (the log setting): %s; "
                      "logging to stderr instead; give the path of a regular file\n",
                      ncclguard_identity_tag(), log_path, why);
     if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;

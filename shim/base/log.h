@@ -52,9 +52,9 @@ int ncclguard_log_enabled(enum ng_level lvl);
 #define NG_DEBUG(...) ncclguard_log(NG_LOG_DEBUG, __VA_ARGS__)
 
 /* Logs at most once per call site. */
-#define NG_WARN_ONCE(...)                                                          \
-    do {                                                                           \
-        static ng_atomic(int) ng_once_;                                            \
+#define NG_WARN_ONCE(...)                                                    \
+    do {                                                                     \
+        static ng_atomic(int) ng_once_;                                      \
         if (!ng_atomic_exchange_relaxed(&ng_once_, 1)) NG_WARN(__VA_ARGS__); \
     } while (0)
 

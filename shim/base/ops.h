@@ -25,24 +25,24 @@
 #define NG_OP_ROOT 0x2
 #define NG_OP_PEER 0x4
 
-#define NG_OPS(X)                                                                    \
-    X(ALLREDUCE, "AllReduce", TIMEOUT_ALLREDUCE, NG_OP_REDOP)                        \
-    X(BROADCAST, "Broadcast", TIMEOUT_BROADCAST, NG_OP_ROOT)                         \
-    X(BCAST, "Bcast", TIMEOUT_BROADCAST, NG_OP_ROOT)                                 \
-    X(REDUCE, "Reduce", TIMEOUT_REDUCE, NG_OP_REDOP | NG_OP_ROOT)                    \
-    X(ALLGATHER, "AllGather", TIMEOUT_ALLGATHER, 0)                                  \
-    X(REDUCESCATTER, "ReduceScatter", TIMEOUT_REDUCESCATTER, NG_OP_REDOP)            \
-    X(ALLTOALL, "AlltoAll", TIMEOUT_ALLTOALL, 0)                                     \
-    X(GATHER, "Gather", TIMEOUT_GATHER, NG_OP_ROOT)                                  \
-    X(SCATTER, "Scatter", TIMEOUT_SCATTER, NG_OP_ROOT)                               \
-    X(SEND, "Send", TIMEOUT_SEND, NG_OP_PEER)                                        \
+#define NG_OPS(X)                                                         \
+    X(ALLREDUCE, "AllReduce", TIMEOUT_ALLREDUCE, NG_OP_REDOP)             \
+    X(BROADCAST, "Broadcast", TIMEOUT_BROADCAST, NG_OP_ROOT)              \
+    X(BCAST, "Bcast", TIMEOUT_BROADCAST, NG_OP_ROOT)                      \
+    X(REDUCE, "Reduce", TIMEOUT_REDUCE, NG_OP_REDOP | NG_OP_ROOT)         \
+    X(ALLGATHER, "AllGather", TIMEOUT_ALLGATHER, 0)                       \
+    X(REDUCESCATTER, "ReduceScatter", TIMEOUT_REDUCESCATTER, NG_OP_REDOP) \
+    X(ALLTOALL, "AlltoAll", TIMEOUT_ALLTOALL, 0)                          \
+    X(GATHER, "Gather", TIMEOUT_GATHER, NG_OP_ROOT)                       \
+    X(SCATTER, "Scatter", TIMEOUT_SCATTER, NG_OP_ROOT)                    \
+    X(SEND, "Send", TIMEOUT_SEND, NG_OP_PEER)                             \
     X(RECV, "Recv", TIMEOUT_RECV, NG_OP_PEER)
 
 enum ng_op_type {
 #define NG_OP_ENUM(id, name, timeout, shape) NG_OP_##id,
     NG_OPS(NG_OP_ENUM)
 #undef NG_OP_ENUM
-    NG_OP_NTYPES
+        NG_OP_NTYPES
 };
 
 /* The op name as NCCL spells it; "Unknown" for anything else. */
@@ -74,20 +74,20 @@ static inline int ng_op_is_p2p(int type)
 }
 
 /* Where a recorded op is: X(ID, name), NG_OP_<ID> and the dump's name. */
-#define NG_OP_STATES(X)                                                                   \
-    X(SCHEDULED, "scheduled") /* enqueued; the GPU has not reached it */                 \
-    X(STARTED, "started")     /* the GPU passed the start marker */                      \
-    X(COMPLETED, "completed") /* the GPU passed the end marker */                        \
-    X(FAILED, "failed")       /* NCCL returned an error at enqueue, or an async error */ \
+#define NG_OP_STATES(X)                                                                        \
+    X(SCHEDULED, "scheduled") /* enqueued; the GPU has not reached it */                       \
+    X(STARTED, "started")     /* the GPU passed the start marker */                            \
+    X(COMPLETED, "completed") /* the GPU passed the end marker */                              \
+    X(FAILED, "failed")       /* NCCL returned an error at enqueue, or an async error */       \
     X(ABORTED, "aborted")     /* its communicator was aborted or revoked before it finished */ \
-    X(CAPTURED, "captured")   /* recorded into a CUDA graph: no markers */               \
+    X(CAPTURED, "captured")   /* recorded into a CUDA graph: no markers */                     \
     X(UNTRACKED, "untracked") /* no marker (TRACK=off, or none could be recorded): never followed */
 
 enum ng_op_state {
 #define NG_OP_STATE_ENUM(id, name) NG_OP_##id,
     NG_OP_STATES(NG_OP_STATE_ENUM)
 #undef NG_OP_STATE_ENUM
-    NG_OP_NSTATES
+        NG_OP_NSTATES
 };
 
 /* True for a state that never changes again. */
@@ -126,9 +126,9 @@ static inline uint64_t ng_dtype_size(ncclDataType_t t)
 {
     /* A table, not a switch: a load instead of a chain of compares. */
     static const uint8_t size[] = {
-        [ncclInt8] = 1,    [ncclUint8] = 1,   [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
-        [ncclFloat16] = 2, [ncclBfloat16] = 2, [ncclInt32] = 4,     [ncclUint32] = 4,
-        [ncclFloat32] = 4, [ncclInt64] = 8,   [ncclUint64] = 8,    [ncclFloat64] = 8,
+        [ncclInt8] = 1,    [ncclUint8] = 1,    [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
+        [ncclFloat16] = 2, [ncclBfloat16] = 2, [ncclInt32] = 4,      [ncclUint32] = 4,
+        [ncclFloat32] = 4, [ncclInt64] = 8,    [ncclUint64] = 8,     [ncclFloat64] = 8,
     };
     return (unsigned)t < sizeof size && size[t] ? size[t] : 8;
 }

@@ -44,8 +44,9 @@ int ncclguard_outfile_open(const char *path, char *why, size_t whylen)
 {
     struct stat st;
     if (lstat(path, &st) == 0 && refuse(&st, why, whylen) != 0) return -1;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
-                  O_NOCTTY, 0600);
+    int fd = open(path,
+                  O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                  0600);
     if (fd < 0) {
         int err = errno;
         if (lstat(path, &st) != 0 || refuse(&st, why, whylen) == 0)

@@ -33,8 +33,8 @@ static inline int ng_secret_has_word(const char *name, size_t len, const char *w
 /* Whether the variable named by the first len bytes of name may hold a secret. */
 static inline int ng_secret_name(const char *name, size_t len)
 {
-    static const char *const words[] = {"PASSWORD", "PASSWD", "TOKEN", "SECRET", "KEY",
-                                         "CREDENTIAL"};
+    static const char *const words[] = {"PASSWORD", "PASSWD", "TOKEN",
+                                        "SECRET",   "KEY",    "CREDENTIAL"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (ng_secret_has_word(name, len, words[i])) return 1;
     return 0;

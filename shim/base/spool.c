@@ -37,7 +37,8 @@ static void lose(struct ng_sink *sink, const char *why)
 {
     if (ng_atomic_add_relaxed(&sink->lost, 1) != 0) return;
     char msg[512];
-    int n = snprintf(msg, sizeof msg, "ncclguard: %slines of %s are being lost (%s): each one "
+    int n = snprintf(msg, sizeof msg,
+                     "ncclguard: %slines of %s are being lost (%s): each one "
                      "that cannot be written is counted in the exit summary\n",
                      ncclguard_identity_tag(), sink->what, why);
     if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;

@@ -25,13 +25,13 @@
 
 #include "base/atomic.h"
 
-#define NG_SPOOL_SLOTS 256 /* lines queued at most */
-#define NG_SPOOL_LINE 2048 /* bytes of one queued line (an event line's maximum) */
+#define NG_SPOOL_SLOTS 256    /* lines queued at most */
+#define NG_SPOOL_LINE 2048    /* bytes of one queued line (an event line's maximum) */
 #define NG_SPOOL_EXIT_MS 2000 /* how long exit and the kill action wait for the queue */
 
 /* One output (the log, the event log) as far as losses go. */
 struct ng_sink {
-    const char *what;        /* "the log", for the notice */
+    const char *what;         /* "the log", for the notice */
     ng_atomic(uint64_t) lost; /* lines lost */
 };
 

@@ -50,12 +50,12 @@ static char dump_dir[PATH_MAX];     /* absolute; "" when unusable */
 static int dump_dir_checked;        /* the default one: checked like the fallback */
 static char fallback_dir[PATH_MAX]; /* absolute */
 static char host_part[NG_NAME_PART_MAX + 1];
-static int dump_rank;    /* global rank for the file name, -1 unknown */
+static int dump_rank;               /* global rank for the file name, -1 unknown */
 static ng_atomic(int) ready;        /* init done */
 static ng_atomic(int) busy;         /* a dump is under way: the writer's thread id, else 0 */
 static ng_atomic(int) use_fallback; /* the dump dir failed once: stay in the fallback */
 static ng_atomic(int) said_fallback, said_failure, said_uninit; /* each message once */
-static ng_atomic(int) written;      /* dumps written by this process */
+static ng_atomic(int) written;                                  /* dumps written by this process */
 /* Used only while `busy` is held, so static: a signal handler may run on a
  * small alternate stack. */
 static char json_buf[BUF_SIZE];
@@ -239,7 +239,7 @@ static void say(const char *msg, int from_signal)
     }
 }
 
-static int first_time(ng_atomic(int) *flag)
+static int first_time(ng_atomic(int) * flag)
 {
     return !ng_atomic_exchange_relaxed(flag, 1);
 }
@@ -397,9 +397,12 @@ static void say_fallback(int err, int from_signal)
         text_int(&m, refusal.uid);
         text_add(&m, ", not by you");
     } else if (err == EPERM && refusal.why == REFUSED_MODE) {
-        char mode[6] = {'0', (char)('0' + (refusal.mode >> 9 & 7)),
-                        (char)('0' + (refusal.mode >> 6 & 7)), (char)('0' + (refusal.mode >> 3 & 7)),
-                        (char)('0' + (refusal.mode & 7)), '\0'};
+        char mode[6] = {'0',
+                        (char)('0' + (refusal.mode >> 9 & 7)),
+                        (char)('0' + (refusal.mode >> 6 & 7)),
+                        (char)('0' + (refusal.mode >> 3 & 7)),
+                        (char)('0' + (refusal.mode & 7)),
+                        '\0'};
         text_add(&m, ": others may write to it, mode ");
         text_add(&m, mode);
     }

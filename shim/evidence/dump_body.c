@@ -89,7 +89,7 @@ struct op_view {
 };
 
 static ng_atomic(ng_dump_config_fn) config_writer;
-static uint64_t listed[MAX_RING / 64];  /* slots written by the in-flight pass */
+static uint64_t listed[MAX_RING / 64]; /* slots written by the in-flight pass */
 
 void ncclguard_dump_set_config_writer(ng_dump_config_fn fn)
 {
@@ -227,7 +227,7 @@ static void put_COMM_STATE(struct ng_json *j, const struct ng_json_key *key, int
 /* The flags of an op that has any (op_OP_FLAGS). */
 static void put_OP_FLAGS(struct ng_json *j, const struct ng_json_key *key, uint64_t v)
 {
-    static const char *const names[] = NG_DUMP_OP_FLAG_NAMES;
+    static const char *const names[] = {NG_DUMP_OP_FLAG_NAMES};
     const unsigned nnames = sizeof names / sizeof names[0];
     put_key(j, key);
     ncclguard_json_begin_array(j);
@@ -394,7 +394,7 @@ static void op_OP_STATE(struct ng_json_run *o, const struct ng_json_key *key, in
 
 static void op_DATATYPE(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
 {
-    static const char *const names[] = NG_DUMP_DATATYPE_NAMES;
+    static const char *const names[] = {NG_DUMP_DATATYPE_NAMES};
     char s[48];
     if (v >= 0 && v < (int64_t)(sizeof names / sizeof names[0]))
         ncclguard_json_run_string(o, key, names[v]);
@@ -404,7 +404,7 @@ static void op_DATATYPE(struct ng_json_run *o, const struct ng_json_key *key, in
 
 static void op_REDOP(struct ng_json_run *o, const struct ng_json_key *key, int64_t v)
 {
-    static const char *const names[] = NG_DUMP_REDOP_NAMES;
+    static const char *const names[] = {NG_DUMP_REDOP_NAMES};
     _Static_assert(sizeof names / sizeof names[0] == ncclNumOps, "one name per built-in op");
     char s[48];
     if (v < 0)
@@ -515,8 +515,8 @@ extern char **environ;
 /* True when the variable "NAME=value" is on the allowlist of dump_format.h. */
 static int env_allowed(const char *var, size_t name_len)
 {
-    static const char *const prefixes[] = NG_DUMP_ENV_PREFIXES;
-    static const char *const names[] = NG_DUMP_ENV_NAMES;
+    static const char *const prefixes[] = {NG_DUMP_ENV_PREFIXES};
+    static const char *const names[] = {NG_DUMP_ENV_NAMES};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(var, prefixes[i], strlen(prefixes[i])) && name_len > strlen(prefixes[i]))
             return 1;
@@ -554,14 +554,16 @@ static void put_ENV(struct ng_json *j, const struct ng_json_key *key, const stru
  * maps read in the handler (modmap.h); else a bare address. exact: pc is the
  * interrupted instruction, not a return address; guess: an unconfirmed frame
  * of a scan. */
-static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int exact,
-                      int guess)
+static void put_frame(struct ng_json *j, uintptr_t pc, int symbols, int exact, int guess)
 {
     struct ng_symbol sym = {.module = "", .offset = pc};
-    if (symbols) ncclguard_symbolize_at(pc, exact, &sym);
-    else if (!ncclguard_threads_symbolizable()) ncclguard_modmap_find(pc, exact, &sym);
-    struct frame_view view = {pc, sym.module, sym.offset, sym.function, sym.function_offset,
-                              sym.build_id, guess};
+    if (symbols)
+        ncclguard_symbolize_at(pc, exact, &sym);
+    else if (!ncclguard_threads_symbolizable())
+        ncclguard_modmap_find(pc, exact, &sym);
+    struct frame_view view = {pc,           sym.module,          sym.offset,
+                              sym.function, sym.function_offset, sym.build_id,
+                              guess};
     const struct frame_view *f = &view;
     ncclguard_json_begin_object(j);
     NG_DUMP_FRAME_FIELDS(PUT_FIELD)

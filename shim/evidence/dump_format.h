@@ -70,190 +70,190 @@
 #define NG_TRIGGER_FILE_MAX 4096
 
 /* The top-level object. */
-#define NG_DUMP_TOP_FIELDS(X)                               \
-    X(schema, STR, NG_DUMP_SCHEMA)                        \
-    X(reason, STR, d->reason)                             \
-    X(incident, OPT_STR, d->incident)                     \
-    X(time_ns, I64, d->time_ns)                           \
-    X(host, STR, d->id->host)                             \
-    X(pid, I64, d->pid)                                   \
-    X(rank, I64_NONNEG, d->id->rank)                      \
-    X(local_rank, I64_NONNEG, d->id->local_rank)          \
-    X(job, STR, d->id->job)                               \
-    X(versions, VERSIONS, d)                              \
-    X(env, ENV, d)                                        \
-    X(config, CONFIG, d)                                  \
-    X(flight, FLIGHT, d)                                  \
-    X(ops, OPS, d)                                        \
-    X(comms, COMMS, d)                                    \
-    X(stack_table, STACK_TABLE, d)                        \
-    X(stacks, STACKS, d)                                  \
-    X(threads, THREADS, d)                                \
-    X(python, PYTHON, d)                                  \
+#define NG_DUMP_TOP_FIELDS(X)                    \
+    X(schema, STR, NG_DUMP_SCHEMA)               \
+    X(reason, STR, d->reason)                    \
+    X(incident, OPT_STR, d->incident)            \
+    X(time_ns, I64, d->time_ns)                  \
+    X(host, STR, d->id->host)                    \
+    X(pid, I64, d->pid)                          \
+    X(rank, I64_NONNEG, d->id->rank)             \
+    X(local_rank, I64_NONNEG, d->id->local_rank) \
+    X(job, STR, d->id->job)                      \
+    X(versions, VERSIONS, d)                     \
+    X(env, ENV, d)                               \
+    X(config, CONFIG, d)                         \
+    X(flight, FLIGHT, d)                         \
+    X(ops, OPS, d)                               \
+    X(comms, COMMS, d)                           \
+    X(stack_table, STACK_TABLE, d)               \
+    X(stacks, STACKS, d)                         \
+    X(threads, THREADS, d)                       \
+    X(python, PYTHON, d)                         \
     X(ras, RAS, d)
 
 /* "versions": what the process runs; null where not known (yet). */
-#define NG_DUMP_VERSION_FIELDS(X)                           \
-    X(ncclguard, STR, d->ncclguard_version)               \
-    X(nccl, I64_NONZERO, d->nccl_version)                 \
-    X(cuda_driver, I64_NONZERO, d->cuda_driver_version)   \
+#define NG_DUMP_VERSION_FIELDS(X)                       \
+    X(ncclguard, STR, d->ncclguard_version)             \
+    X(nccl, I64_NONZERO, d->nccl_version)               \
+    X(cuda_driver, I64_NONZERO, d->cuda_driver_version) \
     X(python, OPT_STR, d->python_version)
 
 /* "env": the variables of the process whose name starts with one of these
  * prefixes or is one of these names, in the order of the environment; never
  * any other variable. */
-#define NG_DUMP_ENV_PREFIXES {"NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_"}
-#define NG_DUMP_ENV_NAMES                                                               \
-    {"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",     \
-     "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "NODE_RANK",      \
-     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",       \
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID",  \
-     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID",   \
-     "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID",                \
-     "TORCHELASTIC_RESTART_COUNT"}
+#define NG_DUMP_ENV_PREFIXES "NCCL_", "NCCLGUARD_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_"
+#define NG_DUMP_ENV_NAMES                                                                         \
+    "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", \
+        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "NODE_RANK", "OMPI_COMM_WORLD_RANK",  \
+        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",       \
+        "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",     \
+        "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_ARRAY_JOB_ID",                    \
+        "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"
 
 /* One element of "threads": a thread of the process and its C stack. */
-#define NG_DUMP_THREAD_FIELDS(X)                            \
-    X(tid, I64, t->tid)                                   \
-    X(name, STR, t->name)                                 \
-    X(state, STR, t->state)                               \
-    X(syscall, OPT_STR, t->syscall)                       \
-    X(stack_from, STACK_FROM, t->stack_from)              \
-    X(frames, FRAMES, t)                                  \
+#define NG_DUMP_THREAD_FIELDS(X)             \
+    X(tid, I64, t->tid)                      \
+    X(name, STR, t->name)                    \
+    X(state, STR, t->state)                  \
+    X(syscall, OPT_STR, t->syscall)          \
+    X(stack_from, STACK_FROM, t->stack_from) \
+    X(frames, FRAMES, t)                     \
     X(stack_note, OPT_STR, t->stack_note)
 
 /* "python": the Python stacks, null when the process is not CPython (or the
  * dump was written from a signal handler). */
-#define NG_DUMP_PYTHON_FIELDS(X)                            \
-    X(method, PY_METHOD, y->method)                       \
-    X(why, OPT_STR, y->why)                               \
-    X(threads, PY_THREADS, y)                             \
+#define NG_DUMP_PYTHON_FIELDS(X)    \
+    X(method, PY_METHOD, y->method) \
+    X(why, OPT_STR, y->why)         \
+    X(threads, PY_THREADS, y)       \
     X(raw, OPT_STR, NULL)
 
 /* One element of "python"."threads". */
-#define NG_DUMP_PY_THREAD_FIELDS(X)                         \
-    X(thread_id, HEX, p->thread_id)                       \
-    X(tid, I64_NONNEG, p->tid)                            \
-    X(frames, PY_FRAMES, p)                               \
+#define NG_DUMP_PY_THREAD_FIELDS(X) \
+    X(thread_id, HEX, p->thread_id) \
+    X(tid, I64_NONNEG, p->tid)      \
+    X(frames, PY_FRAMES, p)         \
     X(note, OPT_STR, p->note)
 
 /* One element of a Python thread's "frames", innermost first. */
-#define NG_DUMP_PY_FRAME_FIELDS(X)                          \
-    X(file, STR, f->file)                                 \
-    X(line, I64_NONNEG, f->line)                          \
+#define NG_DUMP_PY_FRAME_FIELDS(X) \
+    X(file, STR, f->file)          \
+    X(line, I64_NONNEG, f->line)   \
     X(function, STR, f->function)
 
 /* One element of a thread's "frames", innermost first. */
-#define NG_DUMP_FRAME_FIELDS(X)                             \
-    X(pc, HEX, f->pc)                                     \
-    X(module, OPT_STR, f->module[0] ? f->module : NULL)   \
-    X(offset, U64, f->offset)                             \
-    X(function, OPT_STR, f->function)                     \
-    X(function_offset, I64_NONNEG, f->function ? (int64_t)f->function_offset : -1)   \
-    X(build_id, BUILD_ID, f->build_id)                    \
+#define NG_DUMP_FRAME_FIELDS(X)                                                    \
+    X(pc, HEX, f->pc)                                                              \
+    X(module, OPT_STR, f->module[0] ? f->module : NULL)                            \
+    X(offset, U64, f->offset)                                                      \
+    X(function, OPT_STR, f->function)                                              \
+    X(function_offset, I64_NONNEG, f->function ? (int64_t)f->function_offset : -1) \
+    X(build_id, BUILD_ID, f->build_id)                                             \
     X(guess, BOOL, f->guess)
 
 /* "ras": NCCL's RAS answer (evidence/ras.h), null when it was not asked. */
-#define NG_DUMP_RAS_FIELDS(X)                               \
-    X(incident, STR, a->incident)                         \
-    X(format, STR, a->format)                             \
-    X(error, OPT_STR, a->error)                           \
-    X(truncated, BOOL, a->truncated)                      \
+#define NG_DUMP_RAS_FIELDS(X)        \
+    X(incident, STR, a->incident)    \
+    X(format, STR, a->format)        \
+    X(error, OPT_STR, a->error)      \
+    X(truncated, BOOL, a->truncated) \
     X(status, STR, a->status)
 
 /* "flight": the ring's statistics. */
-#define NG_DUMP_FLIGHT_FIELDS(X)                            \
-    X(capacity, U64, s->capacity)                         \
-    X(recorded, U64, s->recorded)                         \
-    X(overwritten, U64, s->overwritten)                   \
+#define NG_DUMP_FLIGHT_FIELDS(X)        \
+    X(capacity, U64, s->capacity)       \
+    X(recorded, U64, s->recorded)       \
+    X(overwritten, U64, s->overwritten) \
     X(dropped_inflight, U64, s->dropped_inflight)
 
 /* One element of "comms". */
-#define NG_DUMP_COMM_FIELDS(X)                              \
-    X(id, HEX, c->id)                                     \
-    X(rank, I64, c->rank)                                 \
-    X(nranks, I64, c->nranks)                             \
-    X(device, I64_NONNEG, c->device)                      \
-    X(name, NAME, c->name)                                \
-    X(state, COMM_STATE, c->state)                        \
-    X(blocking, BOOL, c->blocking)                        \
-    X(parent, HEX_NONZERO, c->parent_id)                  \
-    X(created_ns, I64, c->created_ns)                     \
-    X(last_seq, U64, c->coll_seq)                         \
-    X(last_completed_seq, U64, c->completed_seq)          \
-    X(last_async_error, I64, c->last_async_error)        \
+#define NG_DUMP_COMM_FIELDS(X)                    \
+    X(id, HEX, c->id)                             \
+    X(rank, I64, c->rank)                         \
+    X(nranks, I64, c->nranks)                     \
+    X(device, I64_NONNEG, c->device)              \
+    X(name, NAME, c->name)                        \
+    X(state, COMM_STATE, c->state)                \
+    X(blocking, BOOL, c->blocking)                \
+    X(parent, HEX_NONZERO, c->parent_id)          \
+    X(created_ns, I64, c->created_ns)             \
+    X(last_seq, U64, c->coll_seq)                 \
+    X(last_completed_seq, U64, c->completed_seq)  \
+    X(last_async_error, I64, c->last_async_error) \
     X(peers, PEERS, c)
 
 /* One element of a communicator's "peers": the point-to-point traffic with one
  * peer (comm rank), for the peers it has had any with. */
-#define NG_DUMP_PEER_FIELDS(X)                              \
-    X(peer, I64, p->peer)                                 \
-    X(last_p2p_seq, U64, p->seq)                          \
+#define NG_DUMP_PEER_FIELDS(X)   \
+    X(peer, I64, p->peer)        \
+    X(last_p2p_seq, U64, p->seq) \
     X(last_completed_p2p_seq, U64, p->done)
 
 /* One element of "ops": every field of struct ng_op_record (track/flight.h). */
-#define NG_DUMP_OP_FIELDS(X)                                \
-    X(index, U64, v->index)                               \
-    X(comm, HEX, r->comm_id)                              \
-    X(comm_rank, I64, r->comm_rank)                       \
-    X(comm_nranks, I64, r->comm_nranks)                   \
-    X(seq, U64_NONZERO, r->seq)                           \
-    X(p2p_seq, U64_NONZERO, r->p2p_seq)                   \
-    X(op, OP_NAME, r->op)                                 \
-    X(count, U64, r->count)                               \
-    X(datatype, DATATYPE, r->dtype)                       \
-    X(bytes, U64, r->bytes)                               \
-    X(redop, REDOP, r->redop)                             \
-    X(root, ROOT, r)                                      \
-    X(peer, PEER, r)                                      \
-    X(stream, HEX, r->stream)                             \
-    X(group, U64_NONZERO, r->group_id)                    \
-    X(thread, U64, r->thread_id)                          \
-    X(enqueue_ns, I64, r->enqueue_ns)                     \
-    X(enqueue_mono_ns, I64, r->enqueue_mono_ns)           \
-    X(state, OP_STATE, v->state)                          \
-    X(gpu_start_ns, I64_NONZERO, r->gpu_start_ns)         \
-    X(gpu_end_ns, I64_NONZERO, r->gpu_end_ns)             \
-    X(seen_start_ns, I64_NONZERO, r->seen_start_ns)       \
-    X(seen_end_ns, I64_NONZERO, r->seen_end_ns)           \
-    X(times, OPT_STR, NG_DUMP_OP_TIMES(r))                 \
-    X(result, I64, r->result)                             \
-    X(flags, OP_FLAGS, r->flags & ~NG_REC_INTERNAL)      \
-    X(marker, I64_NONNEG, r->marker)                      \
+#define NG_DUMP_OP_FIELDS(X)                        \
+    X(index, U64, v->index)                         \
+    X(comm, HEX, r->comm_id)                        \
+    X(comm_rank, I64, r->comm_rank)                 \
+    X(comm_nranks, I64, r->comm_nranks)             \
+    X(seq, U64_NONZERO, r->seq)                     \
+    X(p2p_seq, U64_NONZERO, r->p2p_seq)             \
+    X(op, OP_NAME, r->op)                           \
+    X(count, U64, r->count)                         \
+    X(datatype, DATATYPE, r->dtype)                 \
+    X(bytes, U64, r->bytes)                         \
+    X(redop, REDOP, r->redop)                       \
+    X(root, ROOT, r)                                \
+    X(peer, PEER, r)                                \
+    X(stream, HEX, r->stream)                       \
+    X(group, U64_NONZERO, r->group_id)              \
+    X(thread, U64, r->thread_id)                    \
+    X(enqueue_ns, I64, r->enqueue_ns)               \
+    X(enqueue_mono_ns, I64, r->enqueue_mono_ns)     \
+    X(state, OP_STATE, v->state)                    \
+    X(gpu_start_ns, I64_NONZERO, r->gpu_start_ns)   \
+    X(gpu_end_ns, I64_NONZERO, r->gpu_end_ns)       \
+    X(seen_start_ns, I64_NONZERO, r->seen_start_ns) \
+    X(seen_end_ns, I64_NONZERO, r->seen_end_ns)     \
+    X(times, OPT_STR, NG_DUMP_OP_TIMES(r))          \
+    X(result, I64, r->result)                       \
+    X(flags, OP_FLAGS, r->flags & ~NG_REC_INTERNAL) \
+    X(marker, I64_NONNEG, r->marker)                \
     X(stack, I64_NONNEG, r->stack)
 
 /* "stack_table": the table of enqueue stacks (track/stacks.h). */
-#define NG_DUMP_STACK_TABLE_FIELDS(X)                       \
-    X(depth, I64, k->depth)                               \
-    X(capacity, I64, k->capacity)                         \
-    X(used, I64, k->used)                                 \
+#define NG_DUMP_STACK_TABLE_FIELDS(X) \
+    X(depth, I64, k->depth)           \
+    X(capacity, I64, k->capacity)     \
+    X(used, I64, k->used)             \
     X(lost, U64, k->lost)
 
 /* One element of "stacks": an enqueue stack, named by the ops' "stack". Its
  * frames are those of "threads", innermost first, from the caller of the NCCL
  * function on. */
-#define NG_DUMP_STACK_FIELDS(X)                             \
-    X(id, I64, e->id)                                     \
+#define NG_DUMP_STACK_FIELDS(X) \
+    X(id, I64, e->id)           \
     X(frames, STACK_FRAMES, e)
 
 /* Where an op's times come from (2.1): "sampled" when it was a timing sample
  * and its GPU times are known, "discovered" when only the watchdog's discovery
  * times are, null before either. */
-#define NG_DUMP_OP_TIMES(r)                                              \
-    ((r)->gpu_start_ns || (r)->gpu_end_ns   ? "sampled"                  \
-     : (r)->seen_start_ns || (r)->seen_end_ns ? "discovered" : NULL)
+#define NG_DUMP_OP_TIMES(r)                                  \
+    ((r)->gpu_start_ns || (r)->gpu_end_ns     ? "sampled"    \
+     : (r)->seen_start_ns || (r)->seen_end_ns ? "discovered" \
+                                              : NULL)
 
 /* Names of the bits of ng_op_record.flags (NG_REC_* of track/flight.h), in bit order;
  * a bit without a name is written as "bit<N>". */
-#define NG_DUMP_OP_FLAG_NAMES {"slow", "timeout", "deferred", "first", "dumped", "gap"}
+#define NG_DUMP_OP_FLAG_NAMES "slow", "timeout", "deferred", "first", "dumped", "gap"
 
 /* Names of ncclDataType_t values, indexed by value; others: "unknown/<n>". */
-#define NG_DUMP_DATATYPE_NAMES                                                  \
-    {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", \
-     "float64", "bfloat16", "float8e4m3", "float8e5m2"}
+#define NG_DUMP_DATATYPE_NAMES                                                              \
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", \
+        "bfloat16", "float8e4m3", "float8e5m2"
 
 /* Names of the built-in ncclRedOp_t values; a value >= ncclNumOps (created by
  * ncclRedOpCreatePreMulSum) is written "premulsum/<n>", a negative one null. */
-#define NG_DUMP_REDOP_NAMES {"sum", "prod", "max", "min", "avg"}
+#define NG_DUMP_REDOP_NAMES "sum", "prod", "max", "min", "avg"
 
 #endif

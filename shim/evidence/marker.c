@@ -79,8 +79,8 @@ void ncclguard_marker_create(int dump_signal)
     int n = snprintf(line, sizeof line,
                      "{\"schema\":\"ncclguard.marker/1\",\"pid\":%d,\"start_time\":%llu,"
                      "\"rank\":%d,\"local_rank\":%d,\"host\":%s,\"job\":%s,\"dump_signal\":%d}\n",
-                     (int)getpid(), ncclguard_process_start_time((int)getpid()), me->rank, me->local_rank,
-                     ncclguard_json_quote(me->host, host, sizeof host),
+                     (int)getpid(), ncclguard_process_start_time((int)getpid()), me->rank,
+                     me->local_rank, ncclguard_json_quote(me->host, host, sizeof host),
                      ncclguard_json_quote(me->job, job, sizeof job), dump_signal);
     snprintf(name, sizeof name, "%d", (int)getpid());
     snprintf(tmp, sizeof tmp, "%d.tmp", (int)getpid());

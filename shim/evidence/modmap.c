@@ -34,10 +34,10 @@ struct range {
 };
 
 struct module {
-    uint32_t path;       /* offset into pool */
-    uintptr_t head;      /* where its ELF header should be */
-    uintptr_t base;      /* load address, valid once read */
-    int read;            /* headers read (base and build_id set) */
+    uint32_t path;  /* offset into pool */
+    uintptr_t head; /* where its ELF header should be */
+    uintptr_t base; /* load address, valid once read */
+    int read;       /* headers read (base and build_id set) */
     char build_id[41];
 };
 
@@ -95,7 +95,7 @@ static void take_line(const char *p)
     p = skip_field(p);
     if (parse_hex(&p, &off)) return;
     p = skip_field(skip_field(skip_field(p))); /* dev, inode */
-    if (p[0] != '/') return;                  /* anonymous, [stack], [vdso]: no file */
+    if (p[0] != '/') return;                   /* anonymous, [stack], [vdso]: no file */
     size_t len = strlen(p);
     if (off == 0 || strcmp(p, cur_path)) { /* another file, or another copy, begins */
         memcpy(cur_path, p, len + 1);
@@ -198,8 +198,10 @@ int ncclguard_modmap_find(uintptr_t pc, int exact, struct ng_symbol *out)
     int lo = 0, hi = n; /* /proc/self/maps is sorted by address */
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (ranges[mid].hi <= at) lo = mid + 1;
-        else hi = mid;
+        if (ranges[mid].hi <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo == n || at < ranges[lo].lo || ranges[lo].module < 0 ||
         ranges[lo].module >= MAX_MODULES || modules[ranges[lo].module].path >= POOL_BYTES)

@@ -24,16 +24,16 @@
 
 #define MAX_INTERPS 16
 #define MAX_THREADS 256
-#define MAX_FRAMES  8192
-#define MAX_DEPTH   100  /* frames kept per thread, as faulthandler */
-#define MAX_STEPS   400  /* frames visited per thread, the interpreter's shim frames included */
-#define MAX_TABLE   4096 /* bytes of a line table read */
-#define POOL_MAX    (512 << 10)
+#define MAX_FRAMES 8192
+#define MAX_DEPTH 100  /* frames kept per thread, as faulthandler */
+#define MAX_STEPS 400  /* frames visited per thread, the interpreter's shim frames included */
+#define MAX_TABLE 4096 /* bytes of a line table read */
+#define POOL_MAX (512 << 10)
 #define NAME_MAX_LEN 4096 /* bytes of a file or function name kept: PATH_MAX */
-#define STR_HEAD    80   /* room for a str object's header (40 to 72 bytes) */
-#define CODE_CACHE  1024 /* code objects named per collection, a power of 2 */
-#define WALK_TRIES  5    /* walks of a thread list that changes underneath */
-#define TAG_BITS    7u   /* 3.14 tags the low bits of a frame's f_executable */
+#define STR_HEAD 80       /* room for a str object's header (40 to 72 bytes) */
+#define CODE_CACHE 1024   /* code objects named per collection, a power of 2 */
+#define WALK_TRIES 5      /* walks of a thread list that changes underneath */
+#define TAG_BITS 7u       /* 3.14 tags the low bits of a frame's f_executable */
 
 static const char *const method_name[] = {
     [NG_PY_NONE] = "none", [NG_PY_LAYOUT] = "layout", [NG_PY_DEBUG_OFFSETS] = "debug_offsets"};
@@ -155,8 +155,7 @@ static const char *read_str(uintptr_t obj)
     if ((state & py->lay.str_compact) == 0 || len < 0) return "?";
     size_t off = (size_t)py->lay.str_data, kind = 1;
     if ((state & py->lay.str_ascii) == 0) {
-        if (!py->lay.str_kind || py->lay.str_cdata <= 0 || py->lay.str_cdata > STR_HEAD)
-            return "?";
+        if (!py->lay.str_kind || py->lay.str_cdata <= 0 || py->lay.str_cdata > STR_HEAD) return "?";
         kind = (state & py->lay.str_kind) >> __builtin_ctz(py->lay.str_kind);
         off = (size_t)py->lay.str_cdata;
         if (kind != 1 && kind != 2 && kind != 4) return "?";
@@ -451,8 +450,8 @@ static int walk_threads(void)
             }
             seen_ts[nthreads] = ts;
             struct ng_py_thread *t = &threads[nthreads++];
-            *t =
-                (struct ng_py_thread){.thread_id = word(b, py->lay.ts_thread_id), .first = nframes};
+            *t = (struct ng_py_thread){.thread_id = word(b, py->lay.ts_thread_id),
+                                       .first = nframes};
             t->tid = tid_of(b, t->thread_id, &t->note);
             walk_frames(t, first_frame(b));
             ts = word(b, py->lay.ts_next);

@@ -50,10 +50,10 @@ struct ng_py_view {
     int nthreads;
 };
 struct ng_py_thread {
-    uint64_t thread_id;  /* threading.get_ident() */
-    int64_t tid;         /* kernel thread id, -1 when not known (then a note says why) */
-    int first, nframes;  /* frames[first .. first + nframes) */
-    const char *note;    /* why the tid is not known or the frames stop early; or NULL */
+    uint64_t thread_id; /* threading.get_ident() */
+    int64_t tid;        /* kernel thread id, -1 when not known (then a note says why) */
+    int first, nframes; /* frames[first .. first + nframes) */
+    const char *note;   /* why the tid is not known or the frames stop early; or NULL */
 };
 struct ng_py_frame {
     const char *file, *function;

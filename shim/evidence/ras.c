@@ -50,7 +50,8 @@ static int connect_ras(void)
         const char *colon = strrchr(addr, ':');
         size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
         if (n && n < sizeof host) snprintf(host, sizeof host, "%.*s", (int)n, addr);
-        if (colon && colon[1] && strlen(colon + 1) < sizeof port) snprintf(port, sizeof port, "%s", colon + 1);
+        if (colon && colon[1] && strlen(colon + 1) < sizeof port)
+            snprintf(port, sizeof port, "%s", colon + 1);
         if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6 address]:port */
             memmove(host, host + 1, strlen(host));
             host[strlen(host) - 1] = '\0';
@@ -70,7 +71,8 @@ static int connect_ras(void)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            snprintf(error, sizeof error, "cannot connect to %s:%s: %s", host, port, strerror(errno));
+            snprintf(error, sizeof error, "cannot connect to %s:%s: %s", host, port,
+                     strerror(errno));
             close(fd);
             fd = -1;
         }
@@ -110,7 +112,9 @@ static int query(void)
     } else {
         snprintf(format, sizeof format, "%s",
                  command(fd, "SET FORMAT json\n", line, sizeof line) == 0 &&
-                         !strcasecmp(line, "OK\n") ? "json" : "text");
+                         !strcasecmp(line, "OK\n")
+                     ? "json"
+                     : "text");
         size_t got = 0;
         ssize_t r = 0;
         if (command(fd, "VERBOSE STATUS\n", NULL, 0) == 0) {

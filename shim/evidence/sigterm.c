@@ -15,10 +15,10 @@
 #include "track/comm.h"
 #include "track/flight.h"
 
-static struct sigaction app;       /* the disposition we chain to */
-static ng_atomic(int) app_ready;   /* app is being replaced while 0 */
+static struct sigaction app;     /* the disposition we chain to */
+static ng_atomic(int) app_ready; /* app is being replaced while 0 */
 static ng_atomic(int) installed;
-static ng_atomic(int) dumped;      /* one SIGTERM dump per process */
+static ng_atomic(int) dumped; /* one SIGTERM dump per process */
 
 /* True when a record of the ring is neither finished nor being written. */
 static int op_in_flight(void)
@@ -63,8 +63,10 @@ static void chain(const struct sigaction *a, int sig, siginfo_t *si, void *uc)
     sigprocmask(SIG_BLOCK, NULL, &mask);
     for (int s = 1; s < NSIG; s++)
         if (sigismember(&a->sa_mask, s) == 1) sigaddset(&mask, s);
-    if (a->sa_flags & SA_NODEFER) sigdelset(&mask, sig);
-    else sigaddset(&mask, sig);
+    if (a->sa_flags & SA_NODEFER)
+        sigdelset(&mask, sig);
+    else
+        sigaddset(&mask, sig);
     if (a->sa_flags & SA_RESETHAND) {
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
@@ -72,8 +74,10 @@ static void chain(const struct sigaction *a, int sig, siginfo_t *si, void *uc)
         app = dfl;
     }
     sigprocmask(SIG_SETMASK, &mask, &saved);
-    if (a->sa_flags & SA_SIGINFO) a->sa_sigaction(sig, si, uc);
-    else a->sa_handler(sig);
+    if (a->sa_flags & SA_SIGINFO)
+        a->sa_sigaction(sig, si, uc);
+    else
+        a->sa_handler(sig);
     sigprocmask(SIG_SETMASK, &saved, NULL);
 }
 

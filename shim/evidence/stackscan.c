@@ -195,10 +195,14 @@ static int acc_reg(unw_as as, int reg, unw_word *val, int write, void *arg)
     (void)as;
     const struct regs *r = arg;
     if (write) return -UNW_EREADONLYREG;
-    if (reg == REG_RIP) *val = r->rip;
-    else if (reg == REG_RSP) *val = r->rsp;
-    else if (reg == REG_RBP && r->have_rbp) *val = r->rbp;
-    else return -UNW_EBADREG; /* not known: never guessed */
+    if (reg == REG_RIP)
+        *val = r->rip;
+    else if (reg == REG_RSP)
+        *val = r->rsp;
+    else if (reg == REG_RBP && r->have_rbp)
+        *val = r->rbp;
+    else
+        return -UNW_EBADREG; /* not known: never guessed */
     return 0;
 }
 
@@ -225,14 +229,14 @@ int ncclguard_stackscan_open(void)
                  "would cut short are bare scans");
         return -1;
     }
-    unw_create_addr_space = (unw_as(*)(struct unw_accessors *, int))dlsym(
-        lib, "_Ux86_64_create_addr_space");
+    unw_create_addr_space = (unw_as(*)(struct unw_accessors *,
+                                       int))dlsym(lib, "_Ux86_64_create_addr_space");
     unw_get_accessors = (struct unw_accessors * (*)(unw_as)) dlsym(lib, "_Ux86_64_get_accessors");
     unw_init_remote = (int (*)(unw_cursor *, unw_as, void *))dlsym(lib, "_Ux86_64_init_remote");
     unw_step = (int (*)(unw_cursor *))dlsym(lib, "_Ux86_64_step");
     unw_get_reg = (int (*)(unw_cursor *, int, unw_word *))dlsym(lib, "_Ux86_64_get_reg");
-    unw_get_proc_info = (int (*)(unw_cursor *, struct unw_proc_info *))dlsym(
-        lib, "_Ux86_64_get_proc_info");
+    unw_get_proc_info = (int (*)(unw_cursor *,
+                                 struct unw_proc_info *))dlsym(lib, "_Ux86_64_get_proc_info");
     unw_as *local = (unw_as *)dlsym(lib, "_Ux86_64_local_addr_space");
     if (!unw_create_addr_space || !unw_get_accessors || !unw_init_remote || !unw_step ||
         !unw_get_reg || !unw_get_proc_info || !local || !*local)
@@ -317,8 +321,8 @@ static int cursor_at(unw_cursor *c, struct regs *r, uint64_t pc, uint64_t sp, in
 /* Steps a cursor started with rbp = h at the frame (pc, sp): 0 with the
  * caller's (ip, cfa) set, -1 when CFI cannot step. With next, the caller must
  * step too (to a return address or to the outermost frame's end). */
-static int step_with_rbp(uint64_t pc, uint64_t sp, int ret, uint64_t h, uint64_t *ip,
-                         uint64_t *cfa, int next)
+static int step_with_rbp(uint64_t pc, uint64_t sp, int ret, uint64_t h, uint64_t *ip, uint64_t *cfa,
+                         int next)
 {
     unw_cursor c;
     struct regs r = {.rbp = h, .have_rbp = 1};
@@ -348,9 +352,9 @@ static uintptr_t confirmed_slot(uint64_t pc, uint64_t sp, int ret, uint64_t star
         /* Indirect: the frame's CFI finds its return address through rbp (two
          * values of rbp give two places), here at s, and the caller's CFI, with
          * the registers the frame's CFI restores, steps on to a return address. */
-        if (kind == 2 && start && s >= sp + 8 &&
-            step_with_rbp(pc, sp, ret, s, &ip, &cfa, 0) == 0 && cfa == s + 16 &&
-            step_with_rbp(pc, sp, ret, s - 8, &ip, &cfa, 1) == 0 && ip == w && cfa == s + 8)
+        if (kind == 2 && start && s >= sp + 8 && step_with_rbp(pc, sp, ret, s, &ip, &cfa, 0) == 0 &&
+            cfa == s + 16 && step_with_rbp(pc, sp, ret, s - 8, &ip, &cfa, 1) == 0 && ip == w &&
+            cfa == s + 8)
             return s;
     }
     return 0;
@@ -368,8 +372,7 @@ static void note_guess(struct ng_scan_result *out, int frame, const char *why)
     note_add(out, "): the frames above are guesses, each confirmed by the frame below");
 }
 
-static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max,
-                       struct ng_scan_result *out)
+static void cfi_unwind(uintptr_t pc, uintptr_t sp, void **pcs, int max, struct ng_scan_result *out)
 {
     unw_cursor c;
     struct regs r = {0};

@@ -55,10 +55,10 @@ void ncclguard_stackscan_begin(void);
 
 /* What one unwind found beside its frames. */
 struct ng_scan_result {
-    int n;          /* frames written */
+    int n;           /* frames written */
     int first_guess; /* frames at this index and above are guesses; n when none */
-    int cfi;        /* 1: unwound with CFI, 0: the bare scan */
-    char note[160]; /* why the stack is short or guessed, "" when it is neither */
+    int cfi;         /* 1: unwound with CFI, 0: the bare scan */
+    char note[160];  /* why the stack is short or guessed, "" when it is neither */
 };
 
 /* Writes pc and the frames above it, innermost first, up to max. */

@@ -29,10 +29,10 @@
 
 struct module {
     char path[PATH_MAX];
-    uintptr_t base;              /* dlpi_addr */
-    uintptr_t lo, hi;            /* its PT_LOAD range in memory */
+    uintptr_t base;   /* dlpi_addr */
+    uintptr_t lo, hi; /* its PT_LOAD range in memory */
     char build_id[41];
-    const unsigned char *map;    /* the file, MAP_FAILED when unreadable */
+    const unsigned char *map; /* the file, MAP_FAILED when unreadable */
     size_t len;
     const Elf64_Sym *syms;
     size_t nsyms;
@@ -256,8 +256,7 @@ void ncclguard_symbolize_at(uintptr_t pc, int exact, struct ng_symbol *out)
     Dl_info info;
     const ElfW(Sym) *ds = NULL;
     if (!out->function && dladdr1((void *)at, &info, (void **)&ds, RTLD_DL_SYMENT) &&
-        info.dli_sname && info.dli_saddr && ds &&
-        at - (uintptr_t)info.dli_saddr < ds->st_size) {
+        info.dli_sname && info.dli_saddr && ds && at - (uintptr_t)info.dli_saddr < ds->st_size) {
         out->function = info.dli_sname;
         out->function_offset = pc - (uintptr_t)info.dli_saddr;
     }

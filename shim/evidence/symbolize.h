@@ -19,11 +19,11 @@
 #include <stdint.h>
 
 struct ng_symbol {
-    const char *module;      /* path of the object, "" when no object holds pc */
-    uint64_t offset;         /* pc minus the object's load address */
-    const char *function;    /* NULL when the object's symbols do not say */
+    const char *module;   /* path of the object, "" when no object holds pc */
+    uint64_t offset;      /* pc minus the object's load address */
+    const char *function; /* NULL when the object's symbols do not say */
     uint64_t function_offset;
-    const char *build_id;    /* lowercase hex, NULL when the object has none */
+    const char *build_id; /* lowercase hex, NULL when the object has none */
 };
 
 void ncclguard_symbolize_begin(void);

@@ -195,17 +195,25 @@ static const struct {
     long nr;
     const char *name;
 } cut_short[] = {
-    {SYS_nanosleep, "nanosleep"}, {SYS_clock_nanosleep, "clock_nanosleep"},
-    {SYS_ppoll, "ppoll"}, {SYS_pselect6, "pselect6"}, {SYS_epoll_pwait, "epoll_pwait"},
+    {SYS_nanosleep, "nanosleep"},
+    {SYS_clock_nanosleep, "clock_nanosleep"},
+    {SYS_ppoll, "ppoll"},
+    {SYS_pselect6, "pselect6"},
+    {SYS_epoll_pwait, "epoll_pwait"},
 #ifdef SYS_poll
-    {SYS_poll, "poll"}, {SYS_select, "select"}, {SYS_epoll_wait, "epoll_wait"},
+    {SYS_poll, "poll"},
+    {SYS_select, "select"},
+    {SYS_epoll_wait, "epoll_wait"},
     {SYS_pause, "pause"},
 #endif
 #ifdef SYS_epoll_pwait2
     {SYS_epoll_pwait2, "epoll_pwait2"},
 #endif
-    {SYS_rt_sigsuspend, "rt_sigsuspend"}, {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
-    {SYS_msgrcv, "msgrcv"}, {SYS_msgsnd, "msgsnd"}, {SYS_semtimedop, "semtimedop"},
+    {SYS_rt_sigsuspend, "rt_sigsuspend"},
+    {SYS_rt_sigtimedwait, "rt_sigtimedwait"},
+    {SYS_msgrcv, "msgrcv"},
+    {SYS_msgsnd, "msgsnd"},
+    {SYS_semtimedop, "semtimedop"},
 #ifdef SYS_semop
     {SYS_semop, "semop"},
 #endif
@@ -216,10 +224,10 @@ static const struct {
     long nr;
     const char *name;
 } socket_calls[] = {
-    {SYS_read, "read"}, {SYS_readv, "readv"}, {SYS_recvfrom, "recvfrom"},
+    {SYS_read, "read"},       {SYS_readv, "readv"},       {SYS_recvfrom, "recvfrom"},
     {SYS_recvmsg, "recvmsg"}, {SYS_recvmmsg, "recvmmsg"}, {SYS_write, "write"},
-    {SYS_writev, "writev"}, {SYS_sendto, "sendto"}, {SYS_sendmsg, "sendmsg"},
-    {SYS_accept, "accept"}, {SYS_accept4, "accept4"}, {SYS_connect, "connect"},
+    {SYS_writev, "writev"},   {SYS_sendto, "sendto"},     {SYS_sendmsg, "sendmsg"},
+    {SYS_accept, "accept"},   {SYS_accept4, "accept4"},   {SYS_connect, "connect"},
 };
 
 /* True when fd is a socket with a receive or send timeout. */
@@ -418,8 +426,7 @@ void ncclguard_threads_collect(void)
             s->from = FROM_SELF;
             s->syscall[0] = '\0';
             s->npcs = ncclguard_unwind_here(s->pcs, MAX_FRAMES);
-        } else if (must_not_interrupt(s, &nr, &pc, &sp) || !usable ||
-                   blocks_signal(s->tid, sig)) {
+        } else if (must_not_interrupt(s, &nr, &pc, &sp) || !usable || blocks_signal(s->tid, sig)) {
             /* No pc when it runs: a running thread that blocks the signal. */
             s->from = FROM_NO_ANSWER;
             if (pc) unwind_from_outside(s, nr, pc, sp);

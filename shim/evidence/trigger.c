@@ -41,12 +41,12 @@ struct key { /* what tells one version of a file from the next */
     int64_t mtime_ns;
 };
 
-static int shm_dfd = -1;     /* /dev/shm/ncclguard-<uid>, -1: no fan-out */
+static int shm_dfd = -1; /* /dev/shm/ncclguard-<uid>, -1: no fan-out */
 static char shm_path[PATH_MAX];
-static int notify_fd = -1;   /* inotify on shm_dfd's directory: the fan-out or the lock may
+static int notify_fd = -1; /* inotify on shm_dfd's directory: the fan-out or the lock may
                               * have changed */
 static int notify_tried;
-static int fanout_looked;    /* the fan-out was stat'ed once since init */
+static int fanout_looked; /* the fan-out was stat'ed once since init */
 static int lock_fd = -1;
 /* Set by the dump thread once lock_fd and shm_dfd are final (release), read at exit
  * by whichever thread runs the atexit handlers (acquire). */
@@ -54,11 +54,11 @@ static ng_atomic(int) is_poller;
 static ng_atomic(int) leaving; /* ncclguard_trigger_exit has run: take no lock */
 static char fanout_name[32], lock_name[32];
 static char shared_path[PATH_MAX];
-static int64_t start_ns;      /* CLOCK_REALTIME at init: older triggers are history */
+static int64_t start_ns; /* CLOCK_REALTIME at init: older triggers are history */
 static int64_t poll_ns, next_poll_mono;
 static struct key shared_seen, fanout_seen;
-static char dumped[ID_MAX];    /* the incident this rank dumped for */
-static char raised[ID_MAX];    /* the last incident this rank raised */
+static char dumped[ID_MAX];          /* the incident this rank dumped for */
+static char raised[ID_MAX];          /* the last incident this rank raised */
 static char refused[PATH_MAX + 192]; /* the last trigger file refused, and why: said once */
 
 static int64_t mtime_ns(const struct stat *st)
@@ -102,8 +102,8 @@ void ncclguard_trigger_init(void)
 /* "<mtime s>.<ns>-<origin>": the same on every node that sees this version. */
 static void format_id(const struct stat *st, const char *origin, char out[ID_MAX])
 {
-    snprintf(out, ID_MAX, "%lld.%09ld-%s", (long long)st->st_mtim.tv_sec,
-             (long)st->st_mtim.tv_nsec, origin[0] ? origin : "manual");
+    snprintf(out, ID_MAX, "%lld.%09ld-%s", (long long)st->st_mtim.tv_sec, (long)st->st_mtim.tv_nsec,
+             origin[0] ? origin : "manual");
 }
 
 /* The id of a trigger file: its first line (in line[0..n)), kept to [A-Za-z0-9._@-]. */
@@ -150,8 +150,7 @@ static int read_id(int dirfd, const char *name, char out[ID_MAX], struct stat *s
 /* Writes text to dirfd/name through a temporary file and a rename (link
  * instead when exclusive: then -1 with EEXIST if name exists). The new file's
  * stat goes to *st. */
-static int put_file(int dirfd, const char *name, const char *text, int exclusive,
-                    struct stat *st)
+static int put_file(int dirfd, const char *name, const char *text, int exclusive, struct stat *st)
 {
     char tmp[64];
     snprintf(tmp, sizeof tmp, "%.24s.%d.tmp", name, (int)getpid());
@@ -161,7 +160,8 @@ static int put_file(int dirfd, const char *name, const char *text, int exclusive
     size_t len = strlen(text);
     /* 0644 whatever the umask: a reader refuses a file that its group may write */
     int rc = fchmod(fd, 0644) == 0 && write(fd, text, len) == (ssize_t)len && fstat(fd, st) == 0
-                 ? 0 : -1;
+                 ? 0
+                 : -1;
     close(fd);
     if (rc == 0)
         rc = exclusive ? linkat(dirfd, tmp, dirfd, name, 0) : renameat(dirfd, tmp, dirfd, name);
@@ -263,7 +263,8 @@ int ncclguard_trigger_wait_fd(void)
     }
     if (fd < 0)
         NG_INFO("cannot watch %s (%s): the trigger's fan-out is checked every watchdog "
-                "period", shm_path, strerror(errno));
+                "period",
+                shm_path, strerror(errno));
     notify_fd = fd;
     return fd;
 }
@@ -376,8 +377,10 @@ int ncclguard_trigger_check(void)
     if ((timed || changed) && !ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 &&
         !ng_atomic_load_relaxed(&leaving) && take_lock()) {
         ng_atomic_store_seq_cst(&is_poller, 1);
-        if (!ng_atomic_load_seq_cst(&leaving)) sweep_locks();
-        else if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
+        if (!ng_atomic_load_seq_cst(&leaving))
+            sweep_locks();
+        else if (ng_atomic_exchange_seq_cst(&is_poller, 0))
+            drop_lock_file();
     }
     if (timed) {
         /* The one metadata operation per node and period on the shared file system. */

@@ -24,8 +24,8 @@
 #include "evidence/dump_format.h"
 
 #define ID_MAX 128
-#define VERDICT_RUN_S 60   /* the analyzer's run, at most */
-#define VERDICT_LINES 20   /* lines of the verdict logged, at most */
+#define VERDICT_RUN_S 60 /* the analyzer's run, at most */
+#define VERDICT_LINES 20 /* lines of the verdict logged, at most */
 #define COUNT_PERIOD_MS 250
 /* The analyzer's address space, at most (RLIMIT_AS, docs/analysis.md): its model
  * is bounded by its input, and this bounds what a damaged or hostile dump
@@ -57,8 +57,7 @@ void ncclguard_verdict_init(double wait)
     wait_s = wait;
     world = ncclguard_env_long(size_vars, 1, 1 << 24);
     Dl_info info;
-    if (wait_s <= 0 || !dladdr((void *)&ncclguard_verdict_init, &info) || !info.dli_fname)
-        return;
+    if (wait_s <= 0 || !dladdr((void *)&ncclguard_verdict_init, &info) || !info.dli_fname) return;
     char lib[PATH_MAX];
     if (!realpath(info.dli_fname, lib)) return;
     char *slash = strrchr(lib, '/');

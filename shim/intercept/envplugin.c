@@ -31,14 +31,11 @@ static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void note_read(const char *name)
 {
-    if (strncmp(name, "NCCL_", 5) || strlen(name) >= NAME_MAX_LEN)
-        return;
+    if (strncmp(name, "NCCL_", 5) || strlen(name) >= NAME_MAX_LEN) return;
     pthread_mutex_lock(&read_lock);
     int i = 0;
-    while (i < nread && strcmp(names_read[i], name))
-        i++;
-    if (i == nread && nread < MAX_READ)
-        snprintf(names_read[nread++], NAME_MAX_LEN, "%s", name);
+    while (i < nread && strcmp(names_read[i], name)) i++;
+    if (i == nread && nread < MAX_READ) snprintf(names_read[nread++], NAME_MAX_LEN, "%s", name);
     pthread_mutex_unlock(&read_lock);
 }
 
@@ -67,8 +64,8 @@ static ncclResult_t e_finalize(void)
     return ncclSuccess;
 }
 
-__attribute__((visibility("default"))) const struct env_v1 ncclEnvPlugin_v1 = {
-    "ncclguard", e_init, e_finalize, e_get};
+__attribute__((visibility("default")))
+const struct env_v1 ncclEnvPlugin_v1 = {"ncclguard", e_init, e_finalize, e_get};
 
 void ncclguard_envplugin_report(void)
 {
@@ -86,8 +83,7 @@ void ncclguard_envplugin_report(void)
         int seen = 0;
         for (int i = 0; i < nread && !seen; i++)
             seen = strlen(names_read[i]) == k && !strncmp(names_read[i], *e, k);
-        if (seen)
-            continue;
+        if (seen) continue;
         n++;
         if (len + k + 3 < sizeof unread)
             len += (size_t)snprintf(unread + len, sizeof unread - len, "%s%.*s", len ? ", " : "",

@@ -63,8 +63,9 @@ int ncclguard_exports_unwrapped(char *buf, size_t len)
     Dl_info info;
     struct link_map *lm = NULL;
     if (len) buf[0] = '\0';
-    if (!r->GetVersion || !dladdr1((void *)(uintptr_t)r->GetVersion, &info, (void **)&lm,
-                                   RTLD_DL_LINKMAP) || !lm || !lm->l_ld)
+    if (!r->GetVersion ||
+        !dladdr1((void *)(uintptr_t)r->GetVersion, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm ||
+        !lm->l_ld)
         return -1;
     const ElfW(Sym) *syms = NULL;
     const char *strs = NULL;
@@ -91,8 +92,8 @@ int ncclguard_exports_unwrapped(char *buf, size_t len)
             continue;
         const char *name = strs + s->st_name;
         size_t l = strnlen(name, strsz - s->st_name);
-        if (l == strsz - s->st_name || strncmp(name, "nccl", 4) || name[4] < 'A' ||
-            name[4] > 'Z' || is_wrapped(name))
+        if (l == strsz - s->st_name || strncmp(name, "nccl", 4) || name[4] < 'A' || name[4] > 'Z' ||
+            is_wrapped(name))
             continue;
         /* room for ", ", the name, and "..." with its NUL should a later one not fit */
         if (!cut && used + 2 + l + 4 <= len) {

@@ -109,8 +109,8 @@ static void *open_chain(const char *name)
         return dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     size_t n = strlen(name);
-    if (!h && !strchr(name, '/') && !(n >= 6 && !strncmp(name, "lib", 3) &&
-                                      !strcmp(name + n - 3, ".so"))) {
+    if (!h && !strchr(name, '/') &&
+        !(n >= 6 && !strncmp(name, "lib", 3) && !strcmp(name + n - 3, ".so"))) {
         char buf[300];
         snprintf(buf, sizeof buf, "libnccl-profiler-%s.so", name);
         h = dlopen(buf, RTLD_NOW | RTLD_LOCAL);
@@ -122,16 +122,15 @@ static void install(void)
 {
     atexit(at_exit_report);
     const char *name = ncclguard_settings()->profiler_chain;
-    if (!name[0])
-        return;
+    if (!name[0]) return;
     void *h = open_chain(name);
     const struct prof_v5 *p = h ? dlsym(h, "ncclProfiler_v6") : NULL;
-    if (h && !p)
-        p = dlsym(h, "ncclProfiler_v5");
+    if (h && !p) p = dlsym(h, "ncclProfiler_v5");
     if (!p || p == &ncclProfiler_v5) {
         NG_WARN("profiler_chain=%s: %s; no profiler plugin is chained", name,
-                !h ? "cannot be opened" : p ? "is ncclguard itself"
-                                            : "has no ncclProfiler_v6 or _v5");
+                !h  ? "cannot be opened"
+                : p ? "is ncclguard itself"
+                    : "has no ncclProfiler_v6 or _v5");
         return;
     }
     chain = p;
@@ -144,7 +143,6 @@ static void add_chain_mask(void)
     if (nccl_mask && (__atomic_load_n(nccl_mask, __ATOMIC_RELAXED) | m) != *nccl_mask)
         __atomic_or_fetch(nccl_mask, m, __ATOMIC_RELAXED);
 }
-
 
 static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name, int nnodes,
                   int nranks, int rank, ng_nccl_logger_t log)
@@ -162,8 +160,8 @@ static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name
     *ctx = &comms[i];
     pthread_once(&exit_once, install);
     nccl_mask = mask;
-    if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes,
-                             nranks, rank, log) != 0)
+    if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes, nranks,
+                             rank, log) != 0)
         comms[i].chain_ctx = NULL; /* as NCCL: that plugin goes without this communicator */
     /* one int for the whole process: ask only for what is cheap (issue 21) */
     __atomic_or_fetch(mask, DEFAULT_MASK, __ATOMIC_RELAXED);
@@ -181,14 +179,14 @@ static bool wanted(uint64_t type, int m)
 {
     const int proxy = (1 << 3) | (1 << 4) | (1 << 7), below = proxy | EV_KERNEL_CH;
     switch (type) {
-    case 1 << 8: return m != 0;                                     /* GroupApi */
-    case 1 << 9: return m & ((1 << 9) | EV_COLL | below);           /* CollApi */
-    case 1 << 10: return m & ((1 << 10) | EV_P2P | below);          /* P2pApi */
-    case 1 << 0: return m & (1 | EV_COLL | EV_P2P | below);         /* Group */
+    case 1 << 8: return m != 0;                             /* GroupApi */
+    case 1 << 9: return m & ((1 << 9) | EV_COLL | below);   /* CollApi */
+    case 1 << 10: return m & ((1 << 10) | EV_P2P | below);  /* P2pApi */
+    case 1 << 0: return m & (1 | EV_COLL | EV_P2P | below); /* Group */
     case EV_COLL: return m & (EV_COLL | below);
     case EV_P2P: return m & (EV_P2P | below);
-    case 1 << 3: return m & proxy;                                  /* ProxyOp */
-    case 1 << 4: return m & ((1 << 4) | (1 << 7));                  /* ProxyStep */
+    case 1 << 3: return m & proxy;                 /* ProxyOp */
+    case 1 << 4: return m & ((1 << 4) | (1 << 7)); /* ProxyStep */
     default: return m & (int)type;
     }
 }
@@ -196,8 +194,7 @@ static bool wanted(uint64_t type, int m)
 /* Hands the event to the chained plugin, its parents made its own handles. */
 static void *chain_start(struct pcomm *c, struct descr_v5 *d)
 {
-    if (!chain || !c->chain_ctx || !wanted(d->type, __atomic_load_n(&chain_mask,
-                                                                     __ATOMIC_RELAXED)))
+    if (!chain || !c->chain_ctx || !wanted(d->type, __atomic_load_n(&chain_mask, __ATOMIC_RELAXED)))
         return NULL;
     struct descr_v5 copy = *d;
     copy.parent = chained(d->parent);
@@ -218,8 +215,7 @@ static int p_start(void *ctx, void **out, struct descr_v5 *d)
 {
     struct pcomm *c = ctx;
     *out = NULL;
-    if (!c)
-        return 0;
+    if (!c) return 0;
     if (d->type == EV_COLL)
         ng_atomic_add_relaxed(&c->enqueued, 1);
     else if (d->type == EV_KERNEL_CH)
@@ -238,8 +234,7 @@ static int p_stop(void *handle)
 {
     /* ours: Coll stops once enqueued; KernelCh's end is its KernelChStop state */
     struct handle *h = handle;
-    if (h && h->chain && chain)
-        chain->stop(h->chain);
+    if (h && h->chain && chain) chain->stop(h->chain);
     return 0;
 }
 
@@ -248,23 +243,20 @@ static int p_record(void *handle, int state, void *args)
     struct handle *h = handle;
     if (h && h->type == EV_KERNEL_CH && state == STATE_KERNEL_CH_STOP)
         ng_atomic_add_relaxed(&h->comm->kernels_done, 1);
-    if (h && h->chain && chain)
-        chain->record(h->chain, state, args);
+    if (h && h->chain && chain) chain->record(h->chain, state, args);
     return 0;
 }
 
 static int p_finalize(void *ctx)
 {
     struct pcomm *c = ctx;
-    if (c)
-        ng_atomic_store_relaxed(&c->finalized, 1);
-    if (c && c->chain_ctx && chain)
-        chain->finalize(c->chain_ctx);
+    if (c) ng_atomic_store_relaxed(&c->finalized, 1);
+    if (c && c->chain_ctx && chain) chain->finalize(c->chain_ctx);
     return 0;
 }
 
-__attribute__((visibility("default"))) const struct prof_v5 ncclProfiler_v5 = {
-    "ncclguard", p_init, p_start, p_stop, p_record, p_finalize};
+__attribute__((visibility("default")))
+const struct prof_v5 ncclProfiler_v5 = {"ncclguard", p_init, p_start, p_stop, p_record, p_finalize};
 
 void ncclguard_profiler_report(void)
 {
@@ -274,7 +266,8 @@ void ncclguard_profiler_report(void)
     if (n > 0 && wrapped == 0)
         NG_INFO("%d communicators seen by the profiler plugin only: no call went through the "
                 "wrappers (NCCL linked statically, or resolved through a private dlopen "
-                "handle); ops are counted, not yet tracked", n);
+                "handle); ops are counted, not yet tracked",
+                n);
     else if (n > 0)
         NG_INFO("%d communicators seen by the profiler plugin, %d through the wrappers", n,
                 wrapped);
@@ -285,8 +278,8 @@ void ncclguard_profiler_report(void)
         NG_INFO("communicator %016llx rank %d/%d seen by the profiler plugin: %llu collectives "
                 "enqueued, %llu kernels started, %llu finished%s",
                 (unsigned long long)c->hash, c->rank, c->nranks,
-                (unsigned long long)ng_atomic_load_relaxed(&c->enqueued),
-                (unsigned long long)ks, (unsigned long long)kd,
+                (unsigned long long)ng_atomic_load_relaxed(&c->enqueued), (unsigned long long)ks,
+                (unsigned long long)kd,
                 ks > kd ? " (started, not finished: the GPU is inside a kernel)" : "");
     }
 }

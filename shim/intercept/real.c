@@ -45,10 +45,10 @@ static void resolve_all(void)
 {
     int count = 0, missing = 0;
     void *nccl = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD);
-#define NCCL_API(ret, fail, name, params, args, hook)                                      \
-    *(void **)&ncclguard_real_table.name =                                                \
-        find_real("nccl" #name, (void *)(uintptr_t)nccl##name, nccl);                     \
-    count++;                                                                              \
+#define NCCL_API(ret, fail, name, params, args, hook)                                             \
+    *(void **)&ncclguard_real_table.name = find_real("nccl" #name, (void *)(uintptr_t)nccl##name, \
+                                                     nccl);                                       \
+    count++;                                                                                      \
     missing += !ncclguard_real_table.name;
 #define NCCL_API_VOID(name, params, args) NCCL_API(void, , name, params, args, )
 #include "intercept/nccl_api.def"

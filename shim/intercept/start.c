@@ -57,7 +57,7 @@ static int another_copy_first(void);
 void ncclguard_process_init(void)
 {
     ncclguard_identity_init();
-    ncclguard_log_init(); /* from the environment, for messages of the policy itself */
+    ncclguard_log_init();             /* from the environment, for messages of the policy itself */
     if (another_copy_first()) return; /* tracking stays 0: every call passes through */
     ncclguard_policy_apply_at_start();
     const struct ng_settings *s = ncclguard_settings();
@@ -106,7 +106,8 @@ static int another_copy_first(void)
     dl_iterate_phdr(twin_visit, &t);
     if (t.self_seen || !t.other[0]) return 0;
     NG_WARN("another copy of the library is loaded first (%s; this one %s): this one stays "
-            "off; preload one copy only", t.other, me.dli_fname ? me.dli_fname : "?");
+            "off; preload one copy only",
+            t.other, me.dli_fname ? me.dli_fname : "?");
     return 1;
 }
 
@@ -170,20 +171,23 @@ static void print_summary(void)
     char rare[240] = ""; /* counts that are usually zero, shown when they are not */
     size_t r = 0;
     if (g.captured || g.no_marker || aborts)
-        r += (size_t)snprintf(rare, sizeof rare, ", %llu captured in graphs, %llu without GPU "
-                              "marker, %llu aborted by ncclguard", (unsigned long long)g.captured,
-                              (unsigned long long)g.no_marker, (unsigned long long)aborts);
+        r += (size_t)snprintf(rare, sizeof rare,
+                              ", %llu captured in graphs, %llu without GPU "
+                              "marker, %llu aborted by ncclguard",
+                              (unsigned long long)g.captured, (unsigned long long)g.no_marker,
+                              (unsigned long long)aborts);
     if (f.dropped_inflight && r < sizeof rare) /* the watchdog fell a ring behind */
         r += (size_t)snprintf(rare + r, sizeof rare - r, ", %llu records dropped in flight",
                               (unsigned long long)f.dropped_inflight);
     uint64_t lost_lines = ncclguard_log_lost(), lost_events = ncclguard_events_lost();
     if ((lost_lines || lost_events) && r < sizeof rare)
-        snprintf(rare + r, sizeof rare - r, ", %llu log lines and %llu events lost (the file "
-                 "could not take them)", (unsigned long long)lost_lines,
-                 (unsigned long long)lost_events);
+        snprintf(rare + r, sizeof rare - r,
+                 ", %llu log lines and %llu events lost (the file "
+                 "could not take them)",
+                 (unsigned long long)lost_lines, (unsigned long long)lost_events);
     NG_INFO("summary: %d communicators, %llu ops%s%s%s, %llu slow, %llu timeouts, "
-            "%llu async errors, %llu dumps, %llu records overwritten%s", ncomms,
-            (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
+            "%llu async errors, %llu dumps, %llu records overwritten%s",
+            ncomms, (unsigned long long)total, len ? " (" : "", ops, len ? ")" : "",
             (unsigned long long)w.slow, (unsigned long long)(w.timeouts + w.init_timeouts),
             (unsigned long long)w.async_errors, (unsigned long long)w.dumps,
             (unsigned long long)f.overwritten, rare);

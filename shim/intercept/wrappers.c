@@ -32,17 +32,17 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 #define NG_PRE_PLAIN()
 #define NG_POST_PLAIN()
 /* Calls on a communicator enter it (nonblocking ones: track/comm.h). */
-#define NG_PRE_COMM(comm)                                          \
+#define NG_PRE_COMM(comm)                                         \
     if (ncclguard_fenced(comm)) return ncclguard_fenced_result(); \
     struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
 #define NG_POST_COMM(comm) ncclguard_comm_leave(ng_in);
-#define NG_PRE_LAST_ERROR(comm)                                  \
-    const char *ng_fence = ncclguard_fenced_last_error(comm);   \
-    if (ng_fence) return ng_fence;                               \
+#define NG_PRE_LAST_ERROR(comm)                               \
+    const char *ng_fence = ncclguard_fenced_last_error(comm); \
+    if (ng_fence) return ng_fence;                            \
     struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
 #define NG_POST_LAST_ERROR(comm) ncclguard_comm_leave(ng_in);
-#define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                   \
-    struct ng_op_ticket ng_t;                                                      \
+#define NG_PRE_OP(type, comm, stream, count, dtype, redop, root)                       \
+    struct ng_op_ticket ng_t;                                                          \
     if (ncclguard_op_pre(&ng_t, type, comm, stream, count, dtype, (int)(redop), root)) \
         return ncclguard_fenced_result();
 #define NG_POST_OP(...) ncclguard_op_post(&ng_t, ng_r);
@@ -53,8 +53,8 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
 #define NG_PRE_GROUP_SIMULATE_END(info) ncclguard_group_simulate_end_pre();
 #define NG_POST_GROUP_SIMULATE_END(info) ncclguard_group_simulate_end_post(ng_r);
 #define NG_PRE_INIT(out, nranks, rank, nids, ids, config) \
-    ncclguard_start();                                     \
-    struct ng_init_ticket ng_t;                            \
+    ncclguard_start();                                    \
+    struct ng_init_ticket ng_t;                           \
     ncclguard_init_pre(&ng_t, out, nranks, rank, nids, ids, config);
 #define NG_POST_INIT(...) ncclguard_init_post(&ng_t, ng_r);
 #define NG_PRE_INIT_ALL(out, ndev) \
@@ -62,30 +62,30 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
     struct ng_init_ticket ng_t;    \
     ncclguard_init_all_pre(&ng_t, out, ndev);
 #define NG_POST_INIT_ALL(out, ndev) ncclguard_init_all_post(&ng_t, ndev, ng_r);
-#define NG_PRE_SPLIT(parent, color, out, config)                   \
-    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
-    ncclguard_start();                                             \
+#define NG_PRE_SPLIT(parent, color, out, config)                               \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result();            \
+    ncclguard_start();                                                         \
     struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(parent)); \
-    struct ng_init_ticket ng_t;                                    \
+    struct ng_init_ticket ng_t;                                                \
     ncclguard_split_pre(&ng_t, parent, color, out, config);
-#define NG_POST_SPLIT(...)            \
-    ncclguard_comm_leave(ng_in);      \
+#define NG_POST_SPLIT(...)       \
+    ncclguard_comm_leave(ng_in); \
     ncclguard_init_post(&ng_t, ng_r);
-#define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)    \
-    if (ncclguard_fenced(parent)) return ncclguard_fenced_result(); \
-    ncclguard_start();                                             \
+#define NG_PRE_SHRINK(parent, excluded, nexcluded, out, config)                \
+    if (ncclguard_fenced(parent)) return ncclguard_fenced_result();            \
+    ncclguard_start();                                                         \
     struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(parent)); \
-    struct ng_init_ticket ng_t;                                    \
+    struct ng_init_ticket ng_t;                                                \
     ncclguard_shrink_pre(&ng_t, parent, excluded, nexcluded, out, config);
-#define NG_POST_SHRINK(...)           \
-    ncclguard_comm_leave(ng_in);      \
+#define NG_POST_SHRINK(...)      \
+    ncclguard_comm_leave(ng_in); \
     ncclguard_init_post(&ng_t, ng_r);
-#define NG_PRE_COMM_END(comm, kind)   \
-    struct ng_end_ticket ng_t;        \
+#define NG_PRE_COMM_END(comm, kind)       \
+    struct ng_end_ticket ng_t;            \
     ncclguard_end_pre(&ng_t, comm, kind); \
     if (ng_t.fenced) return ncclguard_end_fenced(&ng_t);
 #define NG_POST_COMM_END(...) ncclguard_end_post(&ng_t, ng_r);
-#define NG_PRE_ASYNC_ERR(comm, err)                                         \
+#define NG_PRE_ASYNC_ERR(comm, err)                                       \
     if (ncclguard_fenced(comm)) return ncclguard_async_error_fenced(err); \
     struct ng_comm *ng_in = ncclguard_comm_enter(ncclguard_comm_find(comm));
 #define NG_POST_ASYNC_ERR(comm, err) \
@@ -97,28 +97,29 @@ ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 void ncclResetDebugInit(void);
 
-#define NCCL_API(ret, fail, name, params, args, hook)                    \
-    NG_EXPORT ret nccl##name params                                      \
-    {                                                                    \
-        const struct ng_real *r_ = ncclguard_real();                     \
-        if (__builtin_expect(!r_->name, 0)) {                            \
-            NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; " \
-                         "the call fails (update NCCL or stop calling it)"); \
-            return fail;                                                 \
-        }                                                                \
-        if (!ng_atomic_load_relaxed(&ncclguard_tracking))       \
-            return r_->name args;                                        \
-        NG_PRE hook;                                                     \
-        ret ng_r = r_->name args;                                        \
-        NG_POST hook;                                                    \
-        return ng_r;                                                     \
+#define NCCL_API(ret, fail, name, params, args, hook)                           \
+    NG_EXPORT ret nccl##name params                                             \
+    {                                                                           \
+        const struct ng_real *r_ = ncclguard_real();                            \
+        if (__builtin_expect(!r_->name, 0)) {                                   \
+            NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; "      \
+                         "the call fails (update NCCL or stop calling it)");    \
+            return fail;                                                        \
+        }                                                                       \
+        if (!ng_atomic_load_relaxed(&ncclguard_tracking)) return r_->name args; \
+        NG_PRE hook;                                                            \
+        ret ng_r = r_->name args;                                               \
+        NG_POST hook;                                                           \
+        return ng_r;                                                            \
     }
-#define NCCL_API_VOID(name, params, args)                                \
-    NG_EXPORT void nccl##name params                                     \
-    {                                                                    \
-        const struct ng_real *r_ = ncclguard_real();                     \
-        if (r_->name) r_->name args;                                     \
-        else NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; call ignored"); \
+#define NCCL_API_VOID(name, params, args)                                                \
+    NG_EXPORT void nccl##name params                                                     \
+    {                                                                                    \
+        const struct ng_real *r_ = ncclguard_real();                                     \
+        if (r_->name)                                                                    \
+            r_->name args;                                                               \
+        else                                                                             \
+            NG_WARN_ONCE("nccl" #name " is missing from the loaded NCCL; call ignored"); \
     }
 #include "intercept/nccl_api.def"
 #undef NCCL_API

@@ -17,8 +17,8 @@ static const struct {
     enum key key;
     enum kind kind;
 } keys[] = {
-    {"host", KEY_HOST, K_GLOB}, {"gpu", KEY_GPU, K_GLOB},        {"job", KEY_JOB, K_GLOB},
-    {"ib", KEY_IB, K_BOOL},     {"gpus", KEY_GPUS, K_INT},       {"world_size", KEY_WORLD, K_INT},
+    {"host", KEY_HOST, K_GLOB},  {"gpu", KEY_GPU, K_GLOB},  {"job", KEY_JOB, K_GLOB},
+    {"ib", KEY_IB, K_BOOL},      {"gpus", KEY_GPUS, K_INT}, {"world_size", KEY_WORLD, K_INT},
     {"nodes", KEY_NODES, K_INT},
 };
 
@@ -188,8 +188,10 @@ int ncclguard_condition_eval(const char *text, char *why, size_t whylen)
                 if (!strcasecmp(name, keys[i].name)) k = (int)i;
         }
         if (k < 0) {
-            snprintf(why, whylen, "unknown condition '%.*s' (known: host, gpu, job, ib, gpus, "
-                     "world_size, nodes)", (int)(n ? n : strcspn(p, " \t=<>!")), p);
+            snprintf(why, whylen,
+                     "unknown condition '%.*s' (known: host, gpu, job, ib, gpus, "
+                     "world_size, nodes)",
+                     (int)(n ? n : strcspn(p, " \t=<>!")), p);
             return -1;
         }
         p += n;

@@ -27,7 +27,7 @@
 #include "policy/testswitch.h"
 
 static const struct ng_setting_info infos[NG_KEY_COUNT] = {
-#define NG_SETTING(ID, key, type, def, lo, hi, choices)                                  \
+#define NG_SETTING(ID, key, type, def, lo, hi, choices) \
     {#ID, #key, NG_T_##type, def, lo, hi, choices, offsetof(struct ng_settings, key)},
 #include "policy/settings.def"
 #undef NG_SETTING
@@ -40,7 +40,7 @@ static struct ng_file_source files[NG_SRC_COUNT];
 static uint32_t lock_line[NG_KEY_COUNT]; /* line of the site's lock, 0 = not locked */
 static struct ng_env_rule rules[NG_ENV_RULES_MAX];
 static size_t nrules;
-#define NG_RULE_SLOTS 1024 /* hash slots for rule names: a power of two > 2 x rules */
+#define NG_RULE_SLOTS 1024               /* hash slots for rule names: a power of two > 2 x rules */
 static int16_t rule_slot[NG_RULE_SLOTS]; /* rule index, -1 for an empty slot */
 static uint16_t globs[NG_ENV_GLOBS_MAX]; /* rules whose name is a NAME_* pattern */
 static size_t nglobs;
@@ -96,12 +96,8 @@ static const char *expected(const struct ng_setting_info *in, char *buf, size_t 
 {
     switch (in->type) {
     case NG_T_BOOL: return "yes or no";
-    case NG_T_INT:
-        snprintf(buf, len, "an integer from %.0f to %.0f", in->lo, in->hi);
-        return buf;
-    case NG_T_DOUBLE:
-        snprintf(buf, len, "a number from %.0f to %.0f", in->lo, in->hi);
-        return buf;
+    case NG_T_INT: snprintf(buf, len, "an integer from %.0f to %.0f", in->lo, in->hi); return buf;
+    case NG_T_DOUBLE: snprintf(buf, len, "a number from %.0f to %.0f", in->lo, in->hi); return buf;
     case NG_T_DURATION:
         snprintf(buf, len, "a duration from %.0f s to %.0f s such as 300, 90s, 10m or 1h%s", in->lo,
                  in->hi, in->lo == 0 ? ", or off" : "");
@@ -109,9 +105,7 @@ static const char *expected(const struct ng_setting_info *in, char *buf, size_t 
     case NG_T_OPT_DURATION: return "a duration such as 600, 10m or 1h, or inherit";
     case NG_T_FACTOR: return "a multiple of the op's timeout such as 1, 1.5x or off";
     case NG_T_BANDWIDTH: return "a bandwidth in bytes per second such as 1GB/s, 500MB/s or off";
-    case NG_T_ENUM:
-        snprintf(buf, len, "one of %s", in->choices);
-        return buf;
+    case NG_T_ENUM: snprintf(buf, len, "one of %s", in->choices); return buf;
     case NG_T_SIGNAL: return "a signal such as SIGUSR2 or 12 (not KILL, STOP or a fault), or off";
     default: return "a path shorter than 1024 bytes";
     }
@@ -149,10 +143,10 @@ static int set_value(struct ng_settings *s, int key, const char *text)
             rc = 0;
             break;
         }
-        rc = in->type == NG_T_DOUBLE       ? ncclguard_parse_decimal(text, &d)
-             : in->type == NG_T_FACTOR     ? ncclguard_parse_factor(text, &d)
-             : in->type == NG_T_BANDWIDTH  ? ncclguard_parse_bandwidth(text, &d)
-                                           : ncclguard_parse_duration(text, &d);
+        rc = in->type == NG_T_DOUBLE      ? ncclguard_parse_decimal(text, &d)
+             : in->type == NG_T_FACTOR    ? ncclguard_parse_factor(text, &d)
+             : in->type == NG_T_BANDWIDTH ? ncclguard_parse_bandwidth(text, &d)
+                                          : ncclguard_parse_duration(text, &d);
         if (rc == 0 && (d < in->lo || d > in->hi)) rc = -1;
         break;
     }
@@ -201,15 +195,16 @@ const char *ncclguard_setting_text(const struct ng_settings *s, int key, char *b
     case NG_T_ENUM: return ncclguard_choice_name(in->choices, (int)v, buf, len);
     case NG_T_SIGNAL: return ncclguard_signal_name((int)v, buf, len);
     case NG_T_STRING: return ncclguard_setting_string(s, key);
-    case NG_T_INT:
-        snprintf(buf, len, "%lld", (long long)v);
-        return buf;
+    case NG_T_INT: snprintf(buf, len, "%lld", (long long)v); return buf;
     default: break;
     }
     if (in->type == NG_T_OPT_DURATION && v < 0) return "inherit";
     if (v == 0 && in->type != NG_T_DOUBLE) return "off";
-    snprintf(buf, len, "%g%s", v, in->type == NG_T_FACTOR ? "x" : in->type == NG_T_BANDWIDTH ? "B/s"
-                                                           : in->type == NG_T_DOUBLE ? "" : "s");
+    snprintf(buf, len, "%g%s", v,
+             in->type == NG_T_FACTOR      ? "x"
+             : in->type == NG_T_BANDWIDTH ? "B/s"
+             : in->type == NG_T_DOUBLE    ? ""
+                                          : "s");
     return buf;
 }
 
@@ -347,8 +342,10 @@ void ncclguard_conf_env(struct ng_conf_ctx *c, enum ng_env_action a, const char 
     }
     if (!strncmp(name, "NCCLGUARD_", 10)) {
         int k = ncclguard_setting_key(name);
-        ncclguard_conf_problem(c, "%s is a setting of ncclguard: write '%s = ...' in "
-                               "[ncclguard] instead", name, k >= 0 ? infos[k].key : "key");
+        ncclguard_conf_problem(c,
+                               "%s is a setting of ncclguard: write '%s = ...' in "
+                               "[ncclguard] instead",
+                               name, k >= 0 ? infos[k].key : "key");
         return;
     }
     if (a != NG_ENV_FORBID && !value) {
@@ -375,8 +372,7 @@ void ncclguard_conf_env(struct ng_conf_ctx *c, enum ng_env_action a, const char 
     }
     const char *n = i >= 0 ? rules[i].name : pool_copy(name), *v = pool_copy(value ? value : "");
     if (!n || !v) {
-        ncclguard_conf_problem(c, "[env.*] names and values exceed %d bytes in all",
-                               NG_CONF_POOL);
+        ncclguard_conf_problem(c, "[env.*] names and values exceed %d bytes in all", NG_CONF_POOL);
         return;
     }
     if (i < 0) {
@@ -384,7 +380,9 @@ void ncclguard_conf_env(struct ng_conf_ctx *c, enum ng_env_action a, const char 
         rule_slot[slot] = (int16_t)i;
         if (glob) globs[nglobs++] = (uint16_t)i;
     }
-    rules[i] = (struct ng_env_rule){.action = (uint8_t)a, .name = n, .value = v,
+    rules[i] = (struct ng_env_rule){.action = (uint8_t)a,
+                                    .name = n,
+                                    .value = v,
                                     .origin = {.source = (uint8_t)c->src, .line = c->line}};
 }
 
@@ -442,8 +440,8 @@ static void apply_env(char *const *envp)
             !ncclguard_test_switches_on()) {
             test_said = 1;
             ncclguard_conf_say("%.*s ignored (environment): test switches (NCCLGUARD_TEST_*) "
-                               "apply only on a machine without a site file (%s)", (int)n, e,
-                               NG_SITE_CONFIG);
+                               "apply only on a machine without a site file (%s)",
+                               (int)n, e, NG_SITE_CONFIG);
         }
         if (other_variable(e, n)) continue;
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), e);
@@ -454,17 +452,20 @@ static void apply_env(char *const *envp)
             int near = closest_setting(name + 10, 1);
             if (near >= 0)
                 ncclguard_conf_say("%s is not a setting of ncclguard (environment): did you mean "
-                                   "NCCLGUARD_%s?", name, infos[near].id);
+                                   "NCCLGUARD_%s?",
+                                   name, infos[near].id);
             else
                 ncclguard_conf_say("%s is not a setting of ncclguard (environment): see "
-                                   "docs/configuration.md for the list", name);
+                                   "docs/configuration.md for the list",
+                                   name);
             continue;
         }
         if (lock_line[k]) {
             char cur[160];
             ncclguard_conf_say("%s=%s ignored (environment): the site locked %s at %s "
-                               "(%s:%u); ask the cluster admins to change it", name, eq + 1,
-                               infos[k].key, ncclguard_setting_text(&eff, k, cur, sizeof cur),
+                               "(%s:%u); ask the cluster admins to change it",
+                               name, eq + 1, infos[k].key,
+                               ncclguard_setting_text(&eff, k, cur, sizeof cur),
                                files[NG_SRC_SITE].path, lock_line[k]);
             continue;
         }

@@ -30,16 +30,21 @@
 
 #include "base/ops.h"
 
-#define NG_STR_MAX 1024        /* STRING settings (paths), NUL included */
-#define NG_ENV_RULES_MAX 256   /* [env.*] entries kept */
-#define NG_ENV_GLOBS_MAX 32    /* of which NAME_* patterns ([env.forbid]) */
-#define NG_CONF_WHEN_MAX 64    /* [when] sections per file */
-#define NG_CONF_ENV_LINES 512  /* [env.*] lines per file */
-#define NG_CONF_POOL 32768     /* bytes for the names and values of env rules */
-#define NG_CONF_MSGS_MAX 10    /* problems reported per file; the rest are counted */
+#define NG_STR_MAX 1024       /* STRING settings (paths), NUL included */
+#define NG_ENV_RULES_MAX 256  /* [env.*] entries kept */
+#define NG_ENV_GLOBS_MAX 32   /* of which NAME_* patterns ([env.forbid]) */
+#define NG_CONF_WHEN_MAX 64   /* [when] sections per file */
+#define NG_CONF_ENV_LINES 512 /* [env.*] lines per file */
+#define NG_CONF_POOL 32768    /* bytes for the names and values of env rules */
+#define NG_CONF_MSGS_MAX 10   /* problems reported per file; the rest are counted */
 
 enum ng_source {
-    NG_SRC_BUILTIN = 0, NG_SRC_SITE, NG_SRC_USER, NG_SRC_JOB, NG_SRC_ENV, NG_SRC_COUNT
+    NG_SRC_BUILTIN = 0,
+    NG_SRC_SITE,
+    NG_SRC_USER,
+    NG_SRC_JOB,
+    NG_SRC_ENV,
+    NG_SRC_COUNT
 };
 /* The file sources, in the order they are read. */
 #define NG_SRC_FIRST_FILE NG_SRC_SITE
@@ -47,9 +52,9 @@ enum ng_source {
 
 /* Where a value comes from: "site /etc/ncclguard.conf:7", "env", "built-in". */
 struct ng_origin {
-    uint8_t source;  /* enum ng_source */
-    uint8_t locked;  /* the site file locked this key (lock = ...) */
-    uint32_t line;   /* line of a file source, 0 otherwise */
+    uint8_t source; /* enum ng_source */
+    uint8_t locked; /* the site file locked this key (lock = ...) */
+    uint32_t line;  /* line of a file source, 0 otherwise */
 };
 
 enum ng_key {
@@ -60,8 +65,16 @@ enum ng_key {
 };
 
 enum ng_type {
-    NG_T_BOOL, NG_T_INT, NG_T_DOUBLE, NG_T_DURATION, NG_T_OPT_DURATION, NG_T_FACTOR,
-    NG_T_BANDWIDTH, NG_T_ENUM, NG_T_SIGNAL, NG_T_STRING,
+    NG_T_BOOL,
+    NG_T_INT,
+    NG_T_DOUBLE,
+    NG_T_DURATION,
+    NG_T_OPT_DURATION,
+    NG_T_FACTOR,
+    NG_T_BANDWIDTH,
+    NG_T_ENUM,
+    NG_T_SIGNAL,
+    NG_T_STRING,
 };
 
 #define NG_FIELD_BOOL(k) int k;
@@ -89,10 +102,10 @@ enum { NG_AUDIT_OFF = 0, NG_AUDIT_NODE = 1, NG_AUDIT_ALL = 2 };
 
 /* Static description of one setting (from settings.def). */
 struct ng_setting_info {
-    const char *id;      /* "TIMEOUT" */
-    const char *key;     /* "timeout" */
+    const char *id;  /* "TIMEOUT" */
+    const char *key; /* "timeout" */
     enum ng_type type;
-    const char *def;     /* default, as text */
+    const char *def; /* default, as text */
     double lo, hi;
     const char *choices; /* ENUM: "off|end|full" */
     size_t offset;       /* of the field in struct ng_settings */
@@ -112,11 +125,11 @@ struct ng_env_rule {
 enum ng_file_status { NG_FILE_NONE = 0, NG_FILE_ABSENT, NG_FILE_REFUSED, NG_FILE_LOADED };
 
 struct ng_file_source {
-    uint8_t status;       /* enum ng_file_status */
-    unsigned lines;       /* lines read */
-    unsigned problems;    /* lines ignored, all reasons */
+    uint8_t status;    /* enum ng_file_status */
+    unsigned lines;    /* lines read */
+    unsigned problems; /* lines ignored, all reasons */
     char path[NG_STR_MAX];
-    char why[160];        /* REFUSED: the reason */
+    char why[160]; /* REFUSED: the reason */
 };
 
 /* --- loading (constructor, CLI, tests) ------------------------------------------------ */

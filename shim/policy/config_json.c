@@ -54,8 +54,10 @@ static void put_value(struct ng_json *j, const struct ng_settings *s, int key)
         break;
     case NG_T_STRING: ncclguard_json_string(j, ncclguard_setting_string(s, key)); break;
     default:
-        if (in->type == NG_T_OPT_DURATION && v < 0) ncclguard_json_null(j);
-        else ncclguard_json_number(j, v, 3);
+        if (in->type == NG_T_OPT_DURATION && v < 0)
+            ncclguard_json_null(j);
+        else
+            ncclguard_json_number(j, v, 3);
         break;
     }
 }

@@ -45,8 +45,10 @@ static void cut_comment(char *s)
     char quote = 0;
     for (char *p = s; *p; p++) {
         if (quote) {
-            if (*p == '\\' && quote == '"' && p[1]) p++;
-            else if (*p == quote) quote = 0;
+            if (*p == '\\' && quote == '"' && p[1])
+                p++;
+            else if (*p == quote)
+                quote = 0;
         } else if (*p == '"' || *p == '\'') {
             quote = *p;
         } else if ((*p == '#' || *p == ';') && (p == s || blank(p[-1]))) {
@@ -109,8 +111,10 @@ static void header(struct ng_conf_ctx *c, char *s)
         c->section = r == 1 ? SEC_MAIN : SEC_SKIP;
         return;
     }
-    section_problem(c, "unknown section [%.64s] (known: [ncclguard], [env.default], "
-                    "[env.force], [env.forbid], [when ...])", s);
+    section_problem(c,
+                    "unknown section [%.64s] (known: [ncclguard], [env.default], "
+                    "[env.force], [env.forbid], [when ...])",
+                    s);
     c->section = SEC_SKIP;
 }
 
@@ -194,14 +198,13 @@ static void parse_line(struct ng_conf_ctx *c, const char *line, size_t len, int 
 /* Reads every line of r into the model; reports binary files and limits. */
 static void parse_lines(enum ng_source src, struct ng_lines *r)
 {
-    struct ng_conf_ctx c = {.src = src, .file = ncclguard_conf_file_slot(src),
-                            .section = SEC_MAIN};
+    struct ng_conf_ctx c = {.src = src, .file = ncclguard_conf_file_slot(src), .section = SEC_MAIN};
     size_t off;
     if (ncclguard_lines_binary(r, &off)) {
         c.file->status = NG_FILE_REFUSED;
         snprintf(c.file->why, sizeof c.file->why, "not a text file (byte 0x%02x at offset %zu)",
                  (unsigned char)r->buf[r->start + off], off);
-        ncclguard_conf_say("%s config file ignored (%s): %s; starting without it", 
+        ncclguard_conf_say("%s config file ignored (%s): %s; starting without it",
                            ncclguard_source_name(src), c.file->path, c.file->why);
         return;
     }
@@ -256,8 +259,7 @@ void ncclguard_config_add_file(enum ng_source src, const char *path)
     close(fd);
 }
 
-void ncclguard_config_add_buffer(enum ng_source src, const char *name, const char *data,
-                                 size_t len)
+void ncclguard_config_add_buffer(enum ng_source src, const char *name, const char *data, size_t len)
 {
     struct ng_lines r;
     set_path(ncclguard_conf_file_slot(src), name);

@@ -137,8 +137,8 @@ int ncclguard_lines_binary(struct ng_lines *r, size_t *offset)
 }
 
 /* Hands out buf[start, start+len) as a line; `consumed` includes the '\n'. */
-static int emit(struct ng_lines *r, size_t len, size_t consumed, const char **line,
-                size_t *out_len, int *flag)
+static int emit(struct ng_lines *r, size_t len, size_t consumed, const char **line, size_t *out_len,
+                int *flag)
 {
     char *s = r->buf + r->start;
     r->start += consumed;

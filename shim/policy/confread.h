@@ -42,14 +42,14 @@ enum ng_line_flag {
 };
 
 enum ng_lines_stop {
-    NG_STOP_NONE = 0,  /* still reading, or reached the end normally */
-    NG_STOP_LINES,     /* more than NG_CONF_MAX_LINES lines */
-    NG_STOP_BYTES,     /* more than NG_CONF_MAX_BYTES bytes (the file grew) */
-    NG_STOP_ERROR,     /* read(2) failed; err holds errno */
+    NG_STOP_NONE = 0, /* still reading, or reached the end normally */
+    NG_STOP_LINES,    /* more than NG_CONF_MAX_LINES lines */
+    NG_STOP_BYTES,    /* more than NG_CONF_MAX_BYTES bytes (the file grew) */
+    NG_STOP_ERROR,    /* read(2) failed; err holds errno */
 };
 
 struct ng_lines {
-    int fd;           /* -1 when reading from mem */
+    int fd; /* -1 when reading from mem */
     const char *mem;
     size_t mem_len, mem_pos;
     size_t start, end; /* unread bytes are buf[start, end) */

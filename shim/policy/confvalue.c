@@ -77,8 +77,8 @@ int ncclguard_parse_duration(const char *s, double *out)
     static const struct {
         const char *unit;
         double seconds;
-    } units[] = {{"", 1},   {"s", 1},     {"sec", 1},    {"ms", 0.001}, {"m", 60},
-                 {"min", 60}, {"h", 3600}, {"d", 86400}};
+    } units[] = {{"", 1},   {"s", 1},    {"sec", 1},  {"ms", 0.001},
+                 {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400}};
     if (is_off(s)) return *out = 0, 0;
     double v;
     const char *rest = decimal_prefix(s, &v);
@@ -130,15 +130,14 @@ static const struct {
     const char *name;
     int sig;
 } sig_names[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"URG", SIGURG},
-    {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},   {"USR2", SIGUSR2},
+    {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"URG", SIGURG},   {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
 };
 
 static int refused_signal(int sig)
 {
-    return sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
-           sig == SIGFPE || sig == SIGILL || sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS;
+    return sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+           sig == SIGILL || sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS;
 }
 
 int ncclguard_parse_signal(const char *s, int *out)

@@ -34,10 +34,12 @@ static const struct {
 } retired[] = {
     {"NCCL_MAX_NRINGS", "NCCL_MAX_NCHANNELS", NULL},
     {"NCCL_MIN_NRINGS", "NCCL_MIN_NCHANNELS", NULL},
-    {"NCCL_LL_THRESHOLD", NULL, "NCCL picks algorithms and protocols itself; restrict them "
-                                "with NCCL_PROTO or NCCL_ALGO only if you must, else remove it"},
-    {"NCCL_TREE_THRESHOLD", NULL, "NCCL picks algorithms itself; restrict them with NCCL_ALGO "
-                                  "only if you must, else remove it"},
+    {"NCCL_LL_THRESHOLD", NULL,
+     "NCCL picks algorithms and protocols itself; restrict them "
+     "with NCCL_PROTO or NCCL_ALGO only if you must, else remove it"},
+    {"NCCL_TREE_THRESHOLD", NULL,
+     "NCCL picks algorithms itself; restrict them with NCCL_ALGO "
+     "only if you must, else remove it"},
     {"NCCL_SINGLE_RING_THRESHOLD", NULL, "NCCL picks algorithms and channels itself; remove it"},
     {"NCCL_IB_CUDA_SUPPORT", "NCCL_NET_GDR_LEVEL", NULL},
     {"NCCL_IB_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", NULL},
@@ -61,9 +63,9 @@ static const struct {
  * (NVIDIA's containers set NCCL_VERSION; build systems read NCCL_HOME, NCCL_ROOT...). */
 static int not_a_setting(const char *name)
 {
-    static const char *const names[] = {"NCCL_HOME",        "NCCL_ROOT",    "NCCL_ROOT_DIR",
-                                        "NCCL_DIR",         "NCCL_INCLUDE_DIR", "NCCL_LIB_DIR",
-                                        "NCCL_LIBRARY",     "NCCL_VERSION"};
+    static const char *const names[] = {"NCCL_HOME",    "NCCL_ROOT",        "NCCL_ROOT_DIR",
+                                        "NCCL_DIR",     "NCCL_INCLUDE_DIR", "NCCL_LIB_DIR",
+                                        "NCCL_LIBRARY", "NCCL_VERSION"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i])) return 1;
     return 0;
@@ -72,13 +74,19 @@ static int not_a_setting(const char *name)
 /* Known variables whose values are text that may start with a digit. */
 static int textual(const char *name)
 {
-    static const char *const exact[] = {"NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_NET",
-                                        "NCCL_ALGO", "NCCL_PROTO", "NCCL_THREAD_THRESHOLDS",
-                                        "NCCL_NET_FORCE_MERGE", "NCCL_DEBUG",
-                                        "NCCL_LAUNCH_MODE", "NCCL_IB_ADDR_FAMILY",
+    static const char *const exact[] = {"NCCL_COMM_ID",
+                                        "NCCL_HOSTID",
+                                        "NCCL_NET",
+                                        "NCCL_ALGO",
+                                        "NCCL_PROTO",
+                                        "NCCL_THREAD_THRESHOLDS",
+                                        "NCCL_NET_FORCE_MERGE",
+                                        "NCCL_DEBUG",
+                                        "NCCL_LAUNCH_MODE",
+                                        "NCCL_IB_ADDR_FAMILY",
                                         "NCCL_SOCKET_FAMILY"};
-    static const char *const suffix[] = {"_IFNAME", "_FILE", "_PLUGIN", "_LEVEL", "_ADDR",
-                                         "_RANGE", "_CPUSET", "_UUID", "_HCA", "_SUBSYS",
+    static const char *const suffix[] = {"_IFNAME", "_FILE",   "_PLUGIN", "_LEVEL", "_ADDR",
+                                         "_RANGE",  "_CPUSET", "_UUID",   "_HCA",   "_SUBSYS",
                                          "_FORMAT", "_LEVELS", "_POLICY", "_RANK"};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (!strcmp(name, exact[i])) return 1;
@@ -113,8 +121,10 @@ static void add(struct ctx *x, int sev, int kind, const char *var, const char *v
                 const char *what, const char *todo_fmt, ...)
 {
     struct ng_audit *a = x->out;
-    if (sev == NG_SEV_WARNING) a->warnings++;
-    else a->notes++;
+    if (sev == NG_SEV_WARNING)
+        a->warnings++;
+    else
+        a->notes++;
     if (a->nfindings == NG_FINDINGS_MAX) {
         a->dropped++;
         return;
@@ -134,9 +144,12 @@ static void add(struct ctx *x, int sev, int kind, const char *var, const char *v
     va_start(ap, todo_fmt);
     vsnprintf(todo, sizeof todo, todo_fmt, ap);
     va_end(ap);
-    if (strlen(value) > 40) snprintf(shown, sizeof shown, "%.37s...", value);
-    else if (!*value) snprintf(shown, sizeof shown, "\"\"");
-    else snprintf(shown, sizeof shown, "%s", value);
+    if (strlen(value) > 40)
+        snprintf(shown, sizeof shown, "%.37s...", value);
+    else if (!*value)
+        snprintf(shown, sizeof shown, "\"\"");
+    else
+        snprintf(shown, sizeof shown, "%s", value);
     snprintf(f->message, sizeof f->message, "%s=%s %s (%s): %s", var, shown, what,
              where(var, real, src, sizeof src), todo);
 }
@@ -232,8 +245,7 @@ static int retired_but_read(struct ctx *x, const char *name, const char *value)
                 retired[i].use, newer);
         } else {
             snprintf(what, sizeof what, "is deprecated in NCCL %s", x->version);
-            add(x, NG_SEV_WARNING, NG_FIND_DEPRECATED, name, value, what, "%s",
-                retired[i].advice);
+            add(x, NG_SEV_WARNING, NG_FIND_DEPRECATED, name, value, what, "%s", retired[i].advice);
         }
         return 1;
     }
@@ -251,8 +263,8 @@ static int intended(const char *s, long long *out)
     static const char units[] = "KMGT";
     char c = (char)(*end & ~0x20);
     const char *u = c ? strchr(units, c) : NULL;
-    if (u && (!end[1] || !strcmp(end + 1, "B") || !strcmp(end + 1, "i") ||
-                      !strcmp(end + 1, "iB"))) {
+    if (u &&
+        (!end[1] || !strcmp(end + 1, "B") || !strcmp(end + 1, "i") || !strcmp(end + 1, "iB"))) {
         for (long i = 0; i <= u - units; i++) {
             if (v > LLONG_MAX / 1024 || v < LLONG_MIN / 1024) return -1;
             v *= 1024;
@@ -260,8 +272,7 @@ static int intended(const char *s, long long *out)
         return *out = v, 0;
     }
     double d = strtod(s, &end);
-    if (!*end && d < 9e18 && d > -9e18 && d == (double)(long long)d)
-        return *out = (long long)d, 0;
+    if (!*end && d < 9e18 && d > -9e18 && d == (double)(long long)d) return *out = (long long)d, 0;
     return -1;
 }
 
@@ -331,7 +342,8 @@ static void debug_values(struct ctx *x, const char *name, const char *value)
     if (!strcmp(name, "NCCL_DEBUG") && (!strcasecmp(value, "INFO") || !strcasecmp(value, "TRACE")))
         add(x, NG_SEV_WARNING, NG_FIND_DEBUG, name, value, "is a debugging setting left on",
             "it logs every step of initialisation on every rank; use WARN in production "
-            "and %s only to diagnose", value);
+            "and %s only to diagnose",
+            value);
     if (!strcmp(name, "NCCL_LAUNCH_MODE") && !strcasecmp(value, "GROUP"))
         add(x, NG_SEV_WARNING, NG_FIND_DEBUG, name, value, "is a debugging launch mode",
             "unset it to get NCCL's default (PARALLEL)");
@@ -345,8 +357,7 @@ static void conflicts(struct ctx *x)
     } pairs[] = {{"NCCL_IB_DISABLE", "NCCL_IB_HCA"}, {"NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"}};
     char what[200];
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        const char *off = env_get(x->envp, pairs[i].off), *other = env_get(x->envp,
-                                                                            pairs[i].other);
+        const char *off = env_get(x->envp, pairs[i].off), *other = env_get(x->envp, pairs[i].other);
         if (!off || !other || !*other || strtoll(off, NULL, 0) == 0) continue;
         snprintf(what, sizeof what, "has no effect because %s=%s", pairs[i].off, off);
         add(x, NG_SEV_WARNING, NG_FIND_CONFLICT, pairs[i].other, other, what,
@@ -395,8 +406,8 @@ void ncclguard_envaudit(const struct ng_known *known, const char *version, char 
 
 const char *ncclguard_finding_kind_name(int kind)
 {
-    static const char *const names[] = {"unknown", "plugin",   "deprecated", "removed", "myth",
-                                        "misparse", "value",   "conflict",   "debug",   "empty"};
+    static const char *const names[] = {"unknown",  "plugin", "deprecated", "removed", "myth",
+                                        "misparse", "value",  "conflict",   "debug",   "empty"};
     return kind >= 0 && kind <= NG_FIND_EMPTY ? names[kind] : "?";
 }
 
@@ -415,8 +426,8 @@ void ncclguard_envaudit_at_first_comm(void)
         return;
     }
     if (ncclguard_known_scan(path, &known, why, sizeof why) != 0) {
-        NG_WARN("NCCL environment audit skipped (%s): %s; run `ncclguard envcheck` by hand",
-                path, why);
+        NG_WARN("NCCL environment audit skipped (%s): %s; run `ncclguard envcheck` by hand", path,
+                why);
         return;
     }
     void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
@@ -430,9 +441,8 @@ void ncclguard_envaudit_at_first_comm(void)
         NG_WARN("%zu more NCCL environment findings not shown; run `ncclguard envcheck`",
                 audit.dropped);
     if (!known.n)
-        NG_WARN("no NCCL_* names found in %s: the check for unknown variables was skipped",
-                path);
+        NG_WARN("no NCCL_* names found in %s: the check for unknown variables was skipped", path);
     NG_DEBUG("NCCL environment audit: NCCL %s (%s, %zu names known): %zu variables, "
-             "%zu warnings, %zu notes", version, path, known.n, audit.nvars, audit.warnings,
-             audit.notes);
+             "%zu warnings, %zu notes",
+             version, path, known.n, audit.nvars, audit.warnings, audit.notes);
 }

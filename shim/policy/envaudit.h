@@ -43,15 +43,15 @@ struct ng_finding {
     unsigned char severity; /* enum ng_severity */
     unsigned char kind;     /* enum ng_finding_kind */
     char var[96];
-    char value[128];        /* truncated with "..." when longer */
-    char message[512];      /* one line: "<var>=<value> <what> (<where>): <what to do>" */
+    char value[128];   /* truncated with "..." when longer */
+    char message[512]; /* one line: "<var>=<value> <what> (<where>): <what to do>" */
 };
 
 struct ng_audit {
     char nccl_version[32]; /* "2.28.9", or "unknown" */
     size_t nvars;          /* NCCL_* variables examined */
     size_t nfindings;
-    size_t dropped;        /* findings beyond NG_FINDINGS_MAX */
+    size_t dropped; /* findings beyond NG_FINDINGS_MAX */
     size_t warnings, notes;
     struct ng_finding f[NG_FINDINGS_MAX];
 };

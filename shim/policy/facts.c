@@ -58,9 +58,9 @@ static long env_long(const char *const *names)
 static void read_job(void)
 {
     static const char *const world[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                        "PMIX_SIZE", "SLURM_NTASKS", "SLURM_NPROCS", NULL};
-    static const char *const ws[] = {"WORLD_SIZE", NULL}, *const lws[] = {"LOCAL_WORLD_SIZE",
-                                                                          NULL};
+                                        "PMIX_SIZE",  "SLURM_NTASKS",         "SLURM_NPROCS",
+                                        NULL};
+    static const char *const ws[] = {"WORLD_SIZE", NULL}, *const lws[] = {"LOCAL_WORLD_SIZE", NULL};
     static const char *const slurm[] = {"SLURM_NNODES", "SLURM_JOB_NUM_NODES", NULL};
     static const char *const ompi[] = {"OMPI_COMM_WORLD_SIZE", NULL},
                              *const ompi_local[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", NULL};
@@ -122,8 +122,7 @@ static void read_gpus(void)
         snprintf(path, sizeof path, "%s/%s/information", dir, e->d_name);
         read_model(path, model, sizeof model);
         int seen = !model[0];
-        for (int i = 0; i < facts.nmodels && !seen; i++)
-            seen = !strcmp(facts.gpu_model[i], model);
+        for (int i = 0; i < facts.nmodels && !seen; i++) seen = !strcmp(facts.gpu_model[i], model);
         if (!seen && facts.nmodels < NG_FACTS_MAX_MODELS)
             memcpy(facts.gpu_model[facts.nmodels++], model, sizeof model);
     }

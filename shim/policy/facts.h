@@ -27,15 +27,15 @@ enum ng_fact_group {
 };
 
 struct ng_facts {
-    unsigned have;                 /* groups read so far */
-    char host[256];                /* gethostname() */
-    int ngpus;                     /* entries under /proc/driver/nvidia/gpus; 0 without */
-    int nmodels;                   /* distinct models in gpu_model */
+    unsigned have;                           /* groups read so far */
+    char host[256];                          /* gethostname() */
+    int ngpus;                               /* entries under /proc/driver/nvidia/gpus; 0 without */
+    int nmodels;                             /* distinct models in gpu_model */
     char gpu_model[NG_FACTS_MAX_MODELS][96]; /* "NVIDIA H100 80GB HBM3" */
-    int ib;                        /* 1 when /sys/class/infiniband has a device */
-    long world_size;               /* -1 when unknown */
-    long nodes;                    /* -1 when unknown */
-    char job_name[256];            /* "" when unknown */
+    int ib;                                  /* 1 when /sys/class/infiniband has a device */
+    long world_size;                         /* -1 when unknown */
+    long nodes;                              /* -1 when unknown */
+    char job_name[256];                      /* "" when unknown */
 };
 
 /* Reads /proc and /sys under `root` ("" or NULL: the real ones), before the

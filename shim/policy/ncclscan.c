@@ -28,8 +28,10 @@ int ncclguard_known_has(const struct ng_known *k, const char *name)
         size_t mid = (lo + hi) / 2;
         int c = strcmp(k->pool + k->off[mid], name);
         if (c == 0) return 1;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return 0;
 }
@@ -50,8 +52,10 @@ int ncclguard_known_add(struct ng_known *k, const char *name, size_t len)
         size_t mid = (lo + hi) / 2;
         int c = strcmp(k->pool + k->off[mid], tmp);
         if (c == 0) return 0;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (k->n == NG_KNOWN_MAX || len + 1 > sizeof k->pool - k->used) return -1;
     memmove(&k->off[lo + 1], &k->off[lo], (k->n - lo) * sizeof k->off[0]);
@@ -85,8 +89,8 @@ static void feed(struct scan *s, struct ng_known *k, const unsigned char *p, siz
             s->len = 0;
             s->alive = 1;
         } else if (s->alive) {
-            if (s->len < NAME_MAX_LEN && (s->len < 5 ? c == (unsigned char)prefix[s->len]
-                                                     : name_char(c)))
+            if (s->len < NAME_MAX_LEN &&
+                (s->len < 5 ? c == (unsigned char)prefix[s->len] : name_char(c)))
                 s->cand[s->len++] = (char)c;
             else
                 s->alive = 0;
@@ -139,8 +143,7 @@ static int scan_sections(int fd, const Elf64_Ehdr *eh, struct ng_known *k)
             continue;
         char name[16] = {0};
         if (sh.sh_name >= strsh.sh_size) continue;
-        if (pread(fd, name, sizeof name - 1, (off_t)(strsh.sh_offset + sh.sh_name)) <= 0)
-            continue;
+        if (pread(fd, name, sizeof name - 1, (off_t)(strsh.sh_offset + sh.sh_name)) <= 0) continue;
         if (strncmp(name, ".rodata", 7) || (name[7] && name[7] != '.')) continue;
         found = 1;
         if (scan_region(fd, sh.sh_offset, sh.sh_size, k)) return -1;
@@ -180,8 +183,10 @@ int ncclguard_known_scan(const char *path, struct ng_known *k, char *why, size_t
     } else {
         int found = scan_sections(fd, &eh, k);
         if (found == 0) found = scan_segments(fd, &eh, k) == 0;
-        if (found > 0) rc = 0;
-        else snprintf(why, whylen, "cannot read the read-only data of %s", path);
+        if (found > 0)
+            rc = 0;
+        else
+            snprintf(why, whylen, "cannot read the read-only data of %s", path);
     }
     close(fd);
     return rc;

@@ -27,8 +27,8 @@ struct ng_known {
     uint32_t off[NG_KNOWN_MAX]; /* offsets of the names in pool */
     char pool[NG_KNOWN_POOL];
     size_t used;
-    size_t scanned;             /* bytes of the file scanned */
-    int whole_segments;         /* 1: no .rodata section header; read-only segments scanned */
+    size_t scanned;     /* bytes of the file scanned */
+    int whole_segments; /* 1: no .rodata section header; read-only segments scanned */
 };
 
 /* Fills k with the NCCL_* names of the ELF file at path; 0, or -1 with why. */

@@ -112,8 +112,8 @@ static const char *keep_shown(const char *name, const char *value)
     return keep_str(text);
 }
 
-static struct ng_env_change *record(const struct ng_env_rule *r, const char *name,
-                                    const char *was, int outcome)
+static struct ng_env_change *record(const struct ng_env_rule *r, const char *name, const char *was,
+                                    int outcome)
 {
     if (nchanges == NG_POLICY_CHANGES_MAX) {
         overflow++;
@@ -121,11 +121,14 @@ static struct ng_env_change *record(const struct ng_env_rule *r, const char *nam
     }
     struct ng_env_change *c = &changes[nchanges++];
     /* a value that may be shown is the rule's own, which config.c keeps: no copy */
-    const char *value = r->action == NG_ENV_FORBID             ? NULL
+    const char *value = r->action == NG_ENV_FORBID           ? NULL
                         : ncclguard_policy_value_shown(name) ? r->value
                                                              : keep_shown(name, r->value);
-    *c = (struct ng_env_change){.rule = r, .name = name, .value = value,
-                                .was = keep_shown(name, was), .outcome = (unsigned char)outcome};
+    *c = (struct ng_env_change){.rule = r,
+                                .name = name,
+                                .value = value,
+                                .was = keep_shown(name, was),
+                                .outcome = (unsigned char)outcome};
     return c;
 }
 
@@ -233,8 +236,8 @@ const char *ncclguard_policy_where(const struct ng_env_change *ch, char *buf, si
     static const char *const action[] = {"default", "force", "forbid"};
     const struct ng_env_rule *r = ch->rule;
     const struct ng_file_source *f = ncclguard_config_file(r->origin.source);
-    snprintf(buf, len, "%s %s, %s:%u", ncclguard_source_name(r->origin.source),
-             action[r->action], f ? f->path : "?", r->origin.line);
+    snprintf(buf, len, "%s %s, %s:%u", ncclguard_source_name(r->origin.source), action[r->action],
+             f ? f->path : "?", r->origin.line);
     return buf;
 }
 
@@ -258,22 +261,28 @@ static void log_change(const struct ng_env_change *c, int talk)
         else if (c->was_parent || !site)
             ncclguard_log(info, "%s=%s (%s; was '%s')", c->name, c->value, where, c->was);
         else
-            ncclguard_log(warn, "%s=%s (%s; was '%s'): the site policy overrides your value; "
-                          "ask the cluster admins if you need another", c->name, c->value,
-                          where, c->was);
+            ncclguard_log(warn,
+                          "%s=%s (%s; was '%s'): the site policy overrides your value; "
+                          "ask the cluster admins if you need another",
+                          c->name, c->value, where, c->was);
         break;
     case NG_OUT_REMOVED:
         ncclguard_log(warn, "%s removed (%s; was '%s'): %s", c->name, where, c->was,
                       r->value[0] ? r->value
-                      : site ? "the site policy forbids it" : "your own file forbids it");
+                      : site      ? "the site policy forbids it"
+                                  : "your own file forbids it");
         break;
     case NG_OUT_KEPT:
-        ncclguard_log(NG_LOG_DEBUG, "%s=%s kept (environment): the %s value %s applies only "
-                      "to unset variables", c->name, c->was, where, c->value);
+        ncclguard_log(NG_LOG_DEBUG,
+                      "%s=%s kept (environment): the %s value %s applies only "
+                      "to unset variables",
+                      c->name, c->was, where, c->value);
         break;
     case NG_OUT_FAILED:
-        ncclguard_log(warn, "cannot change %s (%s): out of memory; the job starts without "
-                      "this change", c->name, where);
+        ncclguard_log(warn,
+                      "cannot change %s (%s): out of memory; the job starts without "
+                      "this change",
+                      c->name, where);
         break;
     default: break;
     }
@@ -290,10 +299,12 @@ void ncclguard_policy_apply(int dry_run, int talk)
     if (ncclguard_settings()->disable) {
         for (size_t i = 0; i < n; i++) record(&rules[i], rules[i].name, NULL, NG_OUT_DISABLED);
         if (n)
-            ncclguard_log(talk ? NG_LOG_INFO : NG_LOG_DEBUG, "NCCLGUARD_DISABLE is on (%s): the "
+            ncclguard_log(talk ? NG_LOG_INFO : NG_LOG_DEBUG,
+                          "NCCLGUARD_DISABLE is on (%s): the "
                           "%zu environment rules of the policy are not applied",
                           ncclguard_origin_text(&ncclguard_settings()->origin[NG_KEY_DISABLE],
-                                                NG_KEY_DISABLE, (char[300]){0}, 300), n);
+                                                NG_KEY_DISABLE, (char[300]){0}, 300),
+                          n);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -303,8 +314,10 @@ void ncclguard_policy_apply(int dry_run, int talk)
     if (!dry_run) write_marker();
     for (size_t i = 0; i < nchanges; i++) log_change(&changes[i], talk);
     if (overflow)
-        ncclguard_log(talk ? NG_LOG_WARN : NG_LOG_DEBUG, "%zu environment changes beyond the "
-                      "first %d are applied but not recorded", overflow, NG_POLICY_CHANGES_MAX);
+        ncclguard_log(talk ? NG_LOG_WARN : NG_LOG_DEBUG,
+                      "%zu environment changes beyond the "
+                      "first %d are applied but not recorded",
+                      overflow, NG_POLICY_CHANGES_MAX);
 }
 
 static int env_verbose(void)

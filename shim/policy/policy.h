@@ -49,9 +49,9 @@ enum ng_env_outcome {
  */
 struct ng_env_change {
     const struct ng_env_rule *rule;
-    const char *name;   /* the variable (a forbid pattern matches several) */
-    const char *value;  /* DEFAULT/FORCE: the rule's value, as shown; FORBID: NULL */
-    const char *was;    /* value before, as shown; NULL when unset */
+    const char *name;  /* the variable (a forbid pattern matches several) */
+    const char *value; /* DEFAULT/FORCE: the rule's value, as shown; FORBID: NULL */
+    const char *was;   /* value before, as shown; NULL when unset */
     unsigned char outcome;
     unsigned char was_parent; /* `was` came from a parent process's policy */
 };

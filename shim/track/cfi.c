@@ -94,9 +94,13 @@ static void skip_encoded(struct cursor *c, uint8_t enc)
 {
     if (enc == 0xff) return; /* DW_EH_PE_omit */
     switch (enc & 0x0f) {
-    case 0x00: case 0x04: case 0x0c: fixed(c, 8); break;
-    case 0x02: case 0x0a: fixed(c, 2); break;
-    case 0x03: case 0x0b: fixed(c, 4); break;
+    case 0x00:
+    case 0x04:
+    case 0x0c: fixed(c, 8); break;
+    case 0x02:
+    case 0x0a: fixed(c, 2); break;
+    case 0x03:
+    case 0x0b: fixed(c, 4); break;
     case 0x01: uleb(c); break;
     case 0x09: sleb(c); break;
     default: c->bad = 1;
@@ -107,10 +111,10 @@ static void skip_encoded(struct cursor *c, uint8_t enc)
 struct rules {
     int cfa_reg;
     int64_t cfa_off;
-    int rbp;     /* 0: unsaved, 1: at CFA + rbp_off, 2: anything else */
+    int rbp; /* 0: unsaved, 1: at CFA + rbp_off, 2: anything else */
     int64_t rbp_off;
-    int ra;      /* 0: at CFA - 8, 1: undefined, 2: anything else */
-    int bad;     /* a rule this reader does not follow */
+    int ra;  /* 0: at CFA - 8, 1: undefined, 2: anything else */
+    int bad; /* a rule this reader does not follow */
 };
 
 static void set_offset(struct rules *r, uint64_t reg, int64_t off)
@@ -128,9 +132,12 @@ static void set_offset(struct rules *r, uint64_t reg, int64_t off)
 /* Any rule but an offset for reg: same_value keeps it usable for rbp. */
 static void set_other(struct rules *r, uint64_t reg, int undefined, int same)
 {
-    if (reg == REG_RBP) r->rbp = same ? 0 : 2;
-    else if (reg == REG_RA) r->ra = undefined ? 1 : 2;
-    else if (reg == REG_RSP) r->bad = 1;
+    if (reg == REG_RBP)
+        r->rbp = same ? 0 : 2;
+    else if (reg == REG_RA)
+        r->ra = undefined ? 1 : 2;
+    else if (reg == REG_RSP)
+        r->bad = 1;
 }
 
 static void restore(struct rules *r, const struct rules *init, uint64_t reg)
@@ -159,8 +166,10 @@ static void run(struct cursor *c, struct rules *r, const struct rules *init, uin
         case 1: delta = (op & 0x3f) * caf; goto advance;
         case 2: set_offset(r, op & 0x3f, (int64_t)uleb(c) * daf); continue;
         case 3:
-            if (init) restore(r, init, op & 0x3f);
-            else r->bad = 1;
+            if (init)
+                restore(r, init, op & 0x3f);
+            else
+                r->bad = 1;
             continue;
         default: break;
         }
@@ -169,31 +178,56 @@ static void run(struct cursor *c, struct rules *r, const struct rules *init, uin
         case 0x02: delta = fixed(c, 1) * caf; goto advance;
         case 0x03: delta = fixed(c, 2) * caf; goto advance;
         case 0x04: delta = fixed(c, 4) * caf; goto advance;
-        case 0x05: reg = uleb(c); set_offset(r, reg, (int64_t)uleb(c) * daf); continue;
+        case 0x05:
+            reg = uleb(c);
+            set_offset(r, reg, (int64_t)uleb(c) * daf);
+            continue;
         case 0x06:
             reg = uleb(c);
-            if (init) restore(r, init, reg);
-            else r->bad = 1;
+            if (init)
+                restore(r, init, reg);
+            else
+                r->bad = 1;
             continue;
         case 0x07: set_other(r, uleb(c), 1, 0); continue;
         case 0x08: set_other(r, uleb(c), 0, 1); continue;
-        case 0x09: reg = uleb(c); uleb(c); set_other(r, reg, 0, 0); continue;
+        case 0x09:
+            reg = uleb(c);
+            uleb(c);
+            set_other(r, reg, 0, 0);
+            continue;
         case 0x0a:
-            if (nsaved == MAX_REMEMBER) r->bad = 1;
-            else saved[nsaved++] = *r;
+            if (nsaved == MAX_REMEMBER)
+                r->bad = 1;
+            else
+                saved[nsaved++] = *r;
             continue;
         case 0x0b:
-            if (nsaved == 0) r->bad = 1;
-            else *r = saved[--nsaved]; /* the CFA too, as GCC's and LLVM's unwinders do */
+            if (nsaved == 0)
+                r->bad = 1;
+            else
+                *r = saved[--nsaved]; /* the CFA too, as GCC's and LLVM's unwinders do */
             continue;
-        case 0x0c: r->cfa_reg = (int)uleb(c); r->cfa_off = (int64_t)uleb(c); continue;
+        case 0x0c:
+            r->cfa_reg = (int)uleb(c);
+            r->cfa_off = (int64_t)uleb(c);
+            continue;
         case 0x0d: r->cfa_reg = (int)uleb(c); continue;
         case 0x0e: r->cfa_off = (int64_t)uleb(c); continue;
-        case 0x11: reg = uleb(c); set_offset(r, reg, sleb(c) * daf); continue;
-        case 0x12: r->cfa_reg = (int)uleb(c); r->cfa_off = sleb(c) * daf; continue;
+        case 0x11:
+            reg = uleb(c);
+            set_offset(r, reg, sleb(c) * daf);
+            continue;
+        case 0x12:
+            r->cfa_reg = (int)uleb(c);
+            r->cfa_off = sleb(c) * daf;
+            continue;
         case 0x13: r->cfa_off = sleb(c) * daf; continue;
         case 0x2e: uleb(c); continue; /* GNU_args_size */
-        case 0x2f: reg = uleb(c); set_offset(r, reg, -(int64_t)uleb(c) * daf); continue;
+        case 0x2f:
+            reg = uleb(c);
+            set_offset(r, reg, -(int64_t)uleb(c) * daf);
+            continue;
         default: r->bad = 1; continue; /* expressions, set_loc, val_*: not followed */
         }
     advance:
@@ -256,8 +290,8 @@ int ncclguard_cfi_rule(uintptr_t ra, struct ng_cfi_rule *out)
     struct rules init = r;
 
     struct cursor f = {fde + 8, fde + 4 + flen, 0};
-    skip_encoded(&f, fde_enc);          /* pc_begin: bases.func has it */
-    skip_encoded(&f, fde_enc & 0x0f);   /* pc_range */
+    skip_encoded(&f, fde_enc);        /* pc_begin: bases.func has it */
+    skip_encoded(&f, fde_enc & 0x0f); /* pc_range */
     if (auglen) f.p += uleb(&f);
     if (f.bad || f.p > f.end) return -1;
     run(&f, &r, &init, caf, daf, (uintptr_t)bases.func, target);

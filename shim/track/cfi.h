@@ -26,9 +26,9 @@
  * CFA + rbp_off. `last` says the return address is undefined there: the
  * outermost frame of a stack (_start, a makecontext entry). */
 struct ng_cfi_rule {
-    int cfa_is_rbp;  /* 0: CFA = rsp + cfa_off; 1: CFA = rbp + cfa_off */
+    int cfa_is_rbp; /* 0: CFA = rsp + cfa_off; 1: CFA = rbp + cfa_off */
     int64_t cfa_off;
-    int rbp_saved;   /* 1: the caller's rbp is at CFA + rbp_off */
+    int rbp_saved; /* 1: the caller's rbp is at CFA + rbp_off */
     int64_t rbp_off;
     int last;
 };

@@ -47,34 +47,34 @@ struct ng_peer {
 struct ng_comm {
     /* fixed at creation */
     uint64_t id;
-    int slot;                /* index in the registry (ncclguard_comm_at) */
-    int blocking;            /* 0 for nonblocking communicators */
-    char name[64];           /* commName from the config, or "" */
-    uint64_t parent_id;      /* 0 for a root communicator */
-    int64_t created_ns;      /* CLOCK_REALTIME */
+    int slot;           /* index in the registry (ncclguard_comm_at) */
+    int blocking;       /* 0 for nonblocking communicators */
+    char name[64];      /* commName from the config, or "" */
+    uint64_t parent_id; /* 0 for a root communicator */
+    int64_t created_ns; /* CLOCK_REALTIME */
     /* shared */
-    ng_atomic(ncclComm_t) handle;  /* NULL until creation returned it */
-    ng_atomic(int) rank, nranks;   /* -1 until known (split children) */
-    ng_atomic(int) device;         /* -1 until known */
-    ng_atomic(int) state;          /* enum ng_comm_state */
-    ng_atomic(int) last_async_error; /* ncclResult_t */
-    ng_atomic(uint64_t) splits;    /* split/shrink calls on this communicator */
-    ng_atomic(uint64_t) coll_seq;  /* collectives called so far */
-    ng_atomic(int) overlap_said; /* two threads in collectives at once: said (track/ops.c) */
+    ng_atomic(ncclComm_t) handle;      /* NULL until creation returned it */
+    ng_atomic(int) rank, nranks;       /* -1 until known (split children) */
+    ng_atomic(int) device;             /* -1 until known */
+    ng_atomic(int) state;              /* enum ng_comm_state */
+    ng_atomic(int) last_async_error;   /* ncclResult_t */
+    ng_atomic(uint64_t) splits;        /* split/shrink calls on this communicator */
+    ng_atomic(uint64_t) coll_seq;      /* collectives called so far */
+    ng_atomic(int) overlap_said;       /* two threads in collectives at once: said (track/ops.c) */
     ng_atomic(uint64_t) completed_seq; /* seq of the newest collective seen completed */
     ng_atomic(uint64_t) ops_by_type[NG_OP_NTYPES]; /* calls that NCCL accepted */
-    ng_atomic(struct ng_peer *) peers; /* npeers entries, or NULL (set after npeers) */
+    ng_atomic(struct ng_peer *) peers;             /* npeers entries, or NULL (set after npeers) */
     int npeers;
     /* The watchdog calls NCCL on `handle` only under poll_lock and while
      * `ending` is 0; the hooks of Finalize/Destroy/Abort/Revoke set `ending`
      * under the lock first, so the watchdog never touches a freed handle. */
     pthread_mutex_t poll_lock;
-    int ending;              /* under poll_lock */
+    int ending; /* under poll_lock */
     /* Set when ncclguard itself aborted the communicator (the escalation
      * ladder): from then on the shim answers every call on the handle without
      * reaching NCCL, which freed it. */
     ng_atomic(int) fenced;
-    char fence_reason[200];  /* written before `fenced` is set */
+    char fence_reason[200];   /* written before `fenced` is set */
     ng_atomic(int) announced; /* its comm_created event was written */
     /* Nonblocking communicators: application calls inside it, and whether the
      * observer is (see ncclguard_comm_enter). */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 struct ng_deferred {
-    int comm_slot;     /* the communicator's registry slot, -1 for a group's */
+    int comm_slot; /* the communicator's registry slot, -1 for a group's */
     int marker;
     uint64_t stream;
     uint64_t index;    /* the op's record, for a single op; a group's: its place */

@@ -14,13 +14,14 @@
 #define SLOT_WORDS WORD(comm_id)       /* what a slot holds: the payload, state and version */
 
 _Static_assert(sizeof(struct ng_op_record) % sizeof(uint64_t) == 0, "records are words");
-_Static_assert(offsetof(struct ng_op_record, flags) % sizeof(uint64_t) == 0, "the 32-bit fields fill their words");
+_Static_assert(offsetof(struct ng_op_record, flags) % sizeof(uint64_t) == 0,
+               "the 32-bit fields fill their words");
 _Static_assert(STATE_MASK == 0xff, "ng_record_state (flight.h) reads the same bits");
 _Static_assert(NG_OP_NSTATES <= NG_FLIGHT_END_PENDING, "a state fits below the pending bit");
 _Static_assert(NG_FLIGHT_END_PENDING <= STATE_MASK, "the pending bit is a state bit");
 _Static_assert(NG_FLIGHT_STATE_BITS == STATE_BITS, "flight.h's publish clears the same bit");
 /* The state of a state word, without the end-pending bit. */
-#define STATE_OF(w) ((int)((w) & STATE_MASK & ~(uint64_t)NG_FLIGHT_END_PENDING))
+#define STATE_OF(w) ((int)(STATE_MASK & ~(uint64_t)NG_FLIGHT_END_PENDING & (w)))
 _Static_assert(WORD(version) + 1 == SLOT_WORDS, "state and version end the slot's words");
 
 /* A slot of the ring: one record, as words that threads share, padded to whole
@@ -44,8 +45,8 @@ struct side {
 
 static ng_atomic(struct slot *) ring;
 static struct side *sides; /* capacity entries, published with `ring` */
-static uint64_t capacity; /* a power of two; written before `ring` is published */
-static uint64_t mask;     /* capacity - 1 */
+static uint64_t capacity;  /* a power of two; written before `ring` is published */
+static uint64_t mask;      /* capacity - 1 */
 static ng_atomic(uint64_t) head;
 static ng_atomic(uint64_t) dropped_inflight;
 static ng_atomic(ng_flight_drop_fn) on_drop;
@@ -64,8 +65,8 @@ int ncclguard_flight_init(uint64_t cap)
     while (cap & (cap - 1)) cap += cap & -cap;
     /* mmap, not malloc: pages are touched only as records arrive (and zero
      * pages are a cleared side table). */
-    void *p = mmap(NULL, cap * (sizeof(struct slot) + sizeof(struct side)),
-                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, cap * (sizeof(struct slot) + sizeof(struct side)), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
     /* Slot i starts out as a finished record of index i - capacity. */
     struct slot *slots = p;
@@ -97,8 +98,7 @@ static void derive(struct ng_op_record *r)
  * complete, derives the rest, and clears what the watchdog learnt: 0, or -1
  * when it does not, or when a writer came meanwhile. */
 static inline __attribute__((always_inline)) int copy_words(struct slot *s, uint64_t index,
-                                                             struct ng_op_record *out,
-                                                             size_t nwords)
+                                                            struct ng_op_record *out, size_t nwords)
 {
     uint64_t v1 = ng_atomic_load_acquire(&s->w[WORD(version)]);
     if (v1 != 2 * index + 2) return -1;
@@ -200,10 +200,8 @@ static inline __attribute__((always_inline)) void write_slot(struct slot *s, uin
 
 /* ncclguard_flight_append when slot s holds an unfinished record (state word
  * `old`): it is dropped. Apart, so that the common case saves no registers. */
-static __attribute__((noinline, cold)) void append_over(struct slot *s, uint64_t i,
-                                                        uint64_t old,
-                                                        const struct ng_op_record *rec,
-                                                        int state)
+static __attribute__((noinline, cold)) void append_over(struct slot *s, uint64_t i, uint64_t old,
+                                                        const struct ng_op_record *rec, int state)
 {
     uint64_t neu = pack(i, state);
     if (!holds_events(s)) {
@@ -216,9 +214,8 @@ static __attribute__((noinline, cold)) void append_over(struct slot *s, uint64_t
 }
 
 /* Writes *rec as record i, in `state`, into slot s of the ring at base. */
-static inline __attribute__((always_inline)) void append_at(struct slot *base, struct slot *s,
-                                                            uint64_t i, int state,
-                                                            const struct ng_op_record *rec)
+static inline __attribute__((always_inline)) void
+append_at(struct slot *base, struct slot *s, uint64_t i, int state, const struct ng_op_record *rec)
 {
     /* Only this writer owns index i. A finished old record never changes
      * again, so a load and a store replace it (no locked instruction in the
@@ -330,8 +327,10 @@ void ncclguard_flight_watch_fields(uint64_t index, enum ng_watcher who, unsigned
 #pragma GCC unroll 8
     for (int f = 0; f < NG_WATCH_NFIELDS; f++) {
         uint64_t v = f == NG_WATCH_FLAGS ? value[f] & NG_REC_WATCH_FLAGS : value[f];
-        if (which & (1u << f)) ng_atomic_store_release(&p->field[f], v);
-        else if (fresh) ng_atomic_store_relaxed(&p->field[f], 0);
+        if (which & (1u << f))
+            ng_atomic_store_release(&p->field[f], v);
+        else if (fresh)
+            ng_atomic_store_relaxed(&p->field[f], 0);
     }
     if (fresh) ng_atomic_store_release(&p->tag, index + 1);
 }

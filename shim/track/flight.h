@@ -51,8 +51,8 @@
  * clean under ThreadSanitizer): 64-bit fields, and 32-bit ones two to a word. */
 struct ng_op_record {
     /* set by the writer */
-    uint64_t seq;            /* collectives on this communicator, from 1 (0 for p2p) */
-    uint64_t p2p_seq;        /* sends+recvs to this peer on this communicator, from 1 */
+    uint64_t seq;     /* collectives on this communicator, from 1 (0 for p2p) */
+    uint64_t p2p_seq; /* sends+recvs to this peer on this communicator, from 1 */
     uint64_t count;
     uint64_t stream;         /* cudaStream_t value */
     uint64_t group_id;       /* 0 when not in a group */
@@ -62,14 +62,14 @@ struct ng_op_record {
     int32_t dtype;           /* ncclDataType_t */
     int32_t redop;           /* ncclRedOp_t, -1 when none */
     union {
-        int32_t root;        /* a rooted collective's root, -1 when none */
-        int32_t peer;        /* a Send's or Recv's peer (comm rank) */
+        int32_t root; /* a rooted collective's root, -1 when none */
+        int32_t peer; /* a Send's or Recv's peer (comm rank) */
     };
-    int32_t comm_slot;       /* index of the communicator in the registry, -1 if none */
-    int32_t marker;          /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
-    int32_t result;          /* ncclResult_t the enqueue returned */
-    int32_t stack;           /* enqueue stack id (track/stacks.h), NG_NO_STACK if none */
-    uint64_t flags;          /* NG_REC_*: the writer's, and the watchdog's */
+    int32_t comm_slot; /* index of the communicator in the registry, -1 if none */
+    int32_t marker;    /* CUDA event pair (track/markers.h), NG_NO_MARKER if none */
+    int32_t result;    /* ncclResult_t the enqueue returned */
+    int32_t stack;     /* enqueue stack id (track/stacks.h), NG_NO_STACK if none */
+    uint64_t flags;    /* NG_REC_*: the writer's, and the watchdog's */
     /* concurrency */
     uint64_t state_word; /* (index << 8) | enum ng_op_state (base/ops.h) */
     uint64_t version;    /* 2*index+1 while written, 2*index+2 when complete */
@@ -81,7 +81,7 @@ struct ng_op_record {
     uint64_t comm_id;
     int32_t comm_rank, comm_nranks;
     uint64_t bytes;
-    int64_t enqueue_ns;      /* CLOCK_REALTIME */
+    int64_t enqueue_ns; /* CLOCK_REALTIME */
     /* learnt by the watchdog: not in the ring's slot (the writer never stores
      * them), kept beside it and merged into copies; 0 unknown */
     int64_t gpu_start_ns, gpu_end_ns;   /* GPU-side, CLOCK_REALTIME scale */
@@ -94,19 +94,19 @@ static inline int ng_record_state(const struct ng_op_record *r)
     return (int)(r->state_word & 0xff);
 }
 
-#define NG_REC_SLOW 0x1u      /* reported as slow (watchdog) */
-#define NG_REC_TIMEOUT 0x2u   /* reported as timed out (watchdog) */
-#define NG_REC_DEFERRED 0x4u  /* end marker not yet recorded (nonblocking, or being recorded) */
-#define NG_REC_FIRST 0x8u     /* first op on its communicator */
-#define NG_REC_DUMPED 0x10u   /* its timeout asked for a dump (watchdog) */
-#define NG_REC_GAP 0x20u      /* timed only for coming after a host gap (ops.c) */
+#define NG_REC_SLOW 0x1u     /* reported as slow (watchdog) */
+#define NG_REC_TIMEOUT 0x2u  /* reported as timed out (watchdog) */
+#define NG_REC_DEFERRED 0x4u /* end marker not yet recorded (nonblocking, or being recorded) */
+#define NG_REC_FIRST 0x8u    /* first op on its communicator */
+#define NG_REC_DUMPED 0x10u  /* its timeout asked for a dump (watchdog) */
+#define NG_REC_GAP 0x20u     /* timed only for coming after a host gap (ops.c) */
 /* A group's op on a stream that got no place of its own in its group (track/
  * groups.h): it shares the marker of place NG_REC_PLACE(flags), a stream of its
  * group that holds an op of its communicator. Not in dumps. */
 #define NG_REC_FOLLOWS 0x40u
 #define NG_REC_PLACE_SHIFT 8
 #define NG_REC_PLACE_MASK (0xfull << NG_REC_PLACE_SHIFT)
-#define NG_REC_PLACE(flags) ((int)(((flags) & NG_REC_PLACE_MASK) >> NG_REC_PLACE_SHIFT))
+#define NG_REC_PLACE(flags) ((int)((NG_REC_PLACE_MASK & (flags)) >> NG_REC_PLACE_SHIFT))
 #define NG_REC_INTERNAL (NG_REC_FOLLOWS | NG_REC_PLACE_MASK)
 #define NG_REC_WATCH_FLAGS (NG_REC_SLOW | NG_REC_TIMEOUT | NG_REC_DUMPED)
 
@@ -154,8 +154,14 @@ int ncclguard_flight_advance(uint64_t index, int from, int to);
  * the ring, tagged with `index`, so that it never lands in a newer record of the
  * same slot. */
 enum ng_watcher { NG_WATCHER_OBSERVER, NG_WATCHER_ENFORCER, NG_WATCHERS };
-enum ng_watch_field { NG_WATCH_GPU_START, NG_WATCH_GPU_END, NG_WATCH_SEEN_START,
-                      NG_WATCH_SEEN_END, NG_WATCH_FLAGS, NG_WATCH_NFIELDS };
+enum ng_watch_field {
+    NG_WATCH_GPU_START,
+    NG_WATCH_GPU_END,
+    NG_WATCH_SEEN_START,
+    NG_WATCH_SEEN_END,
+    NG_WATCH_FLAGS,
+    NG_WATCH_NFIELDS
+};
 void ncclguard_flight_watch(uint64_t index, enum ng_watcher who, enum ng_watch_field field,
                             uint64_t value);
 /* The same for several fields at once, those whose bit (1u << field) is set in
@@ -185,17 +191,16 @@ void ncclguard_flight_end_deferred(uint64_t index);
 #define NG_FLIGHT_END_PENDING 0x80
 #define NG_FLIGHT_STATE_BITS 8 /* a state word: (index << 8) | state */
 struct ng_flight_pending {
-    ng_atomic(uint64_t) *word; /* the record's state word (without a ring, one the
+    ng_atomic(uint64_t) * word; /* the record's state word (without a ring, one the
                                 * swap never matches) */
-    uint64_t value;            /* its value as appended */
+    uint64_t value;             /* its value as appended */
 };
 uint64_t ncclguard_flight_append_pending(const struct ng_op_record *rec,
                                          struct ng_flight_pending *p);
 static inline int ncclguard_flight_publish_end(struct ng_flight_pending *p)
 {
     uint64_t expected = p->value;
-    return ng_atomic_cas_acq_rel(p->word, &expected,
-                                 expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
+    return ng_atomic_cas_acq_rel(p->word, &expected, expected & ~(uint64_t)NG_FLIGHT_END_PENDING);
 }
 
 /* What a reader or a walk hands its callback: record `index`, a consistent

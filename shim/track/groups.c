@@ -30,8 +30,7 @@ void ncclguard_groups_init(uint64_t cap)
     ng_atomic_store_release(&table, (struct entry *)p);
 }
 
-void ncclguard_group_publish(uint64_t group_id, int place, uint64_t stream, int marker,
-                             int refs)
+void ncclguard_group_publish(uint64_t group_id, int place, uint64_t stream, int marker, int refs)
 {
     struct entry *t = ng_atomic_load_acquire(&table);
     if (!t) {

@@ -38,8 +38,7 @@
 
 void ncclguard_groups_init(uint64_t capacity);
 /* The marker of the group's stream in `place` (0 .. NG_GROUP_STREAMS - 1). */
-void ncclguard_group_publish(uint64_t group_id, int place, uint64_t stream, int marker,
-                             int refs);
+void ncclguard_group_publish(uint64_t group_id, int place, uint64_t stream, int marker, int refs);
 /* The marker a group's record r shares (of its stream, or of the place it
  * follows), NG_GROUP_FAILED, NG_GROUP_UNTRACKED, or -1 when not (yet)
  * published. */

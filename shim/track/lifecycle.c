@@ -45,8 +45,8 @@ static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t i
     t->comm = ncclguard_comm_new(id, rank, nranks, parent, config);
 }
 
-void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank,
-                        int nids, const ncclUniqueId *ids, const ncclConfig_t *config)
+void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank, int nids,
+                        const ncclUniqueId *ids, const ncclConfig_t *config)
 {
     uint64_t id = NG_HASH_SEED;
     for (int i = 0; ids && i < nids; i++) id = ng_hash(id, &ids[i], sizeof ids[i]);
@@ -71,8 +71,8 @@ static uint64_t child_id(struct ng_comm *parent, const void *what, size_t len)
     return ng_hash(id, what, len);
 }
 
-void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
-                         ncclComm_t *out, const ncclConfig_t *config)
+void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color, ncclComm_t *out,
+                         const ncclConfig_t *config)
 {
     struct ng_comm *p = ncclguard_comm_find(parent);
     t->out = out;
@@ -135,8 +135,10 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
     }
     ncclguard_comm_attach(c, *t->out);
     if (r == ncclSuccess) ncclguard_comm_set_state(c, NG_COMM_READY);
-    if (ng_comm_nranks(c) > 0) ncclguard_comm_announce(c);
-    else ncclguard_track_wake(); /* a split child: the watchdog learns its size now */
+    if (ng_comm_nranks(c) > 0)
+        ncclguard_comm_announce(c);
+    else
+        ncclguard_track_wake(); /* a split child: the watchdog learns its size now */
 }
 
 void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r)
@@ -179,8 +181,10 @@ void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r)
         [NG_END_REVOKE] = NG_COMM_REVOKED,
     };
     if (!t->comm || t->kind == NG_END_ABORT) return;
-    if (ng_accepted(r)) ncclguard_comm_set_state(t->comm, state_of[t->kind]);
-    else ncclguard_comm_set_ending(t->comm, 0);
+    if (ng_accepted(r))
+        ncclguard_comm_set_state(t->comm, state_of[t->kind]);
+    else
+        ncclguard_comm_set_ending(t->comm, 0);
     if (ng_accepted(r) && t->kind == NG_END_DESTROY) comm_event("comm_destroyed", t->comm);
     if (t->kind == NG_END_DESTROY && r == ncclSuccess) ncclguard_track_settle();
 }
@@ -192,8 +196,7 @@ void ncclguard_async_error_post(ncclComm_t comm, const ncclResult_t *err, ncclRe
     if (!c || r != ncclSuccess || !err) return;
     if (*err == ncclSuccess) ncclguard_flush_deferred(ncclguard_comm_index(c));
     ncclguard_track_async_error(c, (int)*err);
-    if (*err == ncclSuccess &&
-        ng_atomic_load_acquire(&c->state) == NG_COMM_INITIALIZING)
+    if (*err == ncclSuccess && ng_atomic_load_acquire(&c->state) == NG_COMM_INITIALIZING)
         ncclguard_comm_set_state(c, NG_COMM_READY);
 }
 
@@ -218,8 +221,8 @@ ncclResult_t ncclguard_end_fenced(struct ng_end_ticket *t)
 {
     /* NCCL already freed the handle: forget it, and tell the application its
      * own clean-up went fine. */
-    ncclguard_comm_set_state(t->comm, t->kind == NG_END_FINALIZE ? NG_COMM_ABORTED
-                                                                 : NG_COMM_DESTROYED);
+    ncclguard_comm_set_state(t->comm,
+                             t->kind == NG_END_FINALIZE ? NG_COMM_ABORTED : NG_COMM_DESTROYED);
     return ncclSuccess;
 }
 

@@ -33,11 +33,11 @@ struct ng_end_ticket {
 };
 
 /* Creation: InitRank, InitRankConfig and InitRankScalable (nids unique ids). */
-void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank,
-                        int nids, const ncclUniqueId *ids, const ncclConfig_t *config);
+void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank, int nids,
+                        const ncclUniqueId *ids, const ncclConfig_t *config);
 void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev);
-void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
-                         ncclComm_t *out, const ncclConfig_t *config);
+void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color, ncclComm_t *out,
+                         const ncclConfig_t *config);
 void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int *excluded,
                           int nexcluded, ncclComm_t *out, const ncclConfig_t *config);
 void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r);

@@ -44,7 +44,7 @@
 #include "base/log.h"
 
 #define MAX_POOLS 16
-#define MAX_MARKERS 65536 /* per pool: a marker is pool * MAX_MARKERS + index */
+#define MAX_MARKERS 65536      /* per pool: a marker is pool * MAX_MARKERS + index */
 #define MARKER_TIMED (1 << 30) /* set in a timed marker's number */
 #define STREAM_CACHE 4
 static int64_t anchor_refresh_ns = 60LL * 1000000000;
@@ -77,8 +77,8 @@ struct stack_head {
 struct pairs {
     int size;
     CUevent *start, *end;
-    ng_atomic(uint32_t) *next;   /* links, whichever stack a pair is on */
-    ng_atomic(uint8_t) *home;    /* the stack a pair goes back to */
+    ng_atomic(uint32_t) * next;         /* links, whichever stack a pair is on */
+    ng_atomic(uint8_t) * home;          /* the stack a pair goes back to */
     struct stack_head stack[HOMES + 1]; /* the homes, then the shared one */
 };
 
@@ -92,9 +92,9 @@ struct pool {
 
 static struct pool pools[MAX_POOLS];
 static ng_atomic(int) npools;
-static ng_atomic(CUcontext) wanted;   /* a context that asked for a pool */
+static ng_atomic(CUcontext) wanted; /* a context that asked for a pool */
 static int pool_size = 4096;
-static int timing_sample = 16; /* NCCLGUARD_TIMING_SAMPLE: sizes the timed pairs */
+static int timing_sample = 16;        /* NCCLGUARD_TIMING_SAMPLE: sizes the timed pairs */
 static ng_atomic(int) driver_state;   /* 0 unknown, 1 open, -1 unusable */
 static ng_atomic(int) driver_version; /* cuDriverGetVersion, 0 unknown */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* creation only */
@@ -124,8 +124,7 @@ static int resolve(void *lib)
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         *fns[i].slot = dlsym(lib, fns[i].name);
         if (!*fns[i].slot && fns[i].required) {
-            NG_WARN("libcuda.so.1 lacks %s: GPU progress of NCCL ops is not tracked",
-                    fns[i].name);
+            NG_WARN("libcuda.so.1 lacks %s: GPU progress of NCCL ops is not tracked", fns[i].name);
             return -1;
         }
     }
@@ -262,8 +261,7 @@ static int create_pairs(struct pairs *k, int n, unsigned flags)
     k->home = calloc((size_t)n, sizeof *k->home);
     if (!k->start || !k->end || !k->next || !k->home) return -1;
     for (int i = 0; i < n; i++)
-        if (cu.event_create(&k->start[i], flags) || cu.event_create(&k->end[i], flags))
-            return -1;
+        if (cu.event_create(&k->start[i], flags) || cu.event_create(&k->end[i], flags)) return -1;
     for (int i = n - 1; i >= 0; i--) push(k, SHARED, (uint32_t)i);
     return 0;
 }
@@ -367,8 +365,8 @@ static struct stream_pool *cache_entry(CUstream s)
 
 /* The pool of stream s, from the thread's cache (*cached = 1) or the driver;
  * NULL when there is none (*ctx says which context lacks one). */
-static inline __attribute__((always_inline)) struct pool *
-stream_pool(CUstream s, int *id, CUcontext *ctx, int *cached)
+static inline __attribute__((always_inline)) struct pool *stream_pool(CUstream s, int *id,
+                                                                      CUcontext *ctx, int *cached)
 {
     struct stream_pool *e = cacheable(s) ? cache_entry(s) : NULL;
     if (e && ng_atomic_load_acquire(&e->pool->ctx) == e->ctx) {
@@ -399,7 +397,8 @@ static void take_failed(struct pool *p)
 {
     if (p)
         NG_WARN_ONCE("all %d CUDA event pairs of a context are in use: later ops are "
-                     "recorded without GPU progress; raise NCCLGUARD_RING", p->plain.size);
+                     "recorded without GPU progress; raise NCCLGUARD_RING",
+                     p->plain.size);
     ng_atomic_add_relaxed(&no_marker, 1);
 }
 
@@ -486,11 +485,6 @@ static struct pool *pool_at(int marker, struct pairs **k, int *i)
     if (id >= ng_atomic_load_acquire(&npools)) return NULL;
     *k = marker & MARKER_TIMED ? &pools[id].timed : &pools[id].plain;
     return &pools[id];
-}
-
-int ncclguard_marker_timed(int marker)
-{
-    return marker >= 0 && (marker & MARKER_TIMED);
 }
 
 int ncclguard_marker_end_event(void *end, void *stream)

@@ -48,9 +48,6 @@ enum ng_marker_begin {
 enum ng_marker_begin ncclguard_marker_begin(void *stream, int start, int timed, int *marker,
                                             void **end);
 
-/* Whether `marker` is a timed one (its poll gives GPU times). Any thread. */
-int ncclguard_marker_timed(int marker);
-
 /* Whether `stream` may get a marker now (the query is safe during a capture). */
 enum ng_capture {
     NG_CAPTURE_NONE,    /* not capturing: a marker may be recorded */
@@ -77,7 +74,7 @@ enum ng_marker_state { NG_MARKER_PENDING, NG_MARKER_STARTED, NG_MARKER_DONE, NG_
 /* Watchdog: where the GPU is with `marker`. `has_start` says whether the start
  * event was recorded. GPU times are CLOCK_REALTIME ns, 0 when unknown. */
 enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
-                                               int64_t *end_ns);
+                                           int64_t *end_ns);
 
 /* Watchdog: whether the GPU passed the end event of `marker` (end = 1) or its
  * start event (end = 0, when it was recorded): 1, 0 not yet, -1 on an error.

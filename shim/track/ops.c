@@ -131,8 +131,8 @@ static __attribute__((noinline, cold)) void two_threads(struct ng_comm *c, int t
     if (ng_atomic_exchange_relaxed(&c->overlap_said, 1)) return;
     NG_WARN("two threads use communicator %016llx at once (another thread's collective was "
             "enqueued while thread %llu was inside nccl%s on it): NCCL lets one thread at a "
-            "time call a communicator; serialize its calls", (unsigned long long)c->id,
-            (unsigned long long)thread_id, ng_op_name(type));
+            "time call a communicator; serialize its calls",
+            (unsigned long long)c->id, (unsigned long long)thread_id, ng_op_name(type));
 }
 
 /* The thread's last communicator: most ops are on the same one as the thread's
@@ -211,7 +211,7 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
     r->op = type;
     r->dtype = dtype;
     r->redop = redop; /* -1 from the wrappers of ops without one (nccl_api.def) */
-    r->root = root; /* or the peer: the same field */
+    r->root = root;   /* or the peer: the same field */
     r->comm_slot = c->slot;
     r->flags = 0; /* result: the post hook's, before any append */
     r->marker = NG_NO_MARKER;
@@ -228,16 +228,14 @@ int ncclguard_op_pre(struct ng_op_ticket *t, int type, ncclComm_t comm, cudaStre
             return 0;
         }
         int i = 0;
-        while (cap == NG_CAPTURE_NONE && i < group_nstreams &&
-               group_streams[i].stream != r->stream)
+        while (cap == NG_CAPTURE_NONE && i < group_nstreams && group_streams[i].stream != r->stream)
             i++;
         if (cap != NG_CAPTURE_NONE || i == GROUP_STREAMS) {
             follow_place(t, c);
             return 0;
         }
         if (i == group_nstreams) {
-            group_streams[i] =
-                (struct group_stream){r->stream, 0, c->slot, NG_NO_MARKER, NULL, 0};
+            group_streams[i] = (struct group_stream){r->stream, 0, c->slot, NG_NO_MARKER, NULL, 0};
             group_nstreams++;
         }
         group_streams[i].refs++;
@@ -342,9 +340,8 @@ void ncclguard_group_end_pre(void)
         struct group_stream *g = &group_streams[i];
         int marker;
         if (g->refs > 0 && ncclguard_marker_begin((void *)(uintptr_t)g->stream,
-                                                  ncclguard_track_mode == NG_TRACK_FULL,
-                                                  g->timed, &marker,
-                                                  &g->end_event) == NG_MARKER_OK)
+                                                  ncclguard_track_mode == NG_TRACK_FULL, g->timed,
+                                                  &marker, &g->end_event) == NG_MARKER_OK)
             g->marker = marker;
     }
 }

@@ -24,11 +24,11 @@
 struct ng_comm;
 
 struct ng_op_ticket {
-    struct ng_comm *comm; /* NULL: not tracked */
-    int captured;         /* the stream was capturing */
-    int group_slot;       /* index in the thread's group stream list, -1 if none */
+    struct ng_comm *comm;    /* NULL: not tracked */
+    int captured;            /* the stream was capturing */
+    int group_slot;          /* index in the thread's group stream list, -1 if none */
     struct ng_comm *entered; /* a nonblocking communicator this call is inside */
-    void *end_event;      /* the marker's end event (ncclguard_marker_begin) */
+    void *end_event;         /* the marker's end event (ncclguard_marker_begin) */
     struct ng_op_record rec;
 };
 

@@ -32,8 +32,8 @@
 
 #define NBUCKETS (2 * NG_STACKS_MAX) /* a power of two, half full at most */
 #define MAX_PROBES 32
-#define SHIM_FRAMES_MAX 8            /* the shim's own frames, left out */
-#define ID_FULL UINT32_MAX           /* a bucket claimed when the list was full */
+#define SHIM_FRAMES_MAX 8  /* the shim's own frames, left out */
+#define ID_FULL UINT32_MAX /* a bucket claimed when the list was full */
 
 struct bucket {
     ng_atomic(uint64_t) key; /* the stack's hash, 0 when free */
@@ -41,7 +41,7 @@ struct bucket {
 };
 
 int ncclguard_stack_depth; /* 0: off; set before the first communicator is published */
-static uint64_t *frames; /* NG_STACKS_MAX x the depth */
+static uint64_t *frames;   /* NG_STACKS_MAX x the depth */
 static ng_atomic(int) nframes[NG_STACKS_MAX]; /* 0 until the entry is written */
 static struct bucket buckets[NBUCKETS];
 static ng_atomic(int) used;
@@ -62,12 +62,12 @@ struct site {
     int64_t id;          /* the stack's id in the table */
     uintptr_t made_at;   /* capture's CFA when it was made: the checks are relative */
     int nchecks;
-    int nrel;            /* how many of the checks are rel (an rbp, minus capture's CFA) */
+    int nrel; /* how many of the checks are rel (an rbp, minus capture's CFA) */
     int32_t rel_at[NG_STACKS_DEPTH_MAX]; /* the index of each rel check */
-    struct check checks[]; /* 2 x depth at most: one per frame, one per rbp */
+    struct check checks[];               /* 2 x depth at most: one per frame, one per rbp */
 };
 struct site_bucket {
-    ng_atomic(uint64_t) ra; /* the innermost return address, 0 when free */
+    ng_atomic(uint64_t) ra;   /* the innermost return address, 0 when free */
     ng_atomic(uint32_t) site; /* site + 1, 0 until published */
 };
 /* Where the caller's innermost return address lies, from capture's own frame
@@ -185,9 +185,8 @@ __attribute__((no_sanitize("address"))) static inline int site_holds(const struc
  * walk follows the call frame information of each return address from fp on
  * and must find f[] (else the unwinds differ and nothing is cached); *off is
  * where f[s] lies. 0 when a rule is unknown. */
-__attribute__((no_sanitize("address"))) static int plan(struct site *st, void *const *fp,
-                                                        const uint64_t *f, int s, int n,
-                                                        int64_t *off)
+__attribute__((no_sanitize("address"))) static int
+plan(struct site *st, void *const *fp, const uint64_t *f, int s, int n, int64_t *off)
 {
     uintptr_t base = (uintptr_t)fp + 16, sp = base, rbp_at = (uintptr_t)fp;
     int k = 0, end = s + n; /* f[end - 1]: the outermost frame kept */
@@ -278,8 +277,10 @@ static void remember(void *const *fp, const uint64_t *f, int s, int n, int64_t i
         st->subs = lc->subs;
         st->id = id;
         int64_t off = -1;
-        if (plan(st, fp, f, s, n, &off) && off >= 0) prefix_add(f[0], f[1], off);
-        else st->nchecks = -1; /* a site that never holds */
+        if (plan(st, fp, f, s, n, &off) && off >= 0)
+            prefix_add(f[0], f[1], off);
+        else
+            st->nchecks = -1; /* a site that never holds */
         ng_atomic_store_release(&b->site, (uint32_t)i + 1);
         return;
     }

@@ -22,13 +22,16 @@ static struct ng_track_observer observer; /* set before any thread reads it */
 static void release_dropped(const struct ng_op_record *r)
 {
     if (r->flags & NG_REC_DEFERRED) return; /* the deferred entry returns it */
-    if (r->marker != NG_NO_MARKER) ncclguard_marker_release((int)r->marker);
-    else if (r->group_id) ncclguard_group_put(r);
+    if (r->marker != NG_NO_MARKER)
+        ncclguard_marker_release((int)r->marker);
+    else if (r->group_id)
+        ncclguard_group_put(r);
 }
 
 void ncclguard_track_refresh_clock(void)
 {
-    ncclguard_flight_set_realtime_offset(ng_clock_ns(CLOCK_REALTIME) - ng_clock_ns(CLOCK_MONOTONIC));
+    ncclguard_flight_set_realtime_offset(ng_clock_ns(CLOCK_REALTIME) -
+                                         ng_clock_ns(CLOCK_MONOTONIC));
 }
 
 int ncclguard_track_start(const struct ng_track_params *p)

@@ -45,12 +45,10 @@ const char *ncclguard_describe_where(const struct ng_op_record *r, char *buf, si
                 used += (size_t)snprintf(buf + used, len - used, "%s%s", sep, s.function);
             else
                 used += (size_t)snprintf(buf + used, len - used, "%s%s+0x%llx", sep,
-                                         base ? base + 1 : s.module,
-                                         (unsigned long long)s.offset);
+                                         base ? base + 1 : s.module, (unsigned long long)s.offset);
         }
         ncclguard_symbolize_end();
     }
-    if (used < len)
-        snprintf(buf + used, len - used, " (stack %lld)", (long long)r->stack);
+    if (used < len) snprintf(buf + used, len - used, " (stack %lld)", (long long)r->stack);
     return buf;
 }

@@ -10,8 +10,8 @@ static uint64_t room, count;
 int ncclguard_due_init(uint64_t n)
 {
     if (heap) return 0;
-    void *p = mmap(NULL, n * sizeof *heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void *p = mmap(NULL, n * sizeof *heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
     if (p == MAP_FAILED) return -1;
     heap = p;
     room = n;

@@ -39,12 +39,12 @@
 
 static pthread_t thread;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t finished;        /* CLOCK_MONOTONIC */
-static int conds_ready;               /* under lock */
-static int running;                   /* under lock: the thread takes the requests */
-static unsigned pending;              /* under lock: NG_DUMPER_* bits */
-static uint64_t posted, done;         /* under lock: tickets */
-static int last_rc = -1;              /* under lock */
+static pthread_cond_t finished; /* CLOCK_MONOTONIC */
+static int conds_ready;         /* under lock */
+static int running;             /* under lock: the thread takes the requests */
+static unsigned pending;        /* under lock: NG_DUMPER_* bits */
+static uint64_t posted, done;   /* under lock: tickets */
+static int last_rc = -1;        /* under lock */
 static char last_path[1024];
 static ng_atomic(int) signal_asked;
 static ng_atomic(int) wake_fd = -1; /* the thread's eventfd, -1: none (it then wakes each period) */

@@ -30,7 +30,7 @@ struct abort_job {
     int64_t started_mono;
     ng_atomic(int) done;   /* the helper thread returned from ncclCommAbort */
     ng_atomic(int) result; /* its ncclResult_t */
-    int reported; /* the watchdog has logged the outcome */
+    int reported;          /* the watchdog has logged the outcome */
 };
 
 static struct abort_job jobs[MAX_ABORTS];
@@ -63,10 +63,11 @@ void ncclguard_escalation_abort(struct ng_comm *c, const char *why)
     pthread_mutex_unlock(&c->poll_lock);
 
     struct abort_job *j = &jobs[ng_atomic_add_relaxed(&njobs, 1)];
-    *j = (struct abort_job){
-        .comm = c, .handle = ncclguard_comm_handle(c), .started_mono = ng_clock_ns(CLOCK_MONOTONIC)};
-    NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id,
-            ng_comm_rank(c), ng_comm_nranks(c), why);
+    *j = (struct abort_job){.comm = c,
+                            .handle = ncclguard_comm_handle(c),
+                            .started_mono = ng_clock_ns(CLOCK_MONOTONIC)};
+    NG_WARN("aborting comm %016llx (rank %d of %d): %s", (unsigned long long)c->id, ng_comm_rank(c),
+            ng_comm_nranks(c), why);
     char quoted[512];
     ncclguard_event("abort", "\"comm\":\"%016llx\",\"why\":%s", (unsigned long long)c->id,
                     ncclguard_json_quote(why, quoted, sizeof quoted));

@@ -74,8 +74,10 @@ uint32_t ncclguard_lane_of(int64_t comm_slot, uint64_t stream, uint64_t thread_i
     /* There is one: fewer lanes are in use than records are filed, and fewer
      * records than slots, the caller's being vacant. */
     uint32_t id = free_lanes;
-    if (id) free_lanes = lanes[id].next;
-    else id = ++nlanes;
+    if (id)
+        free_lanes = lanes[id].next;
+    else
+        id = ++nlanes;
     lanes[id] = (struct ng_lane){.stream = stream, .next = comm_lanes[comm], .comm = comm};
     comm_lanes[comm] = id;
     if (comm >= ncomms) ncomms = comm + 1;
@@ -113,10 +115,14 @@ uint32_t ncclguard_lane_file(uint32_t lane, uint64_t index)
     uint32_t newer = older ? nodes[older].newer : l->oldest;
     nodes[n] = (struct node){index, lane, older, newer};
     l->idle = 0;
-    if (older) nodes[older].newer = n;
-    else l->oldest = n;
-    if (newer) nodes[newer].older = n;
-    else l->newest = n;
+    if (older)
+        nodes[older].newer = n;
+    else
+        l->oldest = n;
+    if (newer)
+        nodes[newer].older = n;
+    else
+        l->newest = n;
     return n;
 }
 
@@ -143,10 +149,14 @@ void ncclguard_node_remove(uint32_t node)
 {
     struct node *d = &nodes[node];
     struct ng_lane *l = &lanes[d->lane];
-    if (d->older) nodes[d->older].newer = d->newer;
-    else l->oldest = d->newer;
-    if (d->newer) nodes[d->newer].older = d->older;
-    else l->newest = d->older;
+    if (d->older)
+        nodes[d->older].newer = d->newer;
+    else
+        l->oldest = d->newer;
+    if (d->newer)
+        nodes[d->newer].older = d->older;
+    else
+        l->newest = d->older;
     if (l->front == node) l->front = 0;
     if (!l->oldest) free_lane(d->lane);
     d->lane = 0;

@@ -27,7 +27,7 @@
 #include "track/comm.h"
 
 struct ng_lane {
-    uint64_t stream; /* its key: the handle, or the thread's for the per-thread stream */
+    uint64_t stream;         /* its key: the handle, or the thread's for the per-thread stream */
     uint32_t oldest, newest; /* its nodes; never empty */
     uint32_t next;           /* the next lane of its communicator (0: the last) */
     uint32_t comm;           /* its communicator's registry slot + 1; 0: none */

@@ -59,9 +59,9 @@ static unsigned char swept[NG_MAX_COMMS]; /* under pass_lock: its ops were ended
 static ng_atomic(int64_t) pass_began;     /* CLOCK_MONOTONIC of the pass under way, 0: none */
 static ng_atomic(uint64_t) ncompleted, nslow, nasync_errors, npasses;
 static ng_atomic(long) sleep_ms; /* the sleep after the last full pass */
-static uint64_t last_head;        /* under pass_lock: the ring's head at the last pass */
-static uint64_t peak_batch;       /* under pass_lock: the most records between two passes */
-static int64_t idle_since;        /* under pass_lock: the first full pass of the idle
+static uint64_t last_head;       /* under pass_lock: the ring's head at the last pass */
+static uint64_t peak_batch;      /* under pass_lock: the most records between two passes */
+static int64_t idle_since;       /* under pass_lock: the first full pass of the idle
                                    * stretch (CLOCK_MONOTONIC), 0: not idle */
 static ng_atomic(ng_observer_arrival_fn) on_arrival;
 static int64_t slow_window_start; /* under pass_lock, like the slow lines */
@@ -79,8 +79,8 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
                     "\"comm\":\"%016llx\",\"op\":\"%s\",\"seq\":%llu,\"bytes\":%llu,"
                     "\"duration_ns\":%lld,\"median_ns\":%lld",
                     (unsigned long long)r->comm_id, ng_op_name((int)r->op),
-                    (unsigned long long)r->seq, (unsigned long long)r->bytes,
-                    (long long)dur_ns, (long long)median_ns);
+                    (unsigned long long)r->seq, (unsigned long long)r->bytes, (long long)dur_ns,
+                    (long long)median_ns);
     if (now - slow_window_start > SLOW_WINDOW_NS) {
         slow_window_start = now;
         slow_lines = 0;
@@ -101,8 +101,8 @@ static void report_slow(const struct ng_op_record *r, int64_t dur_ns, int64_t me
                  median_ns / 1e6);
     NG_WARN("slow %s on comm %s…(%lld ranks), %llu bytes: %.3f ms%s%s%s",
             ncclguard_describe_op(r, what, sizeof what), ncclguard_short_id(r->comm_id, idb),
-            (long long)r->comm_nranks, (unsigned long long)r->bytes, dur_ns / 1e6, ref,
-            more, ncclguard_describe_where(r, at, sizeof at));
+            (long long)r->comm_nranks, (unsigned long long)r->bytes, dur_ns / 1e6, ref, more,
+            ncclguard_describe_where(r, at, sizeof at));
 }
 
 static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_start,
@@ -118,8 +118,7 @@ static void completed(const struct ng_op_record *r, uint64_t index, int64_t gpu_
     struct ng_sample k = ncclguard_stats_observe(r->comm_id, (int)r->op, r->bytes, dur,
                                                  s->slow_factor, SLOW_FACTOR_FLOOR_NS);
     if ((s->slow_ms > 0 && dur > s->slow_ms * 1000000LL) || k.persistent) {
-        ncclguard_flight_watch(index, NG_WATCHER_OBSERVER, NG_WATCH_FLAGS,
-                               r->flags | NG_REC_SLOW);
+        ncclguard_flight_watch(index, NG_WATCHER_OBSERVER, NG_WATCH_FLAGS, r->flags | NG_REC_SLOW);
         report_slow(r, dur, k.median, now_mono);
     }
 }
@@ -145,8 +144,11 @@ struct op {
  * completed). Inline: every record appended comes through here. */
 static inline int prepare(uint64_t index, const struct ng_op_record *r, struct op *o)
 {
-    *o = (struct op){.index = index, .r = r, .comm = ncclguard_comm_at((int)r->comm_slot),
-                     .state = ng_record_state(r), .marker = (int)r->marker};
+    *o = (struct op){.index = index,
+                     .r = r,
+                     .comm = ncclguard_comm_at((int)r->comm_slot),
+                     .state = ng_record_state(r),
+                     .marker = (int)r->marker};
     if (ng_op_state_final(o->state) && o->state != NG_OP_UNTRACKED) return -1;
     if (o->marker == NG_NO_MARKER && r->group_id) {
         o->marker = ncclguard_group_find(r);
@@ -184,8 +186,8 @@ static int end_state(const struct op *o)
  * unknown): 0, or -1 when the record changed meanwhile (a writer dropped it,
  * and so owns its events). Inline, like settle: an op that completes goes
  * through both, and their calls were a tenth of its instructions. */
-static inline __attribute__((always_inline)) int
-move_on(struct pass *p, const struct op *o, int to, int64_t gs, int64_t ge)
+static inline __attribute__((always_inline)) int move_on(struct pass *p, const struct op *o, int to,
+                                                         int64_t gs, int64_t ge)
 {
     const struct ng_op_record *r = o->r;
     if (to == o->state || (to == NG_OP_STARTED && o->state != NG_OP_SCHEDULED)) return 0;
@@ -210,8 +212,10 @@ move_on(struct pass *p, const struct op *o, int to, int64_t gs, int64_t ge)
     /* Whoever finishes a record returns its events; a deferred end marker is
      * still track/deferred.c's, which returns it. */
     if (ng_op_state_final(to) && o->marker >= 0 && !(r->flags & NG_REC_DEFERRED)) {
-        if (o->shared) ncclguard_group_put(r);
-        else ncclguard_marker_release(o->marker);
+        if (o->shared)
+            ncclguard_group_put(r);
+        else
+            ncclguard_marker_release(o->marker);
     }
     if (to == NG_OP_COMPLETED) completed(r, o->index, gs, ge, p->now_mono);
     return 0;
@@ -229,8 +233,8 @@ enum { OP_LEFT, OP_DONE, OP_WAITING, OP_FOLLOWING, OP_UNFINISHED };
  * stream can tell that it finished; OP_UNFINISHED: *m and *gs say how far its
  * marker is.
  */
-static inline __attribute__((always_inline)) int
-settle(struct pass *p, const struct op *o, enum ng_marker_state *m, int64_t *gs)
+static inline __attribute__((always_inline)) int settle(struct pass *p, const struct op *o,
+                                                        enum ng_marker_state *m, int64_t *gs)
 {
     /* it stays untracked, its communicator's end too: whether it ran is not known */
     if (__builtin_expect(o->marker < 0, 0) && o->state == NG_OP_UNTRACKED) return OP_FOLLOWING;
@@ -266,7 +270,8 @@ static void complete_ahead(struct pass *p, struct ng_lane *l, uint32_t done)
         newer = ncclguard_node_newer(n);
         struct ng_op_record r;
         struct op o;
-        if (look(n, &r, &o) != 0) ncclguard_node_remove(n); /* finished, or gone */
+        if (look(n, &r, &o) != 0)
+            ncclguard_node_remove(n); /* finished, or gone */
         else if (o.state == NG_OP_UNTRACKED && move_on(p, &o, NG_OP_COMPLETED, 0, 0) == 0)
             ncclguard_node_remove(n);
     }
@@ -383,9 +388,7 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
 static void start_front(struct pass *p, struct ng_lane *l)
 {
     int m = l->front_gpu, state = l->front_state;
-    int to = m == NG_MARKER_STARTED ? NG_OP_STARTED
-             : m == NG_MARKER_ERROR ? NG_OP_FAILED
-                                    : state;
+    int to = m == NG_MARKER_STARTED ? NG_OP_STARTED : m == NG_MARKER_ERROR ? NG_OP_FAILED : state;
     if (to == state) return;
     int64_t gs = l->front_start_ns;
     uint64_t group = 0;
@@ -393,11 +396,13 @@ static void start_front(struct pass *p, struct ng_lane *l)
         newer = ncclguard_node_newer(n);
         struct ng_op_record r;
         struct op o;
-        if (look(n, &r, &o) != 0) return; /* gone meanwhile: the next pass takes it out */
+        if (look(n, &r, &o) != 0) return;       /* gone meanwhile: the next pass takes it out */
         if (o.state == NG_OP_UNTRACKED) return; /* only an op behind it tells */
         if (group && (!o.shared || r.group_id != group)) return;
-        if (move_on(p, &o, to, gs, 0) != 0 || ng_op_state_final(to)) ncclguard_node_remove(n);
-        else if (n == l->front) l->front_state = to;
+        if (move_on(p, &o, to, gs, 0) != 0 || ng_op_state_final(to))
+            ncclguard_node_remove(n);
+        else if (n == l->front)
+            l->front_state = to;
         if (!o.shared) return;
         group = r.group_id;
     }
@@ -453,7 +458,8 @@ static void follow(struct pass *p)
     if (!st.capacity) return;
     if (ncclguard_lanes_init(st.capacity) != 0) {
         NG_WARN_ONCE("no memory for the watchdog's lanes (%llu records): ops are recorded but "
-                     "not followed on the GPU", (unsigned long long)st.capacity);
+                     "not followed on the GPU",
+                     (unsigned long long)st.capacity);
         return;
     }
     sweep_ended(p);
@@ -484,8 +490,8 @@ static void poll_comms(void)
         int usable = !c->ending && h && nccl->comm_get_async_error;
         ncclResult_t r = usable ? nccl->comm_get_async_error(h, &err) : ncclInvalidUsage;
         if (usable && r == ncclSuccess && err == ncclSuccess &&
-            ng_atomic_load_relaxed(&c->device) < 0 && nccl->comm_count &&
-            nccl->comm_user_rank && nccl->comm_cu_device) {
+            ng_atomic_load_relaxed(&c->device) < 0 && nccl->comm_count && nccl->comm_user_rank &&
+            nccl->comm_cu_device) {
             nccl->comm_count(h, &nranks);
             nccl->comm_user_rank(h, &rank);
             nccl->comm_cu_device(h, &dev);
@@ -515,8 +521,8 @@ void ncclguard_observer_async_error(struct ng_comm *c, int err)
     NG_WARN("async error on comm %s… (rank %d of %d): %s", ncclguard_short_id(c->id, idb),
             ng_comm_rank(c), ng_comm_nranks(c),
             nccl->get_error_string ? nccl->get_error_string((ncclResult_t)err) : "?");
-    ncclguard_event("async_error", "\"comm\":\"%016llx\",\"error\":%d",
-                    (unsigned long long)c->id, err);
+    ncclguard_event("async_error", "\"comm\":\"%016llx\",\"error\":%d", (unsigned long long)c->id,
+                    err);
 }
 
 /* Whether nothing was in flight after a full pass: no op in a lane, none appended
@@ -570,8 +576,10 @@ void ncclguard_observer_pass(int full)
         if (head - last_head > peak_batch) peak_batch = head - last_head;
         last_head = head;
         long ms = ncclguard_settings()->poll_ms;
-        if (!at_rest(arrived)) idle_since = 0;
-        else if (!idle_since) idle_since = p.now_mono;
+        if (!at_rest(arrived))
+            idle_since = 0;
+        else if (!idle_since)
+            idle_since = p.now_mono;
         int rest = idle_since && p.now_mono - idle_since >= IDLE_SLEEP_MS * 1000000LL;
         ng_atomic_store_relaxed(&sleep_ms, rest ? rest_ms(ms) : ms);
         ng_atomic_store_relaxed(&ncclguard_track_resting, rest); /* the next op wakes it */
@@ -654,7 +662,8 @@ int ncclguard_observer_start(void)
     if (rc) {
         ng_atomic_store_release(&running, 0);
         NG_WARN("cannot start the watchdog's observer thread (%s): ops are recorded but not "
-                "followed on the GPU", strerror(rc));
+                "followed on the GPU",
+                strerror(rc));
         return -1;
     }
     return 0;

@@ -67,8 +67,8 @@ static struct class_stats *find(uint64_t key)
     return NULL;
 }
 
-struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes,
-                                         int64_t dur_ns, double factor, int64_t floor_ns)
+struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_t dur_ns,
+                                         double factor, int64_t floor_ns)
 {
     uint64_t key = comm_id ^ ((uint64_t)op << 56) ^ ((uint64_t)ng_size_class(bytes) << 48);
     struct class_stats *c = find(key ? key : 1);

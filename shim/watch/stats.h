@@ -32,15 +32,15 @@
 #define NG_SLOW_PERSIST 6
 
 struct ng_sample {
-    int64_t median;  /* the class's median before this sample (ns); 0 in the warm-up */
-    int persistent;  /* over `factor` x median in >= NG_SLOW_PERSIST of the last 8 */
+    int64_t median; /* the class's median before this sample (ns); 0 in the warm-up */
+    int persistent; /* over `factor` x median in >= NG_SLOW_PERSIST of the last 8 */
 };
 
 /* Adds one duration. An op counts as over when factor > 0, it lasted at least
  * floor_ns and longer than factor x the median. A class the table has no room
  * for gives {0, 0}. */
-struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes,
-                                         int64_t dur_ns, double factor, int64_t floor_ns);
+struct ng_sample ncclguard_stats_observe(uint64_t comm_id, int op, uint64_t bytes, int64_t dur_ns,
+                                         double factor, int64_t floor_ns);
 
 /* Forgets everything (fork child, tests). */
 void ncclguard_stats_reset(void);

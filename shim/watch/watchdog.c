@@ -65,8 +65,8 @@ static ng_atomic(int) running;
  * ops arrive while it rests (ops_arrived). */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER; /* CLOCK_MONOTONIC once started */
-static int kicked;                /* under sleep_lock */
-static ng_atomic(int) resting;    /* the last pass found nothing in flight */
+static int kicked;                                           /* under sleep_lock */
+static ng_atomic(int) resting; /* the last pass found nothing in flight */
 static ng_atomic(uint64_t) nkicks;
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 /* under pass_lock: */
@@ -75,7 +75,7 @@ static uint64_t ntimeouts, ninit_timeouts, npasses, ntaken;
 static int64_t last_pass_ns, next_pass_ns; /* CLOCK_MONOTONIC */
 static unsigned char init_reported[NG_MAX_COMMS];
 static int64_t stuck_since; /* the observer's pass said stuck (its start), 0: none */
-static unsigned dump_due; /* NG_DUMPER_* bits asked for during the pass */
+static unsigned dump_due;   /* NG_DUMPER_* bits asked for during the pass */
 /* The ladder's steps wait for this dump ticket (0: none), until the deadline. */
 static uint64_t gate_ticket;
 static int64_t gate_deadline;
@@ -110,8 +110,10 @@ static void note_timeout(struct pass *p, uint64_t index, const struct ng_op_reco
     for (int i = 0; i < p->ntimeouts; i++)
         if (p->timeouts[i].slot == (int)r->comm_slot) {
             t.more = p->timeouts[i].more + 1;
-            if (index < p->timeouts[i].index) p->timeouts[i] = t; /* the oldest gets the line */
-            else p->timeouts[i].more++;
+            if (index < p->timeouts[i].index)
+                p->timeouts[i] = t; /* the oldest gets the line */
+            else
+                p->timeouts[i].more++;
             return;
         }
     if (p->ntimeouts == (int)(sizeof p->timeouts / sizeof p->timeouts[0])) return;
@@ -307,7 +309,8 @@ static int escalate(const struct pass *p)
         }
         if (!said_gate)
             NG_WARN("the dump asked for before an abort or kill has not finished after %d s: "
-                    "the escalation goes on without it", NG_DUMPER_WAIT_S);
+                    "the escalation goes on without it",
+                    NG_DUMPER_WAIT_S);
         said_gate = 1;
     } else {
         said_gate = 0;
@@ -362,7 +365,8 @@ static int64_t check_observer(int64_t now_mono)
     stuck_since = now_mono - busy;
     NG_WARN("the watchdog's observer has been inside a CUDA or NCCL call for %.1f s: op states "
             "may be stale; timeouts, dumps and the escalation ladder go on from the last state "
-            "seen", (double)busy / 1e9);
+            "seen",
+            (double)busy / 1e9);
     ncclguard_event("observer_stuck", "\"for_s\":%.1f", (double)busy / 1e9);
     return INT64_MAX;
 }
@@ -375,8 +379,8 @@ static double soonest_step_s(const struct ng_settings *s)
     double best = 0;
     for (int op = 0; op < NG_OP_NTYPES; op++)
         for (int first = 0; first <= 1; first++) {
-            double limit =
-                ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP, op, 0);
+            double limit = ncclguard_timeout_s(s, first ? NG_TIMEOUT_FIRST_OP : NG_TIMEOUT_OP, op,
+                                               0);
             for (int a = NG_ACTION_WARN; a <= NG_ACTION_KILL; a++) {
                 double after = ncclguard_action_after_s(s, (enum ng_action)a, limit);
                 if (after > 0 && (best == 0 || after < best)) best = after;
@@ -564,7 +568,8 @@ void ncclguard_watchdog_start(void)
     if (rc) {
         ng_atomic_store_release(&running, 0);
         NG_WARN("cannot start the watchdog's enforcer thread (%s): no timeouts, no dumps on "
-                "timeout", strerror(rc));
+                "timeout",
+                strerror(rc));
     }
 }
 
@@ -619,10 +624,13 @@ void ncclguard_watchdog_stats(struct ng_watchdog_stats *out)
     struct ng_observer_stats o;
     ncclguard_observer_stats(&o);
     pthread_mutex_lock(&pass_lock);
-    *out = (struct ng_watchdog_stats){.completed = o.completed, .slow = o.slow,
-                                      .timeouts = ntimeouts, .init_timeouts = ninit_timeouts,
+    *out = (struct ng_watchdog_stats){.completed = o.completed,
+                                      .slow = o.slow,
+                                      .timeouts = ntimeouts,
+                                      .init_timeouts = ninit_timeouts,
                                       .async_errors = o.async_errors,
                                       .dumps = ncclguard_dumper_count(),
-                                      .polls = o.passes, .observer_sleep_ms = o.sleep_ms};
+                                      .polls = o.passes,
+                                      .observer_sleep_ms = o.sleep_ms};
     pthread_mutex_unlock(&pass_lock);
 }

@@ -33,34 +33,36 @@
 #define EXIT_NOEXEC 127
 
 struct rank_proc {
-    pid_t pid;      /* 0 once reaped */
-    int sent_sig;   /* last signal launch sent to this rank, 0 if none */
+    pid_t pid;    /* 0 once reaped */
+    int sent_sig; /* last signal launch sent to this rank, 0 if none */
 };
 
 struct launcher {
     int nranks;
-    double timeout_s;   /* 0: none */
-    double deadline;    /* monotonic end of the timeout, when there is one */
+    double timeout_s; /* 0: none */
+    double deadline;  /* monotonic end of the timeout, when there is one */
     double grace_s;
     const char *rdzv_opt;
     char **prog_argv;
     char rdzv[4096];
-    int rdzv_created;   /* remove it at the end */
+    int rdzv_created; /* remove it at the end */
     struct rank_proc *ranks;
     int live;
-    int first_status;   /* -1 until a rank fails */
-    int stopping;       /* SIGTERM sent to all ranks (or a fatal signal forwarded) */
+    int first_status; /* -1 until a rank fails */
+    int stopping;     /* SIGTERM sent to all ranks (or a fatal signal forwarded) */
     int timed_out;
-    double kill_at;     /* monotonic time to SIGKILL survivors, when stopping */
+    double kill_at; /* monotonic time to SIGKILL survivors, when stopping */
 };
 
-static const int forwarded_sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
+static const int forwarded_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
 #define N_FORWARDED (sizeof(forwarded_sigs) / sizeof(forwarded_sigs[0]))
 
 static void usage_error(const char *msg, const char *arg)
 {
-    fprintf(stderr, "launch: %s%s%s; usage: launch -n N [--timeout S] [--grace S] "
-            "[--rdzv DIR] -- PROG ARGS...\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr,
+            "launch: %s%s%s; usage: launch -n N [--timeout S] [--grace S] "
+            "[--rdzv DIR] -- PROG ARGS...\n",
+            msg, arg ? ": " : "", arg ? arg : "");
     exit(EXIT_USAGE);
 }
 
@@ -106,8 +108,7 @@ static void parse_args(struct launcher *l, int argc, char **argv)
             exit(0);
         } else if (!strcmp(a, "-n") || !strcmp(a, "--nproc") || !strcmp(a, "--timeout") ||
                    !strcmp(a, "--grace") || !strcmp(a, "--rdzv")) {
-            if (i + 1 >= argc)
-                usage_error("missing value for", a);
+            if (i + 1 >= argc) usage_error("missing value for", a);
             const char *v = argv[++i];
             if (!strcmp(a, "--timeout")) {
                 l->timeout_s = parse_seconds(a, v);
@@ -126,10 +127,8 @@ static void parse_args(struct launcher *l, int argc, char **argv)
             usage_error("unknown option", a);
         }
     }
-    if (l->nranks < 1)
-        usage_error("-n N is required", NULL);
-    if (i >= argc)
-        usage_error("missing -- PROG", NULL);
+    if (l->nranks < 1) usage_error("-n N is required", NULL);
+    if (i >= argc) usage_error("missing -- PROG", NULL);
     l->prog_argv = &argv[i];
 }
 
@@ -147,8 +146,8 @@ static void make_rdzv(struct launcher *l)
     const char *tmp = getenv("TMPDIR");
     snprintf(l->rdzv, sizeof(l->rdzv), "%s/launch-rdzv.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(l->rdzv)) {
-        fprintf(stderr, "launch: cannot create a directory in %s: %s\n",
-                tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        fprintf(stderr, "launch: cannot create a directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp",
+                strerror(errno));
         exit(EXIT_OSERR);
     }
     l->rdzv_created = 1;
@@ -163,8 +162,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 
 static void remove_rdzv(struct launcher *l)
 {
-    if (l->rdzv_created)
-        nftw(l->rdzv, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (l->rdzv_created) nftw(l->rdzv, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* A free TCP port on the loopback, like torchrun's --master-port auto choice. */
@@ -172,13 +170,12 @@ static int pick_port(void)
 {
     int port = 29500;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
         getsockname(fd, (struct sockaddr *)&a, &len) == 0)
         port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     return port;
 }
 
@@ -198,10 +195,8 @@ static void exec_rank(struct launcher *l, int rank, const sigset_t *orig_mask, p
 {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(EXIT_OSERR);
-    for (size_t i = 0; i < N_FORWARDED; i++)
-        signal(forwarded_sigs[i], SIG_DFL);
+    if (getppid() != parent) _exit(EXIT_OSERR);
+    for (size_t i = 0; i < N_FORWARDED; i++) signal(forwarded_sigs[i], SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_SETMASK, orig_mask, NULL);
     setenv_int("RANK", rank);
@@ -212,8 +207,7 @@ static void exec_rank(struct launcher *l, int rank, const sigset_t *orig_mask, p
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("LAUNCH_RDZV_DIR", l->rdzv, 1);
     execvp(l->prog_argv[0], l->prog_argv);
-    fprintf(stderr, "launch: rank %d: cannot run %s: %s\n", rank, l->prog_argv[0],
-            strerror(errno));
+    fprintf(stderr, "launch: rank %d: cannot run %s: %s\n", rank, l->prog_argv[0], strerror(errno));
     _exit(EXIT_NOEXEC);
 }
 
@@ -229,12 +223,10 @@ static void start_ranks(struct launcher *l, const sigset_t *orig_mask)
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "launch: fork of rank %d failed: %s\n", r, strerror(errno));
-            if (l->first_status < 0)
-                l->first_status = EXIT_OSERR;
+            if (l->first_status < 0) l->first_status = EXIT_OSERR;
             return;
         }
-        if (pid == 0)
-            exec_rank(l, r, orig_mask, self);
+        if (pid == 0) exec_rank(l, r, orig_mask, self);
         setpgid(pid, pid); /* also in the child: whichever runs first wins the race */
         l->ranks[r].pid = pid;
         l->live++;
@@ -255,12 +247,10 @@ static void signal_all(struct launcher *l, int sig)
 /* Starts the shutdown: SIGTERM now (unless the job already got a fatal signal), SIGKILL later. */
 static void begin_stop(struct launcher *l, int send_term)
 {
-    if (l->stopping)
-        return;
+    if (l->stopping) return;
     l->stopping = 1;
     l->kill_at = now_s() + l->grace_s;
-    if (send_term)
-        signal_all(l, SIGTERM);
+    if (send_term) signal_all(l, SIGTERM);
 }
 
 /* Prints the line for a rank that failed; the first failure stops the job and sets the status. */
@@ -269,8 +259,7 @@ static void report_exit(struct launcher *l, int rank, int status)
     int code;
     if (WIFEXITED(status)) {
         code = WEXITSTATUS(status);
-        if (code != 0)
-            fprintf(stderr, "launch: rank %d exited with status %d\n", rank, code);
+        if (code != 0) fprintf(stderr, "launch: rank %d exited with status %d\n", rank, code);
     } else if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         const char *name = sigabbrev_np(sig);
@@ -305,8 +294,7 @@ static void reap(struct launcher *l)
 static int is_forwarded(int sig)
 {
     for (size_t i = 0; i < N_FORWARDED; i++)
-        if (forwarded_sigs[i] == sig)
-            return 1;
+        if (forwarded_sigs[i] == sig) return 1;
     return 0;
 }
 
@@ -321,8 +309,7 @@ static void wait_event(struct launcher *l, const sigset_t *waitset)
     struct timespec ts, *tsp = NULL;
     if (deadline >= 0) {
         double left = deadline - now_s();
-        if (left < 0)
-            left = 0;
+        if (left < 0) left = 0;
         ts.tv_sec = (time_t)left;
         ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
         tsp = &ts;
@@ -330,8 +317,7 @@ static void wait_event(struct launcher *l, const sigset_t *waitset)
     siginfo_t info;
     int sig = tsp ? sigtimedwait(waitset, &info, tsp) : sigwaitinfo(waitset, &info);
     if (sig < 0) {
-        if (errno != EAGAIN)
-            return;
+        if (errno != EAGAIN) return;
         if (l->stopping) {
             fprintf(stderr, "launch: %d rank(s) still running after %.0f s; sending SIGKILL\n",
                     l->live, l->grace_s);
@@ -345,8 +331,7 @@ static void wait_event(struct launcher *l, const sigset_t *waitset)
         }
     } else if (is_forwarded(sig)) {
         signal_all(l, sig);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-            begin_stop(l, 0);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) begin_stop(l, 0);
     }
 }
 
@@ -357,13 +342,13 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-    struct launcher l = { .grace_s = 5, .first_status = -1 };
+    struct launcher l = {.grace_s = 5, .first_status = -1};
     parse_args(&l, argc, argv);
 
     /* Catch (not ignore) every awaited signal, so none is discarded, then block them. */
     sigset_t waitset, orig_mask;
     sigemptyset(&waitset);
-    struct sigaction sa = { .sa_handler = on_signal };
+    struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < N_FORWARDED; i++) {
         sigaction(forwarded_sigs[i], &sa, NULL);
@@ -381,17 +366,14 @@ int main(int argc, char **argv)
     make_rdzv(&l);
     l.deadline = now_s() + l.timeout_s;
     start_ranks(&l, &orig_mask);
-    if (l.first_status >= 0)
-        begin_stop(&l, 1);
+    if (l.first_status >= 0) begin_stop(&l, 1);
     for (;;) {
         reap(&l);
-        if (l.live == 0)
-            break;
+        if (l.live == 0) break;
         wait_event(&l, &waitset);
     }
     remove_rdzv(&l);
     free(l.ranks);
-    if (l.timed_out)
-        return EXIT_TIMEOUT;
+    if (l.timed_out) return EXIT_TIMEOUT;
     return l.first_status > 0 ? l.first_status : 0;
 }

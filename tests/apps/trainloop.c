@@ -77,113 +77,100 @@ static int parse_int(const char *opt, const char *s, int min, int max)
     return (int)v;
 }
 
-enum { O_STEPS = 256, O_COMPUTE, O_THREADS, O_NONBLOCKING, O_GRAPH, O_QUIET, O_HELP,
-       O_JITTER, O_PAUSE, O_PIPELINE, O_SEED, O_LATE_RANK, O_LATE_MS,
-       O_FAULT_BASE };
+enum {
+    O_STEPS = 256,
+    O_COMPUTE,
+    O_THREADS,
+    O_NONBLOCKING,
+    O_GRAPH,
+    O_QUIET,
+    O_HELP,
+    O_JITTER,
+    O_PAUSE,
+    O_PIPELINE,
+    O_SEED,
+    O_LATE_RANK,
+    O_LATE_MS,
+    O_FAULT_BASE
+};
 
 /* Fault options come in pairs: O_FAULT_BASE + 2*f is --X-rank, + 2*f+1 is --X-step. */
-static const char *const fault_names[] = { "hang", "skip", "mismatch", "stall-gpu", "corrupt",
-                                           "hang-split", "crash", "stall-split",
-                                           "drop-send" };
+static const char *const fault_names[] = {"hang",      "skip",        "mismatch",
+                                          "stall-gpu", "corrupt",     "hang-split",
+                                          "crash",     "stall-split", "drop-send"};
 #define N_FAULTS 9
 
 static const struct option long_opts[] = {
-    { "steps", required_argument, NULL, O_STEPS },
-    { "compute-ms", required_argument, NULL, O_COMPUTE },
-    { "threads", required_argument, NULL, O_THREADS },
-    { "nonblocking", no_argument, NULL, O_NONBLOCKING },
-    { "graph", no_argument, NULL, O_GRAPH },
-    { "quiet", no_argument, NULL, O_QUIET },
-    { "jitter-ms", required_argument, NULL, O_JITTER },
-    { "pause-ms", required_argument, NULL, O_PAUSE },
-    { "seed", required_argument, NULL, O_SEED },
-    { "late-gpu-rank", required_argument, NULL, O_LATE_RANK },
-    { "late-gpu-ms", required_argument, NULL, O_LATE_MS },
-    { "help", no_argument, NULL, O_HELP },
-    { "pipeline", no_argument, NULL, O_PIPELINE },
-    { "hang-rank", required_argument, NULL, O_FAULT_BASE + 0 },
-    { "hang-step", required_argument, NULL, O_FAULT_BASE + 1 },
-    { "skip-rank", required_argument, NULL, O_FAULT_BASE + 2 },
-    { "skip-step", required_argument, NULL, O_FAULT_BASE + 3 },
-    { "mismatch-rank", required_argument, NULL, O_FAULT_BASE + 4 },
-    { "mismatch-step", required_argument, NULL, O_FAULT_BASE + 5 },
-    { "stall-gpu-rank", required_argument, NULL, O_FAULT_BASE + 6 },
-    { "stall-step", required_argument, NULL, O_FAULT_BASE + 7 },
-    { "stall-gpu-step", required_argument, NULL, O_FAULT_BASE + 7 },
-    { "corrupt-rank", required_argument, NULL, O_FAULT_BASE + 8 },
-    { "corrupt-step", required_argument, NULL, O_FAULT_BASE + 9 },
-    { "hang-split-rank", required_argument, NULL, O_FAULT_BASE + 10 },
-    { "hang-split-step", required_argument, NULL, O_FAULT_BASE + 11 },
-    { "crash-rank", required_argument, NULL, O_FAULT_BASE + 12 },
-    { "crash-step", required_argument, NULL, O_FAULT_BASE + 13 },
-    { "stall-split-rank", required_argument, NULL, O_FAULT_BASE + 14 },
-    { "stall-split-step", required_argument, NULL, O_FAULT_BASE + 15 },
-    { "drop-send-rank", required_argument, NULL, O_FAULT_BASE + 16 },
-    { "drop-send-step", required_argument, NULL, O_FAULT_BASE + 17 },
-    { NULL, 0, NULL, 0 },
+    {"steps", required_argument, NULL, O_STEPS},
+    {"compute-ms", required_argument, NULL, O_COMPUTE},
+    {"threads", required_argument, NULL, O_THREADS},
+    {"nonblocking", no_argument, NULL, O_NONBLOCKING},
+    {"graph", no_argument, NULL, O_GRAPH},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"jitter-ms", required_argument, NULL, O_JITTER},
+    {"pause-ms", required_argument, NULL, O_PAUSE},
+    {"seed", required_argument, NULL, O_SEED},
+    {"late-gpu-rank", required_argument, NULL, O_LATE_RANK},
+    {"late-gpu-ms", required_argument, NULL, O_LATE_MS},
+    {"help", no_argument, NULL, O_HELP},
+    {"pipeline", no_argument, NULL, O_PIPELINE},
+    {"hang-rank", required_argument, NULL, O_FAULT_BASE + 0},
+    {"hang-step", required_argument, NULL, O_FAULT_BASE + 1},
+    {"skip-rank", required_argument, NULL, O_FAULT_BASE + 2},
+    {"skip-step", required_argument, NULL, O_FAULT_BASE + 3},
+    {"mismatch-rank", required_argument, NULL, O_FAULT_BASE + 4},
+    {"mismatch-step", required_argument, NULL, O_FAULT_BASE + 5},
+    {"stall-gpu-rank", required_argument, NULL, O_FAULT_BASE + 6},
+    {"stall-step", required_argument, NULL, O_FAULT_BASE + 7},
+    {"stall-gpu-step", required_argument, NULL, O_FAULT_BASE + 7},
+    {"corrupt-rank", required_argument, NULL, O_FAULT_BASE + 8},
+    {"corrupt-step", required_argument, NULL, O_FAULT_BASE + 9},
+    {"hang-split-rank", required_argument, NULL, O_FAULT_BASE + 10},
+    {"hang-split-step", required_argument, NULL, O_FAULT_BASE + 11},
+    {"crash-rank", required_argument, NULL, O_FAULT_BASE + 12},
+    {"crash-step", required_argument, NULL, O_FAULT_BASE + 13},
+    {"stall-split-rank", required_argument, NULL, O_FAULT_BASE + 14},
+    {"stall-split-step", required_argument, NULL, O_FAULT_BASE + 15},
+    {"drop-send-rank", required_argument, NULL, O_FAULT_BASE + 16},
+    {"drop-send-step", required_argument, NULL, O_FAULT_BASE + 17},
+    {NULL, 0, NULL, 0},
 };
 
 static struct tl_fault *fault_slot(struct tl_opts *o, int f)
 {
-    struct tl_fault *slots[N_FAULTS] = { &o->hang, &o->skip, &o->mismatch, &o->stall_gpu,
-                                         &o->corrupt, &o->hang_split, &o->crash,
-                                         &o->stall_split, &o->drop_send };
+    struct tl_fault *slots[N_FAULTS] = {&o->hang,      &o->skip,        &o->mismatch,
+                                        &o->stall_gpu, &o->corrupt,     &o->hang_split,
+                                        &o->crash,     &o->stall_split, &o->drop_send};
     return slots[f];
 }
 
 static void parse_opts(struct tl_opts *o, int argc, char **argv)
 {
-    *o = (struct tl_opts){ .steps = 10, .compute_ms = 2, .threads = 1, .late_gpu_rank = -1,
-                          .late_gpu_ms = 12 };
+    *o = (struct tl_opts){
+        .steps = 10, .compute_ms = 2, .threads = 1, .late_gpu_rank = -1, .late_gpu_ms = 12};
     for (int f = 0; f < N_FAULTS; f++)
-        *fault_slot(o, f) = (struct tl_fault){ .rank = -1, .step = -1 };
+        *fault_slot(o, f) = (struct tl_fault){.rank = -1, .step = -1};
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
         switch (c) {
-        case O_STEPS:
-            o->steps = parse_int("steps", optarg, 1, INT_MAX / 8);
-            break;
-        case O_COMPUTE:
-            o->compute_ms = parse_int("compute-ms", optarg, 0, 600000);
-            break;
-        case O_THREADS:
-            o->threads = parse_int("threads", optarg, 1, 64);
-            break;
-        case O_NONBLOCKING:
-            o->nonblocking = 1;
-            break;
-        case O_GRAPH:
-            o->graph = 1;
-            break;
-        case O_QUIET:
-            o->quiet = 1;
-            break;
-        case O_PIPELINE:
-            o->pipeline = 1;
-            break;
-        case O_JITTER:
-            o->jitter_ms = parse_int("jitter-ms", optarg, 0, 60000);
-            break;
-        case O_PAUSE:
-            o->pause_ms = parse_int("pause-ms", optarg, 0, 600000);
-            break;
-        case O_SEED:
-            o->seed = parse_int("seed", optarg, 0, INT_MAX);
-            break;
+        case O_STEPS: o->steps = parse_int("steps", optarg, 1, INT_MAX / 8); break;
+        case O_COMPUTE: o->compute_ms = parse_int("compute-ms", optarg, 0, 600000); break;
+        case O_THREADS: o->threads = parse_int("threads", optarg, 1, 64); break;
+        case O_NONBLOCKING: o->nonblocking = 1; break;
+        case O_GRAPH: o->graph = 1; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_PIPELINE: o->pipeline = 1; break;
+        case O_JITTER: o->jitter_ms = parse_int("jitter-ms", optarg, 0, 60000); break;
+        case O_PAUSE: o->pause_ms = parse_int("pause-ms", optarg, 0, 600000); break;
+        case O_SEED: o->seed = parse_int("seed", optarg, 0, INT_MAX); break;
         case O_LATE_RANK:
             o->late_gpu_rank = parse_int("late-gpu-rank", optarg, 0, INT_MAX / 8);
             break;
-        case O_LATE_MS:
-            o->late_gpu_ms = parse_int("late-gpu-ms", optarg, 0, 600000);
-            break;
-        case O_HELP:
-            fputs(usage_text, stdout);
-            exit(0);
-        case ':':
-            usage_error("missing value for %s", argv[optind - 1]);
-        case '?':
-            usage_error("unknown option %s", argv[optind - 1]);
+        case O_LATE_MS: o->late_gpu_ms = parse_int("late-gpu-ms", optarg, 0, 600000); break;
+        case O_HELP: fputs(usage_text, stdout); exit(0);
+        case ':': usage_error("missing value for %s", argv[optind - 1]);
+        case '?': usage_error("unknown option %s", argv[optind - 1]);
         default: {
             int f = (c - O_FAULT_BASE) / 2, is_step = (c - O_FAULT_BASE) % 2;
             char name[32];
@@ -196,15 +183,13 @@ static void parse_opts(struct tl_opts *o, int argc, char **argv)
         }
         }
     }
-    if (optind < argc)
-        usage_error("unexpected argument %s", argv[optind]);
+    if (optind < argc) usage_error("unexpected argument %s", argv[optind]);
 }
 
 /* Fault sanity against the job: a fault that can never fire must not pass silently. */
 static void check_faults(struct tl_opts *o, int nranks)
 {
-    if (o->drop_send.rank >= 0 && !o->pipeline)
-        usage_error("--drop-send-rank needs --pipeline");
+    if (o->drop_send.rank >= 0 && !o->pipeline) usage_error("--drop-send-rank needs --pipeline");
     if (o->pipeline && (nranks % 2 || o->graph || o->threads > 1))
         usage_error("--pipeline needs an even WORLD_SIZE, one thread and no --graph");
     if (o->late_gpu_rank >= nranks)
@@ -213,24 +198,21 @@ static void check_faults(struct tl_opts *o, int nranks)
         struct tl_fault *slot = fault_slot(o, f);
         if (slot->rank < 0 && slot->step >= 0)
             usage_error("a fault step needs --%s-rank", fault_names[f]);
-        if (slot->rank < 0)
-            continue;
-        if (slot->step < 0)
-            slot->step = 1;
+        if (slot->rank < 0) continue;
+        if (slot->step < 0) slot->step = 1;
         if (slot->rank >= nranks)
             usage_error("--%s-rank %d is not below WORLD_SIZE %d", fault_names[f], slot->rank,
                         nranks);
         if (slot->step >= o->steps)
-            usage_error("the %s fault step %d is not below --steps %d", fault_names[f],
-                        slot->step, o->steps);
+            usage_error("the %s fault step %d is not below --steps %d", fault_names[f], slot->step,
+                        o->steps);
     }
 }
 
 static int env_int(const char *name, int dflt, int min)
 {
     const char *s = getenv(name);
-    if (!s || !*s)
-        return dflt;
+    if (!s || !*s) return dflt;
     char *end;
     long v = strtol(s, &end, 10);
     if (*end || v < min || v > INT_MAX) {
@@ -253,8 +235,10 @@ static void read_env(struct tl_proc *p)
         exit(TL_EXIT_SETUP);
     }
     if (p->nranks > 1 && (!p->rdzv_dir || !*p->rdzv_dir)) {
-        fprintf(stderr, "trainloop: rank %d: LAUNCH_RDZV_DIR is not set; start trainloop "
-                "with launch\n", p->rank);
+        fprintf(stderr,
+                "trainloop: rank %d: LAUNCH_RDZV_DIR is not set; start trainloop "
+                "with launch\n",
+                p->rank);
         exit(TL_EXIT_SETUP);
     }
 }
@@ -265,8 +249,7 @@ static void *run_worker(void *arg)
     struct tl_worker *w = arg;
     const struct tl_opts *o = &w->p->opt;
     ncclUniqueId id;
-    if (o->threads > 1)
-        tl_set_thread(w->tid);
+    if (o->threads > 1) tl_set_thread(w->tid);
     tl_streams_create(w);
     tl_rdzv_unique_id(w->p, w->tid, &id);
     tl_comms_create(w, id);
@@ -274,8 +257,7 @@ static void *run_worker(void *arg)
         tl_pipeline_setup(w);
     else
         tl_ops_setup(w);
-    if (o->graph)
-        tl_graph_capture(w);
+    if (o->graph) tl_graph_capture(w);
     for (int step = 0; step < o->steps; step++) {
         if (tl_fault_now(w->p, &o->hang, step)) {
             tl_note(": host stall before step %d (--hang-rank, in trainloop_host_stall)", step);
@@ -296,15 +278,13 @@ static void *run_worker(void *arg)
         else
             tl_step_issue(w, step);
         tl_stream_wait(w, w->comm_stream);
-        if (w->tp_stream)
-            tl_stream_wait(w, w->tp_stream);
+        if (w->tp_stream) tl_stream_wait(w, w->tp_stream);
         tl_comms_poll_errors(w);
         if (o->pipeline)
             tl_pipeline_check(w, step);
         else
             tl_check_results(w, step);
-        if (w->p->rank == 0 && w->tid == 0)
-            tl_info(" step %d ok", step);
+        if (w->p->rank == 0 && w->tid == 0) tl_info(" step %d ok", step);
     }
     tl_graph_destroy(w);
     tl_comms_destroy(w);
@@ -326,33 +306,27 @@ int main(int argc, char **argv)
     atexit(tl_release_gpu_stalls);
 
     tl_device_open(&p);
-    tl_info(" of %d: device %d, %d thread(s), %d steps%s%s", p.nranks, p.dev_ordinal,
-            p.opt.threads, p.opt.steps, p.opt.nonblocking ? ", nonblocking" : "",
-            p.opt.graph ? ", graph" : "");
+    tl_info(" of %d: device %d, %d thread(s), %d steps%s%s", p.nranks, p.dev_ordinal, p.opt.threads,
+            p.opt.steps, p.opt.nonblocking ? ", nonblocking" : "", p.opt.graph ? ", graph" : "");
     pthread_barrier_init(&p.barrier, NULL, (unsigned)p.opt.threads);
     pthread_mutex_init(&p.capture_lock, NULL);
 
     int nt = p.opt.threads;
     struct tl_worker *w = calloc((size_t)nt, sizeof(*w));
     pthread_t *th = calloc((size_t)nt, sizeof(*th));
-    if (!w || !th)
-        tl_die(TL_EXIT_SETUP, ": out of memory");
-    for (int t = 0; t < nt; t++)
-        w[t] = (struct tl_worker){ .p = &p, .tid = t, .graph_op = -1 };
+    if (!w || !th) tl_die(TL_EXIT_SETUP, ": out of memory");
+    for (int t = 0; t < nt; t++) w[t] = (struct tl_worker){.p = &p, .tid = t, .graph_op = -1};
     if (nt == 1) {
         run_worker(&w[0]);
     } else {
         for (int t = 0; t < nt; t++) {
             int e = pthread_create(&th[t], NULL, run_worker, &w[t]);
-            if (e)
-                tl_die(TL_EXIT_SETUP, ": pthread_create failed: %s", strerror(e));
+            if (e) tl_die(TL_EXIT_SETUP, ": pthread_create failed: %s", strerror(e));
         }
-        for (int t = 0; t < nt; t++)
-            pthread_join(th[t], NULL);
+        for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
     }
     long ops = 0;
-    for (int t = 0; t < nt; t++)
-        ops += w[t].nccl_ops;
+    for (int t = 0; t < nt; t++) ops += w[t].nccl_ops;
     free(w);
     free(th);
     pthread_barrier_destroy(&p.barrier);

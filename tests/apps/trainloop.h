@@ -26,9 +26,9 @@
 
 /* Exit statuses. */
 #define TL_EXIT_OK 0
-#define TL_EXIT_WRONG 1    /* a result differs from the expected value */
-#define TL_EXIT_CALL 2     /* a CUDA or NCCL call failed */
-#define TL_EXIT_SETUP 3    /* environment or rendezvous problem */
+#define TL_EXIT_WRONG 1 /* a result differs from the expected value */
+#define TL_EXIT_CALL 2  /* a CUDA or NCCL call failed */
+#define TL_EXIT_SETUP 3 /* environment or rendezvous problem */
 #define TL_EXIT_USAGE 64
 
 /* A host fault: which rank (-1: none) and before/in which step. */
@@ -44,11 +44,11 @@ struct tl_opts {
     int nonblocking;
     int graph;
     int quiet;
-    int jitter_ms, pause_ms; /* healthy host-side irregularity (tl_host_jitter) */
-    int seed;                /* of the jitter and pauses; 0: the fixed pattern */
+    int jitter_ms, pause_ms;        /* healthy host-side irregularity (tl_host_jitter) */
+    int seed;                       /* of the jitter and pauses; 0: the fixed pattern */
     int late_gpu_rank, late_gpu_ms; /* rank R's GPU is M ms late every step, -1: none */
     struct tl_fault hang, skip, mismatch, stall_gpu, corrupt, hang_split, crash;
-    int pipeline;            /* --pipeline: the step of trainloop_pipe.c, not the table */
+    int pipeline; /* --pipeline: the step of trainloop_pipe.c, not the table */
     struct tl_fault stall_split, drop_send;
 };
 
@@ -56,11 +56,11 @@ struct tl_opts {
 struct tl_proc {
     struct tl_opts opt;
     int rank, nranks, local_rank;
-    const char *rdzv_dir;   /* LAUNCH_RDZV_DIR, may be NULL when nranks == 1 */
-    const char *run_id;     /* LAUNCH_RUN_ID, may be NULL */
+    const char *rdzv_dir; /* LAUNCH_RDZV_DIR, may be NULL when nranks == 1 */
+    const char *run_id;   /* LAUNCH_RUN_ID, may be NULL */
     CUdevice dev;
     int dev_ordinal;
-    CUcontext ctx;          /* the device's retained primary context */
+    CUcontext ctx; /* the device's retained primary context */
     pthread_barrier_t barrier;
     pthread_mutex_t capture_lock;
 };
@@ -69,21 +69,21 @@ enum tl_kind { TL_ALLREDUCE, TL_ALLGATHER, TL_REDUCESCATTER, TL_BROADCAST, TL_SE
 
 /* One op of a step, as listed in the table of trainloop_ops.c. */
 struct tl_op {
-    const char *name;       /* as NCCL spells the op, for messages */
+    const char *name; /* as NCCL spells the op, for messages */
     enum tl_kind kind;
     ncclDataType_t dtype;
     ncclRedOp_t redop;
-    size_t count;           /* per-rank count: send count, or recv count for ReduceScatter */
-    int grouped;            /* issued inside the gradient ncclGroupStart/End */
-    int on_half;            /* on the split communicator, else on the world one */
-    int every;              /* issued on steps divisible by this (1: every step) */
+    size_t count; /* per-rank count: send count, or recv count for ReduceScatter */
+    int grouped;  /* issued inside the gradient ncclGroupStart/End */
+    int on_half;  /* on the split communicator, else on the world one */
+    int every;    /* issued on steps divisible by this (1: every step) */
 };
 
 /* Device and host copies of one op's buffers. */
 struct tl_buf {
     CUdeviceptr dsend, drecv;
     void *hsend, *hrecv;
-    size_t nsend, nrecv;    /* elements */
+    size_t nsend, nrecv; /* elements */
 };
 
 #define TL_MAX_OPS 16
@@ -95,19 +95,19 @@ struct tl_worker {
     CUstream compute, comm_stream;
     CUevent grads_ready;
     ncclComm_t world, half;
-    int half_rank, half_size, half_base;   /* half_base: global rank of half rank 0 */
+    int half_rank, half_size, half_base; /* half_base: global rank of half rank 0 */
     int nops;
     const struct tl_op *ops;
     struct tl_buf buf[TL_MAX_OPS];
-    int issued[TL_MAX_OPS];                /* issued (and so to be checked) this step */
-    int graph_op;                          /* index of the captured op, -1 without --graph */
+    int issued[TL_MAX_OPS]; /* issued (and so to be checked) this step */
+    int graph_op;           /* index of the captured op, -1 without --graph */
     CUgraph graph;
     CUgraphExec graph_exec;
     long nccl_ops;
-    CUstream tp_stream;                    /* the split communicator's ops (--pipeline,
+    CUstream tp_stream;            /* the split communicator's ops (--pipeline,
                                               --stall-split-rank), else NULL */
-    CUevent handoff_done, rs_done;         /* --pipeline: orders the streams */
-    struct tl_buf pipe[3];                 /* --pipeline: hand-off, ReduceScatter, AllReduce */
+    CUevent handoff_done, rs_done; /* --pipeline: orders the streams */
+    struct tl_buf pipe[3];         /* --pipeline: hand-off, ReduceScatter, AllReduce */
 };
 
 /* trainloop_util.c */

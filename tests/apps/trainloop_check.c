@@ -14,41 +14,28 @@
 size_t tl_dtype_size(ncclDataType_t dt)
 {
     switch (dt) {
-    case ncclInt32:
-        return 4;
-    case ncclFloat32:
-        return 4;
-    case ncclFloat64:
-        return 8;
-    default:
-        tl_die(TL_EXIT_SETUP, ": internal error: datatype %d not supported", (int)dt);
+    case ncclInt32: return 4;
+    case ncclFloat32: return 4;
+    case ncclFloat64: return 8;
+    default: tl_die(TL_EXIT_SETUP, ": internal error: datatype %d not supported", (int)dt);
     }
 }
 
 static void store(ncclDataType_t dt, void *buf, size_t i, double v)
 {
     switch (dt) {
-    case ncclInt32:
-        ((int32_t *)buf)[i] = (int32_t)v;
-        break;
-    case ncclFloat32:
-        ((float *)buf)[i] = (float)v;
-        break;
-    default:
-        ((double *)buf)[i] = v;
-        break;
+    case ncclInt32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case ncclFloat32: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = v; break;
     }
 }
 
 static double load(ncclDataType_t dt, const void *buf, size_t i)
 {
     switch (dt) {
-    case ncclInt32:
-        return ((const int32_t *)buf)[i];
-    case ncclFloat32:
-        return ((const float *)buf)[i];
-    default:
-        return ((const double *)buf)[i];
+    case ncclInt32: return ((const int32_t *)buf)[i];
+    case ncclFloat32: return ((const float *)buf)[i];
+    default: return ((const double *)buf)[i];
     }
 }
 
@@ -72,8 +59,7 @@ void tl_fill_inputs(struct tl_worker *w, int step)
     for (int k = 0; k < w->nops; k++) {
         const struct tl_op *op = &w->ops[k];
         struct tl_buf *b = &w->buf[k];
-        if (!w->issued[k])
-            continue;
+        if (!w->issued[k]) continue;
         for (size_t i = 0; i < b->nsend; i++) {
             double v = op->redop == ncclAvg && op->kind == TL_ALLREDUCE
                            ? avg_input(p->rank, p->nranks, step, w->tid, k, i)
@@ -88,8 +74,7 @@ void tl_fill_inputs(struct tl_worker *w, int step)
 }
 
 /* The reduction of index I of op K over global ranks FIRST..FIRST+N-1. */
-static double reduce(const struct tl_op *op, int first, int n, int step, int tid, int k,
-                     size_t i)
+static double reduce(const struct tl_op *op, int first, int n, int step, int tid, int k, size_t i)
 {
     double acc = op->redop == ncclMax ? -INFINITY : 0;
     for (int c = first; c < first + n; c++) {
@@ -106,18 +91,14 @@ static double expected(const struct tl_worker *w, int k, int step, size_t i)
     int t = w->tid, n = p->nranks;
     switch (op->kind) {
     case TL_ALLREDUCE:
-        if (op->redop == ncclAvg)
-            return value(0, step, t, k, i) + n;
+        if (op->redop == ncclAvg) return value(0, step, t, k, i) + n;
         return reduce(op, 0, n, step, t, k, i);
-    case TL_ALLGATHER:
-        return value(w->half_base + (int)(i / op->count), step, t, k, i % op->count);
+    case TL_ALLGATHER: return value(w->half_base + (int)(i / op->count), step, t, k, i % op->count);
     case TL_REDUCESCATTER:
         return reduce(op, w->half_base, w->half_size, step, t, k,
                       (size_t)w->half_rank * op->count + i);
-    case TL_BROADCAST:
-        return value(0, step, t, k, i);
-    case TL_SENDRECV:
-        return value((p->rank + n - 1) % n, step, t, k, i);
+    case TL_BROADCAST: return value(0, step, t, k, i);
+    case TL_SENDRECV: return value((p->rank + n - 1) % n, step, t, k, i);
     }
     return NAN;
 }
@@ -133,16 +114,17 @@ void tl_check_results(struct tl_worker *w, int step)
     for (int k = 0; k < w->nops; k++) {
         const struct tl_op *op = &w->ops[k];
         const struct tl_buf *b = &w->buf[k];
-        if (!w->issued[k])
-            continue;
+        if (!w->issued[k]) continue;
         /* A float average over a world size that is not a power of two rounds (1/n). */
         int approx = op->redop == ncclAvg && op->dtype != ncclInt32 && !is_pow2(w->p->nranks);
         for (size_t i = 0; i < b->nrecv; i++) {
             double got = load(op->dtype, b->hrecv, i), want = expected(w, k, step, i);
             int ok = approx ? fabs(got - want) <= 1e-5 * fabs(want) : got == want;
             if (!ok)
-                tl_die(TL_EXIT_WRONG, " step %d: %s result mismatch at index %zu: got %.10g "
-                       "want %.10g", step, op->name, i, got, want);
+                tl_die(TL_EXIT_WRONG,
+                       " step %d: %s result mismatch at index %zu: got %.10g "
+                       "want %.10g",
+                       step, op->name, i, got, want);
         }
     }
 }

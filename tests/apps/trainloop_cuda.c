@@ -12,19 +12,16 @@
 void tl_cu_check(CUresult r, const char *call)
 {
     const char *name = NULL, *text = NULL;
-    if (r == CUDA_SUCCESS)
-        return;
-    if (cuGetErrorName(r, &name) != CUDA_SUCCESS)
-        name = NULL;
-    if (cuGetErrorString(r, &text) != CUDA_SUCCESS)
-        text = NULL;
+    if (r == CUDA_SUCCESS) return;
+    if (cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (cuGetErrorString(r, &text) != CUDA_SUCCESS) text = NULL;
     tl_die(TL_EXIT_CALL, ": %s failed: %s (%s)", call, name ? name : "unknown CUresult",
            text ? text : "no description");
 }
 
 static void sleep_us(long us)
 {
-    struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
     nanosleep(&ts, NULL);
 }
 
@@ -45,8 +42,7 @@ void tl_device_open(struct tl_proc *p)
     int count = 0;
     TL_CU(cuInit, (0));
     TL_CU(cuDeviceGetCount, (&count));
-    if (count < 1)
-        tl_die(TL_EXIT_SETUP, ": no CUDA device");
+    if (count < 1) tl_die(TL_EXIT_SETUP, ": no CUDA device");
     p->dev_ordinal = p->local_rank % count;
     TL_CU(cuDeviceGet, (&p->dev, p->dev_ordinal));
     TL_CU(cuDevicePrimaryCtxRetain, (&p->ctx, p->dev));
@@ -74,16 +70,14 @@ void tl_streams_destroy(struct tl_worker *w)
     TL_CU(cuEventDestroy, (w->grads_ready));
     TL_CU(cuStreamDestroy, (w->compute));
     TL_CU(cuStreamDestroy, (w->comm_stream));
-    if (w->tp_stream)
-        TL_CU(cuStreamDestroy, (w->tp_stream));
+    if (w->tp_stream) TL_CU(cuStreamDestroy, (w->tp_stream));
 }
 
 /* The fake compute kernel: occupies the stream for a few milliseconds. */
 static void CUDA_CB compute_kernel(void *arg)
 {
     int ms = (int)(long)arg;
-    if (ms > 0)
-        sleep_us(ms * 1000L);
+    if (ms > 0) sleep_us(ms * 1000L);
 }
 
 /* Runs the "backward pass" on the compute stream and makes comm_stream wait for it. */
@@ -92,8 +86,7 @@ void tl_enqueue_compute(struct tl_worker *w, int ms)
     TL_CU(cuLaunchHostFunc, (w->compute, compute_kernel, (void *)(long)ms));
     TL_CU(cuEventRecord, (w->grads_ready, w->compute));
     TL_CU(cuStreamWaitEvent, (w->comm_stream, w->grads_ready, 0));
-    if (w->tp_stream)
-        TL_CU(cuStreamWaitEvent, (w->tp_stream, w->grads_ready, 0));
+    if (w->tp_stream) TL_CU(cuStreamWaitEvent, (w->tp_stream, w->grads_ready, 0));
 }
 
 /* After this long without completion, a stream wait also polls NCCL for async errors. */
@@ -114,13 +107,10 @@ void tl_stream_wait(struct tl_worker *w, CUstream s)
     long pause_us = 20;
     for (;;) {
         CUresult r = cuStreamQuery(s);
-        if (r == CUDA_SUCCESS)
-            return;
-        if (r != CUDA_ERROR_NOT_READY)
-            tl_cu_check(r, "cuStreamQuery");
+        if (r == CUDA_SUCCESS) return;
+        if (r != CUDA_ERROR_NOT_READY) tl_cu_check(r, "cuStreamQuery");
         sleep_us(pause_us);
-        if (pause_us < 1000)
-            pause_us *= 2;
+        if (pause_us < 1000) pause_us *= 2;
         double now = mono_s();
         if (now >= next_poll) {
             tl_comms_poll_errors(w);

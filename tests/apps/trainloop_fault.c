@@ -86,9 +86,8 @@ __attribute__((noinline, no_sanitize("undefined", "address"))) void trainloop_cr
 __attribute__((noinline)) void CUDA_CB trainloop_gpu_stall(void *arg)
 {
     (void)arg;
-    struct timespec slice = { .tv_sec = 0, .tv_nsec = 1000000L };
-    while (!atomic_load(&g_release_stalls))
-        nanosleep(&slice, NULL);
+    struct timespec slice = {.tv_sec = 0, .tv_nsec = 1000000L};
+    while (!atomic_load(&g_release_stalls)) nanosleep(&slice, NULL);
 }
 
 void tl_enqueue_gpu_stall(struct tl_worker *w, int step)
@@ -114,15 +113,15 @@ void tl_enqueue_split_stall(struct tl_worker *w, int step)
 __attribute__((noinline)) void CUDA_CB trainloop_gpu_late(void *arg)
 {
     long ms = (long)arg;
-    struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L };
+    struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L};
     while (nanosleep(&t, &t) != 0) {
     }
 }
 
 void tl_enqueue_gpu_late(struct tl_worker *w)
 {
-    TL_CU(cuLaunchHostFunc, (w->comm_stream, trainloop_gpu_late,
-                             (void *)(long)w->p->opt.late_gpu_ms));
+    TL_CU(cuLaunchHostFunc,
+          (w->comm_stream, trainloop_gpu_late, (void *)(long)w->p->opt.late_gpu_ms));
 }
 
 /* atexit handler: lets any stalled stream go. */

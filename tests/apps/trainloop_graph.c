@@ -17,8 +17,9 @@ void tl_graph_capture(struct tl_worker *w)
     pthread_barrier_wait(&p->barrier);
     pthread_mutex_lock(&p->capture_lock);
     TL_CU(cuStreamBeginCapture, (w->comm_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    TL_NCCL(w, w->world, ncclAllReduce, ((void *)b->dsend, (void *)b->drecv, op->count,
-                                         op->dtype, op->redop, w->world, w->comm_stream));
+    TL_NCCL(w, w->world, ncclAllReduce,
+            ((void *)b->dsend, (void *)b->drecv, op->count, op->dtype, op->redop, w->world,
+             w->comm_stream));
     TL_CU(cuStreamEndCapture, (w->comm_stream, &w->graph));
     TL_CU(cuGraphInstantiateWithFlags, (&w->graph_exec, w->graph, 0));
     pthread_mutex_unlock(&p->capture_lock);
@@ -34,8 +35,7 @@ void tl_graph_launch(struct tl_worker *w)
 
 void tl_graph_destroy(struct tl_worker *w)
 {
-    if (w->graph_op < 0)
-        return;
+    if (w->graph_op < 0) return;
     TL_CU(cuGraphExecDestroy, (w->graph_exec));
     TL_CU(cuGraphDestroy, (w->graph));
 }

@@ -11,7 +11,7 @@ static _Thread_local int t_group_depth;
 
 static void pause_ms(int ms)
 {
-    struct timespec ts = { .tv_sec = 0, .tv_nsec = ms * 1000000L };
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -30,11 +30,9 @@ static __attribute__((noreturn)) void nccl_fail(ncclResult_t r, const char *call
  */
 void tl_nccl_check(struct tl_worker *w, ncclComm_t comm, ncclResult_t r, const char *call)
 {
-    if (r == ncclSuccess)
-        return;
+    if (r == ncclSuccess) return;
     if (r == ncclInProgress && w->p->opt.nonblocking) {
-        if (t_group_depth == 0)
-            tl_comm_wait(w, comm, call);
+        if (t_group_depth == 0) tl_comm_wait(w, comm, call);
         return;
     }
     nccl_fail(r, call);
@@ -47,12 +45,9 @@ void tl_comm_wait(struct tl_worker *w, ncclComm_t comm, const char *call)
     for (;;) {
         ncclResult_t state = ncclInProgress;
         ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-        if (r != ncclSuccess)
-            nccl_fail(r, "ncclCommGetAsyncError");
-        if (state == ncclSuccess)
-            return;
-        if (state != ncclInProgress)
-            nccl_fail(state, call);
+        if (r != ncclSuccess) nccl_fail(r, "ncclCommGetAsyncError");
+        if (state == ncclSuccess) return;
+        if (state != ncclInProgress) nccl_fail(state, call);
         pause_ms(1);
     }
 }
@@ -61,19 +56,15 @@ static void poll_one(ncclComm_t comm)
 {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess)
-        nccl_fail(r, "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress)
-        nccl_fail(state, "ncclCommGetAsyncError");
+    if (r != ncclSuccess) nccl_fail(r, "ncclCommGetAsyncError");
+    if (state != ncclSuccess && state != ncclInProgress) nccl_fail(state, "ncclCommGetAsyncError");
 }
 
 /* One async-error check of each communicator of W, as a framework's watchdog does. */
 void tl_comms_poll_errors(struct tl_worker *w)
 {
-    if (w->world)
-        poll_one(w->world);
-    if (w->half)
-        poll_one(w->half);
+    if (w->world) poll_one(w->world);
+    if (w->half) poll_one(w->half);
 }
 
 void tl_group_start(struct tl_worker *w)
@@ -88,10 +79,8 @@ void tl_group_end(struct tl_worker *w, ncclComm_t a, ncclComm_t b)
     ncclResult_t r = ncclGroupEnd();
     t_group_depth--;
     if (r == ncclInProgress && w->p->opt.nonblocking) {
-        if (a)
-            tl_comm_wait(w, a, "ncclGroupEnd");
-        if (b)
-            tl_comm_wait(w, b, "ncclGroupEnd");
+        if (a) tl_comm_wait(w, a, "ncclGroupEnd");
+        if (b) tl_comm_wait(w, b, "ncclGroupEnd");
         return;
     }
     tl_nccl_check(w, a, r, "ncclGroupEnd");
@@ -101,14 +90,12 @@ static void expect_shape(ncclComm_t comm, int want_rank, int want_size, const ch
 {
     int rank = -1, size = -1;
     ncclResult_t r = ncclCommUserRank(comm, &rank);
-    if (r != ncclSuccess)
-        nccl_fail(r, "ncclCommUserRank");
+    if (r != ncclSuccess) nccl_fail(r, "ncclCommUserRank");
     r = ncclCommCount(comm, &size);
-    if (r != ncclSuccess)
-        nccl_fail(r, "ncclCommCount");
+    if (r != ncclSuccess) nccl_fail(r, "ncclCommCount");
     if (rank != want_rank || size != want_size)
-        tl_die(TL_EXIT_SETUP, ": %s communicator is rank %d of %d, expected %d of %d", what,
-               rank, size, want_rank, want_size);
+        tl_die(TL_EXIT_SETUP, ": %s communicator is rank %d of %d, expected %d of %d", what, rank,
+               size, want_rank, want_size);
 }
 
 /*
@@ -126,8 +113,7 @@ void tl_comms_create(struct tl_worker *w, ncclUniqueId id)
         cfg.blocking = 0;
         r = ncclCommInitRankConfig(&w->world, p->nranks, id, p->rank, &cfg);
         tl_nccl_check(w, w->world, r, "ncclCommInitRankConfig");
-        if (r == ncclSuccess)
-            tl_comm_wait(w, w->world, "ncclCommInitRankConfig");
+        if (r == ncclSuccess) tl_comm_wait(w, w->world, "ncclCommInitRankConfig");
     } else {
         r = ncclCommInitRank(&w->world, p->nranks, id, p->rank);
         tl_nccl_check(w, w->world, r, "ncclCommInitRank");
@@ -156,11 +142,9 @@ static void destroy_one(struct tl_worker *w, ncclComm_t *comm)
 {
     ncclResult_t r = ncclCommFinalize(*comm);
     tl_nccl_check(w, *comm, r, "ncclCommFinalize");
-    if (w->p->opt.nonblocking)
-        tl_comm_wait(w, *comm, "ncclCommFinalize");
+    if (w->p->opt.nonblocking) tl_comm_wait(w, *comm, "ncclCommFinalize");
     r = ncclCommDestroy(*comm);
-    if (r != ncclSuccess)
-        nccl_fail(r, "ncclCommDestroy");
+    if (r != ncclSuccess) nccl_fail(r, "ncclCommDestroy");
     *comm = NULL;
 }
 

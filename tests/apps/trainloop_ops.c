@@ -15,19 +15,19 @@
 
 static const struct tl_op op_table[] = {
     /* name        kind              dtype        redop    count  grp half every */
-    { "AllReduce", TL_ALLREDUCE,     ncclFloat32, ncclSum, 4096,   0, 0, 1 },
-    { "AllReduce", TL_ALLREDUCE,     ncclFloat32, ncclSum, 262144, 0, 0, 1 }, /* 1 MiB */
-    { "AllReduce", TL_ALLREDUCE,     ncclInt32,   ncclSum, 1000,   1, 0, 1 },
-    { "AllReduce", TL_ALLREDUCE,     ncclFloat64, ncclSum, 513,    1, 0, 1 },
-    { "AllReduce", TL_ALLREDUCE,     ncclFloat32, ncclAvg, 2048,   1, 0, 1 },
-    { "AllReduce", TL_ALLREDUCE,     ncclInt32,   ncclMax, 77,     1, 0, 1 },
-    { "AllReduce", TL_ALLREDUCE,     ncclInt32,   ncclAvg, 333,    0, 0, 1 },
-    { "AllGather", TL_ALLGATHER,     ncclFloat32, ncclSum, 256,    0, 1, 1 },
-    { "ReduceScatter", TL_REDUCESCATTER, ncclInt32, ncclSum, 128,  0, 1, 1 },
-    { "Send/Recv", TL_SENDRECV,      ncclFloat64, ncclSum, 1000,   0, 0, 1 },
-    { "Broadcast", TL_BROADCAST,     ncclFloat64, ncclSum, 4096,   0, 0, 3 },
+    {"AllReduce", TL_ALLREDUCE, ncclFloat32, ncclSum, 4096, 0, 0, 1},
+    {"AllReduce", TL_ALLREDUCE, ncclFloat32, ncclSum, 262144, 0, 0, 1}, /* 1 MiB */
+    {"AllReduce", TL_ALLREDUCE, ncclInt32, ncclSum, 1000, 1, 0, 1},
+    {"AllReduce", TL_ALLREDUCE, ncclFloat64, ncclSum, 513, 1, 0, 1},
+    {"AllReduce", TL_ALLREDUCE, ncclFloat32, ncclAvg, 2048, 1, 0, 1},
+    {"AllReduce", TL_ALLREDUCE, ncclInt32, ncclMax, 77, 1, 0, 1},
+    {"AllReduce", TL_ALLREDUCE, ncclInt32, ncclAvg, 333, 0, 0, 1},
+    {"AllGather", TL_ALLGATHER, ncclFloat32, ncclSum, 256, 0, 1, 1},
+    {"ReduceScatter", TL_REDUCESCATTER, ncclInt32, ncclSum, 128, 0, 1, 1},
+    {"Send/Recv", TL_SENDRECV, ncclFloat64, ncclSum, 1000, 0, 0, 1},
+    {"Broadcast", TL_BROADCAST, ncclFloat64, ncclSum, 4096, 0, 0, 3},
     /* Captured once into a CUDA graph and launched every step (--graph only); keep it last. */
-    { "AllReduce(graph)", TL_ALLREDUCE, ncclFloat32, ncclSum, 1024, 0, 0, 1 },
+    {"AllReduce(graph)", TL_ALLREDUCE, ncclFloat32, ncclSum, 1024, 0, 0, 1},
 };
 #define TL_TABLE_OPS ((int)(sizeof(op_table) / sizeof(op_table[0])))
 
@@ -36,8 +36,7 @@ _Static_assert(TL_TABLE_OPS <= TL_MAX_OPS, "raise TL_MAX_OPS");
 static void *xmalloc(size_t n)
 {
     void *p = calloc(1, n ? n : 1);
-    if (!p)
-        tl_die(TL_EXIT_SETUP, ": out of memory (%zu bytes)", n);
+    if (!p) tl_die(TL_EXIT_SETUP, ": out of memory (%zu bytes)", n);
     return p;
 }
 
@@ -98,23 +97,19 @@ static void issue_op(struct tl_worker *w, int k, int step)
     case TL_ALLREDUCE:
         if (k == TL_FAULT_OP && tl_fault_now(w->p, &w->p->opt.mismatch, step)) {
             count = op->count - 1;
-            tl_note(" step %d: AllReduce #%d with count %zu instead of %zu (--mismatch-rank)",
-                    step, k, count, op->count);
+            tl_note(" step %d: AllReduce #%d with count %zu instead of %zu (--mismatch-rank)", step,
+                    k, count, op->count);
         }
         TL_NCCL(w, comm, ncclAllReduce, (s, r, count, op->dtype, op->redop, comm, st));
         break;
-    case TL_ALLGATHER:
-        TL_NCCL(w, comm, ncclAllGather, (s, r, count, op->dtype, comm, st));
-        break;
+    case TL_ALLGATHER: TL_NCCL(w, comm, ncclAllGather, (s, r, count, op->dtype, comm, st)); break;
     case TL_REDUCESCATTER:
         TL_NCCL(w, comm, ncclReduceScatter, (s, r, count, op->dtype, op->redop, comm, st));
         break;
     case TL_BROADCAST:
         TL_NCCL(w, comm, ncclBroadcast, (s, r, count, op->dtype, 0, comm, st));
         break;
-    case TL_SENDRECV:
-        send_recv_ring(w, op, b);
-        return;
+    case TL_SENDRECV: send_recv_ring(w, op, b); return;
     }
     w->nccl_ops++;
 }
@@ -122,8 +117,7 @@ static void issue_op(struct tl_worker *w, int k, int step)
 /* Decides which ops run in STEP: periodic ones on their steps, minus a --skip-rank fault. */
 static void plan_step(struct tl_worker *w, int step)
 {
-    for (int k = 0; k < w->nops; k++)
-        w->issued[k] = step % w->ops[k].every == 0;
+    for (int k = 0; k < w->nops; k++) w->issued[k] = step % w->ops[k].every == 0;
     if (tl_fault_now(w->p, &w->p->opt.skip, step)) {
         w->issued[TL_FAULT_OP] = 0;
         tl_note(" step %d: skipping AllReduce #%d (--skip-rank)", step, TL_FAULT_OP);
@@ -143,21 +137,18 @@ void tl_step_issue(struct tl_worker *w, int step)
     for (int k = 0; k < w->nops; k++) {
         struct tl_buf *b = &w->buf[k];
         if (w->issued[k])
-            TL_CU(cuMemcpyHtoDAsync, (b->dsend, b->hsend,
-                                      b->nsend * tl_dtype_size(w->ops[k].dtype), w->compute));
+            TL_CU(cuMemcpyHtoDAsync,
+                  (b->dsend, b->hsend, b->nsend * tl_dtype_size(w->ops[k].dtype), w->compute));
     }
     tl_enqueue_compute(w, w->p->opt.compute_ms);
-    if (tl_fault_now(w->p, &w->p->opt.stall_gpu, step))
-        tl_enqueue_gpu_stall(w, step);
-    if (w->p->opt.late_gpu_rank == w->p->rank)
-        tl_enqueue_gpu_late(w);
+    if (tl_fault_now(w->p, &w->p->opt.stall_gpu, step)) tl_enqueue_gpu_stall(w, step);
+    if (w->p->opt.late_gpu_rank == w->p->rank) tl_enqueue_gpu_late(w);
 
     /* Consecutive grouped ops form one group; it ends on the communicators they used. */
     int in_group = 0, stalled = 0, split_stalled = 0;
-    ncclComm_t used[2] = { NULL, NULL };   /* world, half */
+    ncclComm_t used[2] = {NULL, NULL}; /* world, half */
     for (int k = 0; k < w->nops; k++) {
-        if (!w->issued[k])
-            continue;
+        if (!w->issued[k]) continue;
         if (in_group && !w->ops[k].grouped) {
             tl_group_end(w, used[0], used[1]);
             in_group = 0;
@@ -169,7 +160,8 @@ void tl_step_issue(struct tl_worker *w, int step)
         if (w->ops[k].on_half && !stalled && tl_fault_now(w->p, &w->p->opt.hang_split, step)) {
             stalled = 1;
             tl_note(": host stall in step %d before the split communicator's first op "
-                    "(--hang-split-rank, in trainloop_host_stall)", step);
+                    "(--hang-split-rank, in trainloop_host_stall)",
+                    step);
             trainloop_host_stall();
         }
         if (w->ops[k].on_half && !split_stalled &&
@@ -187,15 +179,13 @@ void tl_step_issue(struct tl_worker *w, int step)
         }
         issue_op(w, k, step);
     }
-    if (in_group)
-        tl_group_end(w, used[0], used[1]);
+    if (in_group) tl_group_end(w, used[0], used[1]);
 
     for (int k = 0; k < w->nops; k++) {
         struct tl_buf *b = &w->buf[k];
         if (w->issued[k])
-            TL_CU(cuMemcpyDtoHAsync, (b->hrecv, b->drecv,
-                                      b->nrecv * tl_dtype_size(w->ops[k].dtype),
-                                      w->ops[k].on_half && w->tp_stream ? w->tp_stream
-                                                                        : w->comm_stream));
+            TL_CU(cuMemcpyDtoHAsync,
+                  (b->hrecv, b->drecv, b->nrecv * tl_dtype_size(w->ops[k].dtype),
+                   w->ops[k].on_half && w->tp_stream ? w->tp_stream : w->comm_stream));
     }
 }

@@ -26,8 +26,7 @@ static void publish(const char *path, const ncclUniqueId *id)
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        tl_die(TL_EXIT_SETUP, ": cannot create %s: %s", tmp, strerror(errno));
+    if (fd < 0) tl_die(TL_EXIT_SETUP, ": cannot create %s: %s", tmp, strerror(errno));
     ssize_t n = write(fd, id, sizeof(*id));
     if (n != (ssize_t)sizeof(*id) || close(fd) != 0 || rename(tmp, path) != 0)
         tl_die(TL_EXIT_SETUP, ": cannot publish %s: %s", path, strerror(errno));
@@ -38,8 +37,7 @@ static int try_read(const char *path, ncclUniqueId *id)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
+        if (errno == ENOENT) return 0;
         tl_die(TL_EXIT_SETUP, ": cannot open %s: %s", path, strerror(errno));
     }
     ssize_t n = read(fd, id, sizeof(*id));
@@ -65,10 +63,9 @@ void tl_rdzv_unique_id(const struct tl_proc *p, int tid, ncclUniqueId *id)
         return;
     }
     id_path(p, tid, path, sizeof(path));
-    struct timespec pause = { .tv_sec = 0, .tv_nsec = 10 * 1000000L };
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 10 * 1000000L};
     for (long waited_ms = 0; waited_ms < TL_RDZV_WAIT_S * 1000L; waited_ms += 10) {
-        if (try_read(path, id))
-            return;
+        if (try_read(path, id)) return;
         nanosleep(&pause, NULL);
     }
     tl_die(TL_EXIT_SETUP, ": no unique id from rank 0 in %s after %d s", path, TL_RDZV_WAIT_S);

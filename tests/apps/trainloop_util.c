@@ -49,8 +49,7 @@ void tl_die(int code, const char *fmt, ...)
 {
     va_list ap;
     if (atomic_exchange(&g_dying, 1)) {
-        for (;;)
-            pause();
+        for (;;) pause();
     }
     va_start(ap, fmt);
     vmessage(stderr, fmt, ap);
@@ -71,8 +70,7 @@ void tl_note(const char *fmt, ...)
 void tl_info(const char *fmt, ...)
 {
     va_list ap;
-    if (g_quiet)
-        return;
+    if (g_quiet) return;
     va_start(ap, fmt);
     vmessage(stdout, fmt, ap);
     va_end(ap);

@@ -28,21 +28,59 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-struct coll5 { uint64_t seq; const char *func; const void *s; void *r; size_t count; int root;
-               const char *dtype; uint8_t nch, nwarps; const char *algo, *proto; void *grp; };
-struct p2p5 { const char *func; void *buff; const char *dtype; size_t count; int peer;
-              uint8_t nch; void *grp; };
-struct api5 { const char *func; size_t count; const char *dtype; };
+struct coll5 {
+    uint64_t seq;
+    const char *func;
+    const void *s;
+    void *r;
+    size_t count;
+    int root;
+    const char *dtype;
+    uint8_t nch, nwarps;
+    const char *algo, *proto;
+    void *grp;
+};
+struct p2p5 {
+    const char *func;
+    void *buff;
+    const char *dtype;
+    size_t count;
+    int peer;
+    uint8_t nch;
+    void *grp;
+};
+struct api5 {
+    const char *func;
+    size_t count;
+    const char *dtype;
+};
 
 #if COUNTPROF_V >= 5
-struct descr { uint64_t type; void *parent; int rank;
-               union { struct coll5 coll; struct p2p5 p2p; struct api5 api; }; };
+struct descr {
+    uint64_t type;
+    void *parent;
+    int rank;
+    union {
+        struct coll5 coll;
+        struct p2p5 p2p;
+        struct api5 api;
+    };
+};
 #else
-struct descr { uint8_t type; void *parent; int rank;
-               union { struct coll5 coll; struct p2p5 p2p; }; };
+struct descr {
+    uint8_t type;
+    void *parent;
+    int rank;
+    union {
+        struct coll5 coll;
+        struct p2p5 p2p;
+    };
+};
 #endif
 
-struct handle { uint64_t type; };
+struct handle {
+    uint64_t type;
+};
 static struct handle pool[1 << 16];
 static int used;
 static int mask_set;
@@ -52,12 +90,12 @@ static int fd = -1;
 
 static const char *type_name(uint64_t t)
 {
-    static const char *const n[] = {"Group", "Coll", "P2p", "ProxyOp", "ProxyStep", "ProxyCtrl",
-                                    "KernelCh", "NetPlugin", "GroupApi", "CollApi", "P2pApi",
-                                    "KernelLaunch", "CeColl", "CeSync", "CeBatch"};
+    static const char *const n[] = {"Group",     "Coll",      "P2p",      "ProxyOp",
+                                    "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
+                                    "GroupApi",  "CollApi",   "P2pApi",   "KernelLaunch",
+                                    "CeColl",    "CeSync",    "CeBatch"};
     for (int i = 0; i < 15; i++)
-        if (t == (1ull << i))
-            return n[i];
+        if (t == (1ull << i)) return n[i];
     return "?";
 }
 
@@ -68,13 +106,10 @@ static void out(const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line - 1, fmt, ap);
     va_end(ap);
-    if (n < 0 || fd < 0)
-        return;
-    if (n > (int)sizeof line - 2)
-        n = sizeof line - 2;
+    if (n < 0 || fd < 0) return;
+    if (n > (int)sizeof line - 2) n = sizeof line - 2;
     line[n++] = '\n';
-    if (write(fd, line, (size_t)n) < 0)
-        return;
+    if (write(fd, line, (size_t)n) < 0) return;
 }
 
 static int do_init(void **ctx, int *mask, const char *name, uint64_t id, int nranks, int rank)
@@ -86,8 +121,7 @@ static int do_init(void **ctx, int *mask, const char *name, uint64_t id, int nra
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     }
     const char *m = getenv("COUNTPROF_MASK");
-    if (!mask_set)
-        *mask = m ? (int)strtol(m, NULL, 0) : 0x7fff;
+    if (!mask_set) *mask = m ? (int)strtol(m, NULL, 0) : 0x7fff;
     mask_set = 1;
     mask_ptr = mask;
     static int ctxs[64];
@@ -102,12 +136,10 @@ static int start_event(void *ctx, void **h, void *d_)
     (void)ctx;
     struct descr *d = d_;
     const char *w = getenv("COUNTPROF_WIDEN");
-    if (w && ++starts == atoi(w) && mask_ptr)
-        __atomic_store_n(mask_ptr, 0x7fff, __ATOMIC_RELAXED);
+    if (w && ++starts == atoi(w) && mask_ptr) __atomic_store_n(mask_ptr, 0x7fff, __ATOMIC_RELAXED);
     int i = __atomic_fetch_add(&used, 1, __ATOMIC_RELAXED);
     struct handle *me = i < (int)(sizeof pool / sizeof pool[0]) ? &pool[i] : NULL;
-    if (me)
-        me->type = d->type;
+    if (me) me->type = d->type;
     *h = me;
     const struct handle *p = d->parent;
     bool ours = p >= pool && p < pool + sizeof pool / sizeof pool[0];
@@ -129,8 +161,7 @@ static int start_event(void *ctx, void **h, void *d_)
 static int stop_event(void *h)
 {
     struct handle *me = h;
-    if (me)
-        out("stop %s", type_name(me->type));
+    if (me) out("stop %s", type_name(me->type));
     return 0;
 }
 
@@ -138,8 +169,7 @@ static int record_state(void *h, int state, void *args)
 {
     (void)args;
     struct handle *me = h;
-    if (me)
-        out("state %s state=%d", type_name(me->type), state);
+    if (me) out("state %s state=%d", type_name(me->type), state);
     return 0;
 }
 
@@ -157,13 +187,16 @@ static int init5(void **ctx, uint64_t id, int *mask, const char *name, int nnode
     (void)nnodes, (void)log;
     return do_init(ctx, mask, name, id, nranks, rank);
 }
-struct prof { const char *name; void *init, *start, *stop, *record, *fini; };
+struct prof {
+    const char *name;
+    void *init, *start, *stop, *record, *fini;
+};
 #if COUNTPROF_V == 6
-EXPORT const struct prof ncclProfiler_v6 = {"countprof", init5, start_event, stop_event,
-                                            record_state, finalize};
+EXPORT const struct prof ncclProfiler_v6 = {"countprof", init5,        start_event,
+                                            stop_event,  record_state, finalize};
 #else
-EXPORT const struct prof ncclProfiler_v5 = {"countprof", init5, start_event, stop_event,
-                                            record_state, finalize};
+EXPORT const struct prof ncclProfiler_v5 = {"countprof", init5,        start_event,
+                                            stop_event,  record_state, finalize};
 #endif
 #else
 static int init4(void **ctx, int *mask, const char *name, uint64_t id, int nnodes, int nranks,
@@ -172,7 +205,10 @@ static int init4(void **ctx, int *mask, const char *name, uint64_t id, int nnode
     (void)nnodes, (void)log;
     return do_init(ctx, mask, name, id, nranks, rank);
 }
-struct prof { const char *name; void *init, *start, *stop, *record, *fini; };
-EXPORT const struct prof ncclProfiler_v4 = {"countprof", init4, start_event, stop_event,
-                                            record_state, finalize};
+struct prof {
+    const char *name;
+    void *init, *start, *stop, *record, *fini;
+};
+EXPORT const struct prof ncclProfiler_v4 = {"countprof", init4,        start_event,
+                                            stop_event,  record_state, finalize};
 #endif

@@ -17,16 +17,13 @@
 static void out(const char *what, const char *arg)
 {
     const char *log = getenv("ENVPLUG_LOG");
-    if (!log)
-        return;
+    if (!log) return;
     char line[256];
     int n = snprintf(line, sizeof line, "%d %s%s%s\n", (int)getpid(), what, arg ? " " : "",
                      arg ? arg : "");
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    if (n > 0 && write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0)
-        n = 0;
+    if (fd < 0) return;
+    if (n > 0 && write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) n = 0;
     close(fd);
 }
 
@@ -49,8 +46,7 @@ static const char *get_env(const char *name)
     out("get", name);
     const char *f = getenv("ENVPLUG_FORCE");
     size_t n = strlen(name);
-    if (f && !strncmp(f, name, n) && f[n] == '=')
-        return f + n + 1;
+    if (f && !strncmp(f, name, n) && f[n] == '=') return f + n + 1;
     return getenv(name);
 }
 

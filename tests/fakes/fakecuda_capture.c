@@ -25,8 +25,8 @@
 #include <stdlib.h>
 
 static pthread_mutex_t g_cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fc_capture *g_caps;  /* captures under way, under g_cap_lock */
-static _Atomic int g_caps_count;   /* length of g_caps, read without the lock */
+static struct fc_capture *g_caps; /* captures under way, under g_cap_lock */
+static _Atomic int g_caps_count;  /* length of g_caps, read without the lock */
 static _Atomic uint64_t g_next_cap_id = 1;
 static _Thread_local CUstreamCaptureMode tls_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -66,10 +66,10 @@ CUresult fc_capture_check_unsafe(const char *call)
     }
     pthread_mutex_unlock(&g_cap_lock);
     if (!hits) return CUDA_SUCCESS;
-    fc_complain(call, "potentially unsafe call while %s stream capture is under way (this "
-                      "thread's capture mode is %s); %d capture(s) invalidated",
-                own_hit ? "this thread's" : "another thread's GLOBAL-mode", mode_name(mode),
-                hits);
+    fc_complain(call,
+                "potentially unsafe call while %s stream capture is under way (this "
+                "thread's capture mode is %s); %d capture(s) invalidated",
+                own_hit ? "this thread's" : "another thread's GLOBAL-mode", mode_name(mode), hits);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -95,8 +95,8 @@ CUresult fc_capture_check_ctx(struct fc_ctx *ctx, const char *call)
             }
     pthread_mutex_unlock(&g_cap_lock);
     if (!hits) return CUDA_SUCCESS;
-    fc_complain(call, "a stream of context %p is capturing; %d capture(s) invalidated",
-                (void *)ctx, hits);
+    fc_complain(call, "a stream of context %p is capturing; %d capture(s) invalidated", (void *)ctx,
+                hits);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -122,8 +122,10 @@ CUresult fc_capture_check_legacy(struct fc_stream *s, bool invalidate, const cha
         }
     pthread_mutex_unlock(&g_cap_lock);
     if (!hits) return CUDA_SUCCESS;
-    fc_complain(call, "the legacy stream is used while a blocking stream of its context is "
-                      "capturing%s", invalidate ? "; the capture is invalidated" : "");
+    fc_complain(call,
+                "the legacy stream is used while a blocking stream of its context is "
+                "capturing%s",
+                invalidate ? "; the capture is invalidated" : "");
     return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
@@ -298,8 +300,8 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds, c
     }
     pthread_mutex_unlock(&g_cap_lock);
     if (r != CUDA_SUCCESS) {
-        if (r == CUDA_ERROR_ILLEGAL_STATE) fc_complain(call, "stream %p is already capturing",
-                                                       (void *)s);
+        if (r == CUDA_ERROR_ILLEGAL_STATE)
+            fc_complain(call, "stream %p is already capturing", (void *)s);
         free(c->members);
         free(c);
         fc_graph_discard(g);
@@ -314,8 +316,7 @@ FC_API CUresult cuStreamBeginCapture(CUstream hStream)
 
 FC_API CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true,
-                         "cuStreamBeginCapture_ptsz");
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true, "cuStreamBeginCapture_ptsz");
 }
 
 FC_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
@@ -383,8 +384,8 @@ FC_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 }
 
 /* Capture status, id and graph of the stream h (IMPLICIT on a legacy stream in use). */
-static CUresult capture_info(CUstream h, bool ptds, const char *call,
-                             CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph)
+static CUresult capture_info(CUstream h, bool ptds, const char *call, CUstreamCaptureStatus *status,
+                             cuuint64_t *id, CUgraph *graph)
 {
     FC_TRY(fc_enter(call));
     if (!status) return CUDA_ERROR_INVALID_VALUE;
@@ -406,8 +407,7 @@ FC_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *cap
     return capture_info(hStream, false, "cuStreamIsCapturing", captureStatus, NULL, NULL);
 }
 
-FC_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
-                                         CUstreamCaptureStatus *captureStatus)
+FC_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     return capture_info(hStream, true, "cuStreamIsCapturing_ptsz", captureStatus, NULL, NULL);
 }
@@ -415,16 +415,15 @@ FC_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
 FC_API CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                        cuuint64_t *id_out)
 {
-    return capture_info(hStream, false, "cuStreamGetCaptureInfo", captureStatus_out, id_out,
-                        NULL);
+    return capture_info(hStream, false, "cuStreamGetCaptureInfo", captureStatus_out, id_out, NULL);
 }
 
 FC_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream,
                                             CUstreamCaptureStatus *captureStatus_out,
                                             cuuint64_t *id_out)
 {
-    return capture_info(hStream, true, "cuStreamGetCaptureInfo_ptsz", captureStatus_out,
-                        id_out, NULL);
+    return capture_info(hStream, true, "cuStreamGetCaptureInfo_ptsz", captureStatus_out, id_out,
+                        NULL);
 }
 
 /* The fake's graphs have no node handles: the dependency set reads as empty. */
@@ -453,13 +452,12 @@ FC_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
                                                size_t *numDependencies_out)
 {
     no_deps(dependencies_out, NULL, numDependencies_out);
-    return capture_info(hStream, true, "cuStreamGetCaptureInfo_v2_ptsz", captureStatus_out,
-                        id_out, graph_out);
+    return capture_info(hStream, true, "cuStreamGetCaptureInfo_v2_ptsz", captureStatus_out, id_out,
+                        graph_out);
 }
 
 FC_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *status,
-                                          cuuint64_t *id, CUgraph *graph,
-                                          const CUgraphNode **deps,
+                                          cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
                                           const CUgraphEdgeData **edges, size_t *ndeps)
 {
     no_deps(deps, edges, ndeps);

@@ -22,11 +22,14 @@
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_ctx *g_primary[FC_MAX_DEVICES]; /* under g_ctx_lock */
-static unsigned g_primary_flags[FC_MAX_DEVICES];  /* under g_ctx_lock */
+static unsigned g_primary_flags[FC_MAX_DEVICES]; /* under g_ctx_lock */
 static _Thread_local struct fc_ctx *tls_stack[FC_CTX_STACK];
 static _Thread_local int tls_depth;
 
-void fc_ctx_atfork_child(void) { pthread_mutex_init(&g_ctx_lock, NULL); }
+void fc_ctx_atfork_child(void)
+{
+    pthread_mutex_init(&g_ctx_lock, NULL);
+}
 
 bool fc_ctx_usable(struct fc_ctx *ctx, uint64_t gen)
 {
@@ -161,8 +164,8 @@ FC_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev
     return ctx_create(pctx, flags, dev, false, "cuCtxCreate_v2");
 }
 
-FC_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
-                               int numParams, unsigned int flags, CUdevice dev)
+FC_API CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                               unsigned int flags, CUdevice dev)
 {
     return ctx_create(pctx, flags, dev, paramsArray && numParams > 0, "cuCtxCreate_v3");
 }
@@ -193,8 +196,14 @@ static CUresult ctx_destroy(CUcontext h, const char *call)
     return CUDA_SUCCESS;
 }
 
-FC_API CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx, "cuCtxDestroy"); }
-FC_API CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx, "cuCtxDestroy_v2"); }
+FC_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return ctx_destroy(ctx, "cuCtxDestroy");
+}
+FC_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    return ctx_destroy(ctx, "cuCtxDestroy_v2");
+}
 
 static CUresult ctx_push(CUcontext h, const char *call)
 {
@@ -204,7 +213,10 @@ static CUresult ctx_push(CUcontext h, const char *call)
     return push_current(ctx, call);
 }
 
-FC_API CUresult cuCtxPushCurrent(CUcontext ctx) { return ctx_push(ctx, "cuCtxPushCurrent"); }
+FC_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return ctx_push(ctx, "cuCtxPushCurrent");
+}
 FC_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
     return ctx_push(ctx, "cuCtxPushCurrent_v2");
@@ -222,7 +234,10 @@ static CUresult ctx_pop(CUcontext *pctx, const char *call)
     return CUDA_SUCCESS;
 }
 
-FC_API CUresult cuCtxPopCurrent(CUcontext *pctx) { return ctx_pop(pctx, "cuCtxPopCurrent"); }
+FC_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return ctx_pop(pctx, "cuCtxPopCurrent");
+}
 FC_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
     return ctx_pop(pctx, "cuCtxPopCurrent_v2");
@@ -313,7 +328,10 @@ static CUresult ctx_sync(CUcontext h, const char *call)
     return fc_ctx_drain(ctx);
 }
 
-FC_API CUresult cuCtxSynchronize(void) { return ctx_sync(NULL, "cuCtxSynchronize"); }
+FC_API CUresult cuCtxSynchronize(void)
+{
+    return ctx_sync(NULL, "cuCtxSynchronize");
+}
 FC_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     return ctx_sync(ctx, "cuCtxSynchronize_v2");

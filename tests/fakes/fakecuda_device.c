@@ -12,7 +12,10 @@
 #define FC_DEVICE_NAME "Fake GPU (ncclguard harness)"
 #define FC_PCI_BUS_BASE 0x10
 
-bool fc_device_valid(CUdevice dev) { return dev >= 0 && dev < fc_cfg.devices; }
+bool fc_device_valid(CUdevice dev)
+{
+    return dev >= 0 && dev < fc_cfg.devices;
+}
 
 static CUresult check_device(CUdevice dev, const char *call)
 {
@@ -137,8 +140,8 @@ FC_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     FC_TRY(fc_enter("cuDeviceGetByPCIBusId"));
     if (!dev || !pciBusId) return CUDA_ERROR_INVALID_VALUE;
     unsigned domain = 0, bus = 0, device = 0, function = 0;
-    if (sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function) == 4 &&
-        domain == 0 && device == 0 && function == 0 && bus >= FC_PCI_BUS_BASE &&
+    if (sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function) == 4 && domain == 0 &&
+        device == 0 && function == 0 && bus >= FC_PCI_BUS_BASE &&
         fc_device_valid((CUdevice)(bus - FC_PCI_BUS_BASE))) {
         *dev = (CUdevice)(bus - FC_PCI_BUS_BASE);
         return CUDA_SUCCESS;

@@ -12,7 +12,7 @@ struct fc_err {
 };
 
 static const struct fc_err g_errs[] = {
-#define FC_ERR(code, text) { code, #code, text },
+#define FC_ERR(code, text) {code, #code, text},
 #include "fakecuda_errors.def"
 #undef FC_ERR
 };

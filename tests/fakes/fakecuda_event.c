@@ -84,24 +84,26 @@ static CUresult event_destroy(CUevent h, const char *call)
     return CUDA_SUCCESS;
 }
 
-FC_API CUresult cuEventDestroy(CUevent hEvent) { return event_destroy(hEvent, "cuEventDestroy"); }
+FC_API CUresult cuEventDestroy(CUevent hEvent)
+{
+    return event_destroy(hEvent, "cuEventDestroy");
+}
 FC_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
     return event_destroy(hEvent, "cuEventDestroy_v2");
 }
 
 /* Records ev at the current end of s, or into the capture of s. */
-CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flags,
-                         const char *call)
+CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flags, const char *call)
 {
     if (ev->ctx != s->ctx || !fc_ctx_usable(s->ctx, ev->ctx_gen)) {
-        fc_complain(call, "event %p belongs to context %p but stream %p to context %p",
-                    (void *)ev, (void *)ev->ctx, (void *)s, (void *)s->ctx);
+        fc_complain(call, "event %p belongs to context %p but stream %p to context %p", (void *)ev,
+                    (void *)ev->ctx, (void *)s, (void *)s->ctx);
         return CUDA_ERROR_INVALID_HANDLE;
     }
     if (fc_stream_capturing(s)) {
-        struct fc_work w = { .kind = FC_WORK_NODE_RECORD,
-                             .u.node = { ev, (flags & CU_EVENT_RECORD_EXTERNAL) != 0 } };
+        struct fc_work w = {.kind = FC_WORK_NODE_RECORD,
+                            .u.node = {ev, (flags & CU_EVENT_RECORD_EXTERNAL) != 0}};
         bool captured;
         uint64_t cap_id;
         int64_t node;
@@ -135,7 +137,7 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
         pthread_mutex_unlock(&ev->lock);
         return CUDA_SUCCESS;
     }
-    struct fc_work w = { .kind = FC_WORK_RECORD, .u.record = { ev, gen } };
+    struct fc_work w = {.kind = FC_WORK_RECORD, .u.record = {ev, gen}};
     CUresult r = fc_queue_push_now(s, &w, call, &ticket);
     if (r == CUDA_SUCCESS) {
         ev->rec_stream = s;
@@ -147,8 +149,7 @@ CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flag
     return r;
 }
 
-static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptds,
-                             const char *call)
+static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptds, const char *call)
 {
     FC_TRY(fc_enter(call));
     struct fc_event *ev;
@@ -177,8 +178,7 @@ FC_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigne
     return event_record(hEvent, hStream, flags, false, "cuEventRecordWithFlags");
 }
 
-FC_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
-                                            unsigned int flags)
+FC_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
     return event_record(hEvent, hStream, flags, true, "cuEventRecordWithFlags_ptsz");
 }
@@ -224,7 +224,7 @@ FC_API CUresult cuEventSynchronize(CUevent hEvent)
 {
     struct fc_event *ev;
     FC_TRY(event_probe(hEvent, "cuEventSynchronize", &ev));
-    struct gen_wait g = { ev, atomic_load(&ev->rec_gen) };
+    struct gen_wait g = {ev, atomic_load(&ev->rec_gen)};
     fc_progress_wait(gen_reached, &g);
     return CUDA_SUCCESS;
 }
@@ -278,8 +278,7 @@ FC_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUev
 /* ------------------------------- cuStreamWaitEvent ------------------------------- */
 
 /* Makes s wait for the latest record of ev (see the file comment for captured events). */
-CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags,
-                       const char *call)
+CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags, const char *call)
 {
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) {
         fc_complain(call, "invalid flags 0x%x", flags);
@@ -306,12 +305,14 @@ CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags,
         if (!(flags & CU_EVENT_WAIT_EXTERNAL)) {
             /* a wait on work outside the capture crosses its boundary: invalidates it */
             if (fc_capture_invalidate(s)) {
-                fc_complain(call, "capturing stream %p waits on event %p recorded outside "
-                                  "the capture", (void *)s, (void *)ev);
+                fc_complain(call,
+                            "capturing stream %p waits on event %p recorded outside "
+                            "the capture",
+                            (void *)s, (void *)ev);
                 return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
             }
         } else {
-            struct fc_work w = { .kind = FC_WORK_NODE_WAIT, .u.node = { ev, true } };
+            struct fc_work w = {.kind = FC_WORK_NODE_WAIT, .u.node = {ev, true}};
             bool in_capture;
             FC_TRY(fc_capture_add(s, &w, call, &in_capture, NULL, NULL));
             if (in_capture) return CUDA_SUCCESS;
@@ -322,7 +323,7 @@ CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags,
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (rec_gen == 0) return CUDA_SUCCESS;
-    struct fc_work w = { .kind = FC_WORK_WAIT, .u.wait = { rec_stream, ticket } };
+    struct fc_work w = {.kind = FC_WORK_WAIT, .u.wait = {rec_stream, ticket}};
     return fc_submit(s, &w, call);
 }
 

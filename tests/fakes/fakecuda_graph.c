@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FC_GRAPH_FLAGS                                                                         \
-    (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |    \
+#define FC_GRAPH_FLAGS                                                                      \
+    (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | \
      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
 
 struct fc_exec {
@@ -69,16 +69,16 @@ static CUresult exec_lookup(CUgraphExec h, const char *call, struct fc_exec **ou
 {
     enum fc_handle_state st = fc_handle_state(h, FC_KIND_EXEC);
     if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call, st == FC_HANDLE_DEAD ? "graph exec %p was destroyed"
-                                               : "%p is not a graph exec", (void *)h);
+        fc_complain(call,
+                    st == FC_HANDLE_DEAD ? "graph exec %p was destroyed" : "%p is not a graph exec",
+                    (void *)h);
         return CUDA_ERROR_INVALID_HANDLE;
     }
     *out = (struct fc_exec *)h;
     return CUDA_SUCCESS;
 }
 
-static CUresult instantiate(CUgraphExec *ph, CUgraph hg, unsigned long long flags,
-                            const char *call)
+static CUresult instantiate(CUgraphExec *ph, CUgraph hg, unsigned long long flags, const char *call)
 {
     FC_TRY(fc_enter(call));
     if (!ph) return CUDA_ERROR_INVALID_VALUE;
@@ -118,8 +118,7 @@ FC_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
 }
 
 FC_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                      CUgraphNode *phErrorNode, char *logBuffer,
-                                      size_t bufferSize)
+                                      CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
     if (phErrorNode) *phErrorNode = NULL;
     if (logBuffer && bufferSize) logBuffer[0] = '\0';
@@ -138,8 +137,7 @@ static CUresult launch_node(struct fc_stream *s, const struct fc_work *n, const 
     case FC_WORK_NODE_WAIT:
         if (!atomic_load(&n->u.node.ev->hdr.alive)) return CUDA_SUCCESS;
         return fc_event_wait(s, n->u.node.ev, ext * CU_EVENT_WAIT_EXTERNAL, call);
-    default:
-        return fc_submit(s, n, call);
+    default: return fc_submit(s, n, call);
     }
 }
 

@@ -22,7 +22,7 @@
 
 enum { FC_UNINIT, FC_READY, FC_FORKED };
 
-struct fc_config fc_cfg = { 8, 80ull << 30, 0, -1, false, FC_QUEUE_DEPTH_DEFAULT, 0 };
+struct fc_config fc_cfg = {8, 80ull << 30, 0, -1, false, FC_QUEUE_DEPTH_DEFAULT, 0};
 
 static _Atomic int g_state = FC_UNINIT;
 static _Atomic int g_init_result = -1; /* CUresult of the first cuInit, -1 before */
@@ -34,7 +34,10 @@ static _Thread_local uint64_t tls_tid;
 static _Thread_local bool tls_worker;
 static _Thread_local unsigned long long tls_calls, tls_timed_records; /* fakecuda.h */
 
-FC_API unsigned long fakecuda_misuse_count(void) { return atomic_load(&g_misuse); }
+FC_API unsigned long fakecuda_misuse_count(void)
+{
+    return atomic_load(&g_misuse);
+}
 
 /*
  * Prints "fakecuda: <call>: <problem>" to stderr in one write(2), so lines of several
@@ -70,13 +73,28 @@ uint64_t fc_thread_id(void)
     return tls_tid;
 }
 
-unsigned long long fc_next_id(void) { return atomic_fetch_add(&g_next_obj_id, 1); }
+unsigned long long fc_next_id(void)
+{
+    return atomic_fetch_add(&g_next_obj_id, 1);
+}
 
-void fc_mark_worker_thread(void) { tls_worker = true; }
+void fc_mark_worker_thread(void)
+{
+    tls_worker = true;
+}
 
-FC_API unsigned long long fakecuda_thread_calls(void) { return tls_calls; }
-FC_API unsigned long long fakecuda_thread_timed_records(void) { return tls_timed_records; }
-void fc_count_timed_record(void) { tls_timed_records++; }
+FC_API unsigned long long fakecuda_thread_calls(void)
+{
+    return tls_calls;
+}
+FC_API unsigned long long fakecuda_thread_timed_records(void)
+{
+    return tls_timed_records;
+}
+void fc_count_timed_record(void)
+{
+    tls_timed_records++;
+}
 
 CUresult fc_enter(const char *call)
 {

@@ -51,10 +51,10 @@
 #define FC_API __attribute__((visibility("default")))
 
 /* One error idiom: return the first failing CUresult. */
-#define FC_TRY(expr)                                                                           \
-    do {                                                                                       \
-        CUresult fc_try_ = (expr);                                                             \
-        if (fc_try_ != CUDA_SUCCESS) return fc_try_;                                           \
+#define FC_TRY(expr)                                 \
+    do {                                             \
+        CUresult fc_try_ = (expr);                   \
+        if (fc_try_ != CUDA_SUCCESS) return fc_try_; \
     } while (0)
 
 #define FC_DRIVER_VERSION 13000
@@ -73,27 +73,29 @@ CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority);
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *status,
-                                        cuuint64_t *id, CUgraph *graph,
-                                        const CUgraphNode **deps, const CUgraphEdgeData **edges,
-                                        size_t *ndeps);
+                                        cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **edges, size_t *ndeps);
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
 CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags);
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
-                              CUstream hStream);
-CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
-                               CUstream hStream);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
 
 /* ---------------------------------- handles ---------------------------------- */
 
-enum fc_kind { FC_KIND_CTX = 0x43545801, FC_KIND_STREAM, FC_KIND_EVENT, FC_KIND_GRAPH,
-               FC_KIND_EXEC };
+enum fc_kind {
+    FC_KIND_CTX = 0x43545801,
+    FC_KIND_STREAM,
+    FC_KIND_EVENT,
+    FC_KIND_GRAPH,
+    FC_KIND_EXEC
+};
 
 /* First member of every handle object. */
 struct fc_hdr {
-    uint32_t kind;           /* enum fc_kind, fixed when the slot is handed out */
-    _Atomic uint32_t alive;  /* 1 until the handle is destroyed; slots are never reused */
+    uint32_t kind;          /* enum fc_kind, fixed when the slot is handed out */
+    _Atomic uint32_t alive; /* 1 until the handle is destroyed; slots are never reused */
 };
 
 enum fc_handle_state { FC_HANDLE_FOREIGN, FC_HANDLE_DEAD, FC_HANDLE_ALIVE };
@@ -108,17 +110,17 @@ bool fc_handle_kill(void *p);
 /* ----------------------------------- work ------------------------------------ */
 
 enum fc_work_kind {
-    FC_WORK_NOP,        /* a marker: completes when reached */
-    FC_WORK_HOST,       /* cuLaunchHostFunc */
-    FC_WORK_SLEEP,      /* fakecuda_test_kernel */
-    FC_WORK_SPIN,       /* fakecuda_test_spin */
-    FC_WORK_COPY,       /* memcpy */
-    FC_WORK_SET8,       /* memset, 1-byte elements */
-    FC_WORK_SET32,      /* memset, 4-byte elements */
-    FC_WORK_RECORD,     /* event record: the event reaches generation gen */
-    FC_WORK_WAIT,       /* wait until stream s has completed the op with ticket */
-    FC_WORK_NODE_RECORD,/* graph node: event record captured in a stream */
-    FC_WORK_NODE_WAIT,  /* graph node: event wait captured in a stream */
+    FC_WORK_NOP,         /* a marker: completes when reached */
+    FC_WORK_HOST,        /* cuLaunchHostFunc */
+    FC_WORK_SLEEP,       /* fakecuda_test_kernel */
+    FC_WORK_SPIN,        /* fakecuda_test_spin */
+    FC_WORK_COPY,        /* memcpy */
+    FC_WORK_SET8,        /* memset, 1-byte elements */
+    FC_WORK_SET32,       /* memset, 4-byte elements */
+    FC_WORK_RECORD,      /* event record: the event reaches generation gen */
+    FC_WORK_WAIT,        /* wait until stream s has completed the op with ticket */
+    FC_WORK_NODE_RECORD, /* graph node: event record captured in a stream */
+    FC_WORK_NODE_WAIT,   /* graph node: event wait captured in a stream */
 };
 
 struct fc_event;
@@ -128,15 +130,35 @@ struct fc_stream;
 struct fc_work {
     enum fc_work_kind kind;
     union {
-        struct { CUhostFn fn; void *arg; } host;
+        struct {
+            CUhostFn fn;
+            void *arg;
+        } host;
         uint64_t sleep_ns;
         const volatile int *spin_flag;
-        struct { void *dst; const void *src; size_t n; } copy;
-        struct { void *dst; uint32_t value; size_t n; } set;
-        struct { struct fc_event *ev; uint64_t gen; } record;
-        struct { struct fc_stream *s; uint64_t ticket; } wait;
+        struct {
+            void *dst;
+            const void *src;
+            size_t n;
+        } copy;
+        struct {
+            void *dst;
+            uint32_t value;
+            size_t n;
+        } set;
+        struct {
+            struct fc_event *ev;
+            uint64_t gen;
+        } record;
+        struct {
+            struct fc_stream *s;
+            uint64_t ticket;
+        } wait;
         /* NODE_RECORD / NODE_WAIT: external nodes act at each launch, others do nothing */
-        struct { struct fc_event *ev; bool external; } node;
+        struct {
+            struct fc_event *ev;
+            bool external;
+        } node;
     } u;
 };
 
@@ -148,11 +170,11 @@ struct fc_ctx {
     bool primary;
     unsigned flags;
     unsigned long long id;
-    _Atomic bool active;         /* false once destroyed (primary: released to zero) */
-    _Atomic uint64_t gen;        /* incarnation, bumped at each (re)activation */
-    int refcount;                /* primary contexts only; under g_ctx_lock */
-    pthread_mutex_t lock;        /* protects streams (the list) */
-    struct fc_stream *streams;   /* streams that may still run work, draining ones included */
+    _Atomic bool active;       /* false once destroyed (primary: released to zero) */
+    _Atomic uint64_t gen;      /* incarnation, bumped at each (re)activation */
+    int refcount;              /* primary contexts only; under g_ctx_lock */
+    pthread_mutex_t lock;      /* protects streams (the list) */
+    struct fc_stream *streams; /* streams that may still run work, draining ones included */
     _Atomic(struct fc_stream *) legacy; /* legacy default stream of this incarnation */
     _Atomic uint64_t next_ticket;
     _Atomic int capturing_blocking; /* blocking streams of this context now capturing */
@@ -184,11 +206,11 @@ struct fc_stream {
     int priority;
     unsigned long long id;
     struct fc_ctx *ctx;
-    struct fc_stream *legacy;     /* blocking streams: the legacy stream they order against */
-    pthread_mutex_t lock;         /* protects the queue, the pool and the flags below */
-    pthread_cond_t wake;          /* the worker sleeps here when the queue is empty */
-    struct fc_op *head, *tail;    /* head: the op being run, or the next one */
-    struct fc_op *pool;           /* recycled ops: no allocation in steady state */
+    struct fc_stream *legacy;  /* blocking streams: the legacy stream they order against */
+    pthread_mutex_t lock;      /* protects the queue, the pool and the flags below */
+    pthread_cond_t wake;       /* the worker sleeps here when the queue is empty */
+    struct fc_op *head, *tail; /* head: the op being run, or the next one */
+    struct fc_op *pool;        /* recycled ops: no allocation in steady state */
     bool worker_started;
     bool stopping;                /* destroyed: the worker drains the queue, then exits */
     bool listed;                  /* on ctx->streams; under ctx->lock */
@@ -198,8 +220,8 @@ struct fc_stream {
     _Atomic uint64_t enq_count;   /* ops pushed so far */
     _Atomic uint64_t done_count;  /* ops completed so far */
     _Atomic(struct fc_capture *) capture; /* written under g_cap_lock */
-    int64_t cap_last_node;        /* index of this stream's last captured node; g_cap_lock */
-    int64_t cap_joined_upto;      /* last node joined back into the capture; g_cap_lock */
+    int64_t cap_last_node;   /* index of this stream's last captured node; g_cap_lock */
+    int64_t cap_joined_upto; /* last node joined back into the capture; g_cap_lock */
 };
 
 /* True for streams that synchronise with the legacy stream. */
@@ -243,14 +265,14 @@ struct fc_event {
     unsigned flags;
     struct fc_ctx *ctx;
     uint64_t ctx_gen;
-    pthread_mutex_t lock;           /* protects the plain fields below */
-    _Atomic uint64_t rec_gen;       /* records issued */
-    _Atomic uint64_t done_gen;      /* highest record generation a worker has passed */
-    uint64_t done_ns;               /* host clock when done_gen was passed */
-    struct fc_stream *rec_stream;   /* position of the latest record */
+    pthread_mutex_t lock;         /* protects the plain fields below */
+    _Atomic uint64_t rec_gen;     /* records issued */
+    _Atomic uint64_t done_gen;    /* highest record generation a worker has passed */
+    uint64_t done_ns;             /* host clock when done_gen was passed */
+    struct fc_stream *rec_stream; /* position of the latest record */
     uint64_t rec_ticket;
-    _Atomic bool captured;          /* latest record went into a capture */
-    uint64_t cap_id;                /* that capture, and where in it */
+    _Atomic bool captured; /* latest record went into a capture */
+    uint64_t cap_id;       /* that capture, and where in it */
     struct fc_stream *cap_stream;
     int64_t cap_node;
 };
@@ -259,8 +281,7 @@ CUresult fc_event_lookup(CUevent h, const char *call, struct fc_event **out);
 void fc_event_passed(struct fc_event *ev, uint64_t gen);
 CUresult fc_event_record(struct fc_event *ev, struct fc_stream *s, unsigned flags,
                          const char *call);
-CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags,
-                       const char *call);
+CUresult fc_event_wait(struct fc_stream *s, struct fc_event *ev, unsigned flags, const char *call);
 
 /* ---------------------------------- capture ---------------------------------- */
 
@@ -270,10 +291,10 @@ struct fc_capture {
     struct fc_capture *next;
     uint64_t id;
     CUstreamCaptureMode mode;
-    CUstreamCaptureStatus status;   /* ACTIVE or INVALIDATED */
-    uint64_t owner;                 /* fc_thread_id() of the thread that began it */
+    CUstreamCaptureStatus status; /* ACTIVE or INVALIDATED */
+    uint64_t owner;               /* fc_thread_id() of the thread that began it */
     struct fc_stream *origin;
-    struct fc_stream **members;     /* origin first, then streams that joined */
+    struct fc_stream **members; /* origin first, then streams that joined */
     size_t nmembers, cap_members;
     struct fc_graph *graph;
 };

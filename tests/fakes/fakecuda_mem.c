@@ -30,7 +30,10 @@ static struct fc_alloc *g_allocs; /* sorted by base; under g_mem_lock */
 static size_t g_nallocs, g_cap;
 static size_t g_used[FC_MAX_DEVICES];
 
-void fc_mem_atfork_child(void) { pthread_mutex_init(&g_mem_lock, NULL); }
+void fc_mem_atfork_child(void)
+{
+    pthread_mutex_init(&g_mem_lock, NULL);
+}
 
 /* Index of the last allocation with base <= p, or -1. Caller holds g_mem_lock. */
 static long find_le(uintptr_t p)
@@ -65,7 +68,7 @@ static bool track(uintptr_t base, size_t size, struct fc_ctx *ctx, bool host)
     if (ok) {
         size_t at = (size_t)(find_le(base) + 1);
         memmove(&g_allocs[at + 1], &g_allocs[at], (g_nallocs - at) * sizeof *g_allocs);
-        g_allocs[at] = (struct fc_alloc){ base, size, ctx, host };
+        g_allocs[at] = (struct fc_alloc){base, size, ctx, host};
         g_nallocs++;
         if (!host) g_used[ctx->device] += size;
     }
@@ -130,8 +133,8 @@ static CUresult mem_alloc(void **out, size_t size, bool host, const char *call)
     FC_TRY(fc_ctx_current(call, &ctx));
     if (!host) FC_TRY(fc_capture_check_unsafe(call));
     pthread_mutex_lock(&g_mem_lock);
-    bool fits =
-        host || (size <= fc_cfg.mem_bytes && g_used[ctx->device] <= fc_cfg.mem_bytes - size);
+    bool fits = host ||
+                (size <= fc_cfg.mem_bytes && g_used[ctx->device] <= fc_cfg.mem_bytes - size);
     pthread_mutex_unlock(&g_mem_lock);
     void *p = NULL;
     size_t rounded = (size + FC_MEM_ALIGN - 1) / FC_MEM_ALIGN * FC_MEM_ALIGN;
@@ -190,7 +193,10 @@ FC_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     return mem_free((uintptr_t)dptr, false, "cuMemFree_v2");
 }
 
-FC_API CUresult cuMemFreeHost(void *p) { return mem_free((uintptr_t)p, true, "cuMemFreeHost"); }
+FC_API CUresult cuMemFreeHost(void *p)
+{
+    return mem_free((uintptr_t)p, true, "cuMemFreeHost");
+}
 
 FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
@@ -220,8 +226,8 @@ static CUresult issue(const struct fc_work *w, CUstream h, enum how how, const c
 }
 
 /* dev_dst/dev_src: which side must be fake device memory. */
-static CUresult copy(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool dev_src,
-                     CUstream h, enum how how, const char *call)
+static CUresult copy(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool dev_src, CUstream h,
+                     enum how how, const char *call)
 {
     FC_TRY(fc_enter(call));
     if (n == 0) return CUDA_SUCCESS;
@@ -231,12 +237,12 @@ static CUresult copy(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool 
     }
     if (dev_dst) FC_TRY(check_range(dst, n, "destination", call));
     if (dev_src) FC_TRY(check_range(src, n, "source", call));
-    struct fc_work w = { .kind = FC_WORK_COPY, .u.copy = { (void *)dst, (const void *)src, n } };
+    struct fc_work w = {.kind = FC_WORK_COPY, .u.copy = {(void *)dst, (const void *)src, n}};
     return issue(&w, h, how, call);
 }
 
-static CUresult set(uintptr_t dst, uint32_t value, size_t n, size_t width, CUstream h,
-                    enum how how, const char *call)
+static CUresult set(uintptr_t dst, uint32_t value, size_t n, size_t width, CUstream h, enum how how,
+                    const char *call)
 {
     FC_TRY(fc_enter(call));
     if (n == 0) return CUDA_SUCCESS;
@@ -247,8 +253,8 @@ static CUresult set(uintptr_t dst, uint32_t value, size_t n, size_t width, CUstr
     }
     if (n > SIZE_MAX / width) return CUDA_ERROR_INVALID_VALUE;
     FC_TRY(check_range(dst, n * width, "destination", call));
-    struct fc_work w = { .kind = width == 1 ? FC_WORK_SET8 : FC_WORK_SET32,
-                         .u.set = { (void *)dst, value, n } };
+    struct fc_work w = {.kind = width == 1 ? FC_WORK_SET8 : FC_WORK_SET32,
+                        .u.set = {(void *)dst, value, n}};
     return issue(&w, h, how, call);
 }
 
@@ -283,8 +289,7 @@ FC_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 {
     return copy(P(dst), P(src), n, true, false, h, ASYNC, "cuMemcpyHtoDAsync_v2");
 }
-FC_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n,
-                                          CUstream h)
+FC_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream h)
 {
     return copy(P(dst), P(src), n, true, false, h, ASYNC_PTSZ, "cuMemcpyHtoDAsync_v2_ptsz");
 }
@@ -300,8 +305,7 @@ FC_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
 {
     return copy(P(dst), P(src), n, true, true, h, ASYNC, "cuMemcpyDtoDAsync_v2");
 }
-FC_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
-                                          CUstream h)
+FC_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
 {
     return copy(P(dst), P(src), n, true, true, h, ASYNC_PTSZ, "cuMemcpyDtoDAsync_v2_ptsz");
 }

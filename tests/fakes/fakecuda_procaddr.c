@@ -21,7 +21,7 @@ struct fc_proc {
 };
 
 static const struct fc_proc g_procs[] = {
-#define FC_PROC(name, version, per_thread, sym) { #name, version, per_thread, (void *)&sym },
+#define FC_PROC(name, version, per_thread, sym) {#name, version, per_thread, (void *)&sym},
 #include "fakecuda_procs.def"
 #undef FC_PROC
 };
@@ -70,8 +70,7 @@ FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
     return lookup(symbol, pfn, cudaVersion, flags, symbolStatus, "cuGetProcAddress_v2");
 }
 
-FC_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                 cuuint64_t flags)
+FC_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     return lookup(symbol, pfn, cudaVersion, flags, NULL, "cuGetProcAddress");
 }

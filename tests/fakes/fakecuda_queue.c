@@ -35,7 +35,10 @@ static _Atomic int g_prog_waiters;
 static _Atomic int g_live_workers;
 static _Atomic long long g_ops_run;
 
-int fc_queue_live_workers(void) { return atomic_load(&g_live_workers); }
+int fc_queue_live_workers(void)
+{
+    return atomic_load(&g_live_workers);
+}
 
 void fc_queue_atfork_child(void)
 {
@@ -71,7 +74,7 @@ void fc_progress_wait(bool (*ready)(void *), void *arg)
 
 static void sleep_ns(uint64_t ns)
 {
-    struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -168,7 +171,7 @@ static bool blocking_streams_reached(void *arg)
 /* Waits for the implicit legacy-stream ordering that op has on stream s. */
 static void wait_barrier(struct fc_stream *s, const struct fc_op *op)
 {
-    struct fc_pos p = { s, op->ticket };
+    struct fc_pos p = {s, op->ticket};
     if (s->kind == FC_STREAM_LEGACY) {
         fc_progress_wait(blocking_streams_reached, &p);
     } else if (fc_stream_blocking(s) && s->legacy) {
@@ -192,8 +195,8 @@ static void wait_barrier(struct fc_stream *s, const struct fc_op *op)
 static bool same_queue(const struct fc_stream *a, const struct fc_stream *b)
 {
     long long n = fc_cfg.max_connections;
-    return a == b || (n > 0 && a->ctx == b->ctx && a->id % (unsigned long long)n ==
-                                                       b->id % (unsigned long long)n);
+    return a == b || (n > 0 && a->ctx == b->ctx &&
+                      a->id % (unsigned long long)n == b->id % (unsigned long long)n);
 }
 
 /* Every item pushed before ticket p->ticket to the queue of stream p->s has started. */
@@ -268,9 +271,7 @@ static void run_op(struct fc_op *op)
     struct fc_work *w = &op->w;
     if (is_kernel_like(w->kind)) inject_faults();
     switch (w->kind) {
-    case FC_WORK_HOST:
-        w->u.host.fn(w->u.host.arg);
-        break;
+    case FC_WORK_HOST: w->u.host.fn(w->u.host.arg); break;
     case FC_WORK_SLEEP: {
         uint64_t end = fc_now_ns() + w->u.sleep_ns, now;
         while ((now = fc_now_ns()) < end) sleep_ns(end - now);
@@ -279,25 +280,18 @@ static void run_op(struct fc_op *op)
     case FC_WORK_SPIN:
         while (!__atomic_load_n(w->u.spin_flag, __ATOMIC_ACQUIRE)) sleep_ns(FC_SPIN_STEP_NS);
         break;
-    case FC_WORK_COPY:
-        memmove(w->u.copy.dst, w->u.copy.src, w->u.copy.n);
-        break;
-    case FC_WORK_SET8:
-        memset(w->u.set.dst, (int)(w->u.set.value & 0xFF), w->u.set.n);
-        break;
+    case FC_WORK_COPY: memmove(w->u.copy.dst, w->u.copy.src, w->u.copy.n); break;
+    case FC_WORK_SET8: memset(w->u.set.dst, (int)(w->u.set.value & 0xFF), w->u.set.n); break;
     case FC_WORK_SET32:
         for (size_t i = 0; i < w->u.set.n; i++) ((uint32_t *)w->u.set.dst)[i] = w->u.set.value;
         break;
-    case FC_WORK_RECORD:
-        fc_event_passed(w->u.record.ev, w->u.record.gen);
-        break;
+    case FC_WORK_RECORD: fc_event_passed(w->u.record.ev, w->u.record.gen); break;
     case FC_WORK_WAIT: {
-        struct fc_pos p = { w->u.wait.s, w->u.wait.ticket };
+        struct fc_pos p = {w->u.wait.s, w->u.wait.ticket};
         fc_progress_wait(pos_reached, &p);
         break;
     }
-    default: /* NOP; graph nodes never reach a queue */
-        break;
+    default: /* NOP; graph nodes never reach a queue */ break;
     }
 }
 
@@ -316,7 +310,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         wait_barrier(s, op);
         if (fc_cfg.max_connections > 0) {
-            struct fc_pos turn = { s, op->ticket };
+            struct fc_pos turn = {s, op->ticket};
             fc_progress_wait(queue_turn, &turn);
             if (op->w.kind == FC_WORK_WAIT) run_op(op); /* a wait holds its queue until met */
             mark_started(s, op);
@@ -437,7 +431,7 @@ static bool count_reached(void *arg)
 
 CUresult fc_stream_wait_done(struct fc_stream *s, uint64_t target)
 {
-    struct fc_count c = { s, target };
+    struct fc_count c = {s, target};
     fc_progress_wait(count_reached, &c);
     return CUDA_SUCCESS;
 }
@@ -445,7 +439,7 @@ CUresult fc_stream_wait_done(struct fc_stream *s, uint64_t target)
 /* Waits until s has finished the op with this ticket (and so everything before it). */
 void fc_stream_wait_ticket(struct fc_stream *s, uint64_t ticket)
 {
-    struct fc_pos p = { s, ticket };
+    struct fc_pos p = {s, ticket};
     fc_progress_wait(pos_reached, &p);
 }
 
@@ -469,7 +463,7 @@ CUresult fc_ctx_drain(struct fc_ctx *ctx)
     struct fc_count *snap = calloc(n ? n : 1, sizeof *snap);
     if (snap)
         for (struct fc_stream *s = ctx->streams; s; s = s->ctx_next)
-            snap[i++] = (struct fc_count){ s, atomic_load(&s->enq_count) };
+            snap[i++] = (struct fc_count){s, atomic_load(&s->enq_count)};
     pthread_mutex_unlock(&ctx->lock);
     if (!snap) return CUDA_ERROR_OUT_OF_MEMORY;
     for (i = 0; i < n; i++) fc_progress_wait(count_reached, &snap[i]);

@@ -65,7 +65,7 @@ static CUresult ptds_stream(struct fc_ctx *ctx, const char *call, struct fc_stre
     }
     struct fc_stream *s = fc_stream_alloc(ctx, FC_STREAM_PER_THREAD, 0, 0);
     if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-    tls_ptds[free_slot] = (struct ptds_slot){ ctx, gen, s };
+    tls_ptds[free_slot] = (struct ptds_slot){ctx, gen, s};
     pthread_setspecific(g_ptds_key, tls_ptds);
     *out = s;
     return CUDA_SUCCESS;
@@ -87,8 +87,8 @@ CUresult fc_stream_resolve(CUstream h, bool ptds, const char *call, struct fc_st
     }
     enum fc_handle_state st = fc_handle_state(h, FC_KIND_STREAM);
     if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call, st == FC_HANDLE_DEAD ? "stream %p was destroyed"
-                                               : "%p is not a stream", (void *)h);
+        fc_complain(call, st == FC_HANDLE_DEAD ? "stream %p was destroyed" : "%p is not a stream",
+                    (void *)h);
         return CUDA_ERROR_INVALID_HANDLE;
     }
     *out = (struct fc_stream *)h;
@@ -126,7 +126,7 @@ CUresult fc_run_sync(struct fc_stream *s, const struct fc_work *w, const char *c
 CUresult fc_stream_sync(struct fc_stream *s, const char *call)
 {
     if (s->kind == FC_STREAM_LEGACY) {
-        struct fc_work nop = { .kind = FC_WORK_NOP };
+        struct fc_work nop = {.kind = FC_WORK_NOP};
         return fc_run_sync(s, &nop, call);
     }
     FC_TRY(fc_capture_check_unsafe(call));
@@ -230,8 +230,7 @@ FC_API CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, true, "cuStreamQuery_ptsz");
 }
 
-static CUresult stream_get(CUstream h, bool ptds, const char *call, void *out,
-                           struct fc_stream **s)
+static CUresult stream_get(CUstream h, bool ptds, const char *call, void *out, struct fc_stream **s)
 {
     FC_TRY(fc_enter(call));
     if (!out) return CUDA_ERROR_INVALID_VALUE;
@@ -263,8 +262,7 @@ FC_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx 
     return get_ctx(hStream, pCtx, pGreenCtx, false, "cuStreamGetCtx_v2");
 }
 
-FC_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx,
-                                       CUgreenCtx *pGreenCtx)
+FC_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
 {
     return get_ctx(hStream, pCtx, pGreenCtx, true, "cuStreamGetCtx_v2_ptsz");
 }
@@ -332,7 +330,7 @@ static CUresult launch_host(CUstream h, CUhostFn fn, void *arg, bool ptds, const
     }
     struct fc_stream *s;
     FC_TRY(fc_stream_resolve(h, ptds, call, &s));
-    struct fc_work w = { .kind = FC_WORK_HOST, .u.host = { fn, arg } };
+    struct fc_work w = {.kind = FC_WORK_HOST, .u.host = {fn, arg}};
     return fc_submit(s, &w, call);
 }
 

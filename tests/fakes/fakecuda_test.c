@@ -10,7 +10,7 @@ FC_API CUresult fakecuda_test_kernel(CUstream s, uint64_t duration_ns)
     FC_TRY(fc_enter("fakecuda_test_kernel"));
     struct fc_stream *st;
     FC_TRY(fc_stream_resolve(s, false, "fakecuda_test_kernel", &st));
-    struct fc_work w = { .kind = FC_WORK_SLEEP, .u.sleep_ns = duration_ns };
+    struct fc_work w = {.kind = FC_WORK_SLEEP, .u.sleep_ns = duration_ns};
     return fc_submit(st, &w, "fakecuda_test_kernel");
 }
 
@@ -23,8 +23,11 @@ FC_API CUresult fakecuda_test_spin(CUstream s, const volatile int *release)
     }
     struct fc_stream *st;
     FC_TRY(fc_stream_resolve(s, false, "fakecuda_test_spin", &st));
-    struct fc_work w = { .kind = FC_WORK_SPIN, .u.spin_flag = release };
+    struct fc_work w = {.kind = FC_WORK_SPIN, .u.spin_flag = release};
     return fc_submit(st, &w, "fakecuda_test_spin");
 }
 
-FC_API int fakecuda_live_threads(void) { return fc_queue_live_workers(); }
+FC_API int fakecuda_live_threads(void)
+{
+    return fc_queue_live_workers();
+}

@@ -23,8 +23,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1;
 static bool log_failed;
 static struct ordmap maps[FN_LOG_NKINDS];
-static const char *const kind_prefix[FN_LOG_NKINDS] = {"comm", "stream", "buf", "reg", "win",
-                                                        "id"};
+static const char *const kind_prefix[FN_LOG_NKINDS] = {"comm", "stream", "buf", "reg", "win", "id"};
 
 static size_t slot_of(uint64_t key, size_t cap)
 {
@@ -42,11 +41,9 @@ static bool ordmap_grow(struct ordmap *m)
         return false;
     }
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->vals[i])
-            continue;
+        if (!m->vals[i]) continue;
         size_t j = slot_of(m->keys[i], cap);
-        while (vals[j])
-            j = (j + 1) & (cap - 1);
+        while (vals[j]) j = (j + 1) & (cap - 1);
         keys[j] = m->keys[i];
         vals[j] = m->vals[i];
     }
@@ -61,12 +58,10 @@ static bool ordmap_grow(struct ordmap *m)
 /* The ordinal of key, numbering it when first seen; -1 if memory ran out. Under log_lock. */
 static long ordinal(struct ordmap *m, uint64_t key)
 {
-    if ((m->used + 1) * 2 > m->cap && !ordmap_grow(m))
-        return -1;
+    if ((m->used + 1) * 2 > m->cap && !ordmap_grow(m)) return -1;
     size_t j = slot_of(key, m->cap);
     while (m->vals[j]) { /* vals hold ordinal + 1, so 0 marks an empty slot */
-        if (m->keys[j] == key)
-            return m->vals[j] - 1;
+        if (m->keys[j] == key) return m->vals[j] - 1;
         j = (j + 1) & (m->cap - 1);
     }
     m->keys[j] = key;
@@ -86,8 +81,7 @@ static void ordmaps_clear(void)
 bool fn_log_begin(struct fn_logline *l, const char *name)
 {
     const struct fn_config *c = fn_cfg();
-    if (!c->call_log[0])
-        return false;
+    if (!c->call_log[0]) return false;
     pthread_mutex_lock(&log_lock);
     if (log_fd < 0 && !log_failed) {
         log_fd = open(c->call_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -108,23 +102,19 @@ bool fn_log_begin(struct fn_logline *l, const char *name)
 
 void fn_log_fmt(struct fn_logline *l, const char *fmt, ...)
 {
-    if (l->len >= sizeof l->buf - 1)
-        return;
+    if (l->len >= sizeof l->buf - 1) return;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(l->buf + l->len, sizeof l->buf - l->len, fmt, ap);
     va_end(ap);
-    if (n > 0)
-        l->len += (size_t)n;
-    if (l->len > sizeof l->buf - 1)
-        l->len = sizeof l->buf - 1;
+    if (n > 0) l->len += (size_t)n;
+    if (l->len > sizeof l->buf - 1) l->len = sizeof l->buf - 1;
 }
 
 /* Starts " arg=" (nothing for an array element, whose arg is ""). */
 static void arg_name(struct fn_logline *l, const char *arg)
 {
-    if (arg[0])
-        fn_log_fmt(l, " %s=", arg);
+    if (arg[0]) fn_log_fmt(l, " %s=", arg);
 }
 
 void fn_log_ptr(struct fn_logline *l, const char *arg, enum fn_log_kind kind, const void *p)
@@ -167,15 +157,19 @@ void fn_log_config(struct fn_logline *l, const char *arg, const ncclConfig_t *c)
         fn_log_fmt(l, " %s=null", arg);
         return;
     }
-    fn_log_fmt(l, " %s={size=%zu,magic=0x%x,version=%u,blocking=%d,cgaClusterSize=%d,"
-               "minCTAs=%d,maxCTAs=%d,", arg, c->size, c->magic, c->version, c->blocking,
-               c->cgaClusterSize, c->minCTAs, c->maxCTAs);
+    fn_log_fmt(l,
+               " %s={size=%zu,magic=0x%x,version=%u,blocking=%d,cgaClusterSize=%d,"
+               "minCTAs=%d,maxCTAs=%d,",
+               arg, c->size, c->magic, c->version, c->blocking, c->cgaClusterSize, c->minCTAs,
+               c->maxCTAs);
     log_cstr(l, "netName", c->netName);
     fn_log_fmt(l, ",splitShare=%d,trafficClass=%d,", c->splitShare, c->trafficClass);
     log_cstr(l, "commName", c->commName);
-    fn_log_fmt(l, ",collnetEnable=%d,CTAPolicy=%d,shrinkShare=%d,nvlsCTAs=%d,"
-               "nChannelsPerNetPeer=%d,nvlinkCentricSched=%d}", c->collnetEnable, c->CTAPolicy,
-               c->shrinkShare, c->nvlsCTAs, c->nChannelsPerNetPeer, c->nvlinkCentricSched);
+    fn_log_fmt(l,
+               ",collnetEnable=%d,CTAPolicy=%d,shrinkShare=%d,nvlsCTAs=%d,"
+               "nChannelsPerNetPeer=%d,nvlinkCentricSched=%d}",
+               c->collnetEnable, c->CTAPolicy, c->shrinkShare, c->nvlsCTAs, c->nChannelsPerNetPeer,
+               c->nvlinkCentricSched);
 }
 
 void fn_log_ints(struct fn_logline *l, const char *arg, const int *v, int n)
@@ -185,8 +179,7 @@ void fn_log_ints(struct fn_logline *l, const char *arg, const int *v, int n)
         return;
     }
     fn_log_fmt(l, " %s=[", arg);
-    for (int i = 0; i < n; i++)
-        fn_log_fmt(l, i ? ",%d" : "%d", v[i]);
+    for (int i = 0; i < n; i++) fn_log_fmt(l, i ? ",%d" : "%d", v[i]);
     fn_log_fmt(l, "]");
 }
 
@@ -195,8 +188,7 @@ static void finish(struct fn_logline *l)
     char thread[16] = "";
     pthread_getname_np(pthread_self(), thread, sizeof thread);
     fn_log_fmt(l, " thread=%s", thread);
-    if (l->len > sizeof l->buf - 2)
-        l->len = sizeof l->buf - 2;
+    if (l->len > sizeof l->buf - 2) l->len = sizeof l->buf - 2;
     l->buf[l->len++] = '\n';
     if (write(log_fd, l->buf, l->len) != (ssize_t)l->len && !log_failed) {
         log_failed = true;
@@ -224,8 +216,7 @@ void fn_log_atfork(enum fn_fork_phase phase)
         return;
     }
     if (phase == FN_FORK_CHILD) {
-        if (log_fd >= 0)
-            close(log_fd);
+        if (log_fd >= 0) close(log_fd);
         log_fd = -1;
         log_failed = false;
         ordmaps_clear();

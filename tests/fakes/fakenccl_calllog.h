@@ -27,8 +27,15 @@
 
 #include "fakenccl_core.h"
 
-enum fn_log_kind { FN_LOG_COMM, FN_LOG_STREAM, FN_LOG_BUF, FN_LOG_REG, FN_LOG_WIN, FN_LOG_ID,
-                   FN_LOG_NKINDS };
+enum fn_log_kind {
+    FN_LOG_COMM,
+    FN_LOG_STREAM,
+    FN_LOG_BUF,
+    FN_LOG_REG,
+    FN_LOG_WIN,
+    FN_LOG_ID,
+    FN_LOG_NKINDS
+};
 
 struct fn_logline {
     char buf[2048];

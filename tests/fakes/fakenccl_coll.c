@@ -24,9 +24,9 @@
 
 const char *fn_op_name(enum fn_op_kind k)
 {
-    static const char *const names[] = {"AllReduce", "Broadcast", "Reduce", "AllGather",
-                                        "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-                                        "Send", "Recv"};
+    static const char *const names[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                        "ReduceScatter", "AlltoAll",  "Gather", "Scatter",
+                                        "Send",          "Recv"};
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
@@ -37,10 +37,8 @@ static size_t linear_bytes(const struct fn_op *op)
     switch (op->kind) {
     case FN_OP_REDUCESCATTER:
     case FN_OP_ALLTOALL:
-    case FN_OP_SCATTER:
-        return b * (size_t)op->comm->nranks;
-    default:
-        return b;
+    case FN_OP_SCATTER: return b * (size_t)op->comm->nranks;
+    default: return b;
     }
 }
 
@@ -78,8 +76,8 @@ static int desc_text(const struct fn_coll_desc *d, char *buf, size_t cap)
 {
     return snprintf(buf, cap, "%s #%llu count=%llu datatype=%s op=%d root=%d",
                     fn_op_name((enum fn_op_kind)d->kind), (unsigned long long)d->seq,
-                    (unsigned long long)d->count, fn_type_name((ncclDataType_t)d->dtype),
-                    d->redop, d->root);
+                    (unsigned long long)d->count, fn_type_name((ncclDataType_t)d->dtype), d->redop,
+                    d->root);
 }
 
 /* Compares every rank's round-0 descriptor with mine; on a mismatch prints one line (once). */
@@ -89,8 +87,7 @@ static bool descs_match(struct fn_exec *e)
     const struct fn_coll_desc *mine = &fn_seg_coll(&c->seg, c->rank)->desc;
     for (int r = 0; r < c->nranks; r++) {
         const struct fn_coll_desc *d = &fn_seg_coll(&c->seg, r)->desc;
-        if (!memcmp(d, mine, sizeof *d))
-            continue;
+        if (!memcmp(d, mine, sizeof *d)) continue;
         if (!e->reported) {
             char a[160], b[160];
             desc_text(mine, a, sizeof a);
@@ -118,8 +115,7 @@ static void stage(struct fn_exec *e, size_t a, size_t b)
     struct fn_coll_slot *slot = fn_seg_coll(&c->seg, c->rank);
     describe(op, e->seq, &slot->desc);
     bool rooted_src = op->kind == FN_OP_BROADCAST || op->kind == FN_OP_SCATTER;
-    if (b == a || (rooted_src && c->rank != op->root))
-        return;
+    if (b == a || (rooted_src && c->rank != op->root)) return;
     const char *src = e->snapshot ? e->snapshot : op->sendbuff;
     char *dst = fn_seg_coll_data(&c->seg, c->rank);
     if (op->redop == FN_REDOP_PREMULSUM)
@@ -138,8 +134,7 @@ static void reduce_slots(const struct fn_exec *e, char *out, size_t off, size_t 
     memmove(out, fn_seg_coll_data(&c->seg, 0) + off, len);
     for (int r = 1; r < c->nranks; r++)
         fn_reduce(out, fn_seg_coll_data(&c->seg, r) + off, len / es, op->dtype, rop);
-    if (op->redop == ncclAvg)
-        fn_divide(out, len / es, op->dtype, c->nranks);
+    if (op->redop == ncclAvg) fn_divide(out, len / es, op->dtype, c->nranks);
 }
 
 /* Copies [lo, hi) ∩ [a, b) of rank r's staged chunk to dst + (x - lo) for each x. */
@@ -159,45 +154,34 @@ static void consume(struct fn_exec *e, size_t a, size_t b)
     int me = c->rank, n = c->nranks;
     char *recv = op->recvbuff;
     size_t blk = op->count * fn_type_size(op->dtype); /* one rank's block of the output */
-    if (a == b)
-        return; /* an empty op: nothing to write, and its buffers may be NULL */
+    if (a == b) return; /* an empty op: nothing to write, and its buffers may be NULL */
     switch (op->kind) {
-    case FN_OP_ALLREDUCE:
-        reduce_slots(e, recv + a, 0, b - a);
-        break;
+    case FN_OP_ALLREDUCE: reduce_slots(e, recv + a, 0, b - a); break;
     case FN_OP_REDUCE:
-        if (me == op->root)
-            reduce_slots(e, recv + a, 0, b - a);
+        if (me == op->root) reduce_slots(e, recv + a, 0, b - a);
         break;
-    case FN_OP_BROADCAST:
-        copy_part(e, op->root, a, b, 0, blk, recv);
-        break;
+    case FN_OP_BROADCAST: copy_part(e, op->root, a, b, 0, blk, recv); break;
     case FN_OP_ALLGATHER:
-        for (int r = 0; r < n; r++)
-            copy_part(e, r, a, b, 0, blk, recv + (size_t)r * blk);
+        for (int r = 0; r < n; r++) copy_part(e, r, a, b, 0, blk, recv + (size_t)r * blk);
         break;
     case FN_OP_GATHER:
         if (me == op->root)
-            for (int r = 0; r < n; r++)
-                copy_part(e, r, a, b, 0, blk, recv + (size_t)r * blk);
+            for (int r = 0; r < n; r++) copy_part(e, r, a, b, 0, blk, recv + (size_t)r * blk);
         break;
     case FN_OP_REDUCESCATTER: {
         size_t lo = (size_t)me * blk, hi = lo + blk;
         size_t x0 = a > lo ? a : lo, x1 = b < hi ? b : hi;
-        if (x0 < x1)
-            reduce_slots(e, recv + (x0 - lo), x0 - a, x1 - x0);
+        if (x0 < x1) reduce_slots(e, recv + (x0 - lo), x0 - a, x1 - x0);
         break;
     }
     case FN_OP_ALLTOALL:
         for (int r = 0; r < n; r++)
-            copy_part(e, r, a, b, (size_t)me * blk, (size_t)(me + 1) * blk,
-                      recv + (size_t)r * blk);
+            copy_part(e, r, a, b, (size_t)me * blk, (size_t)(me + 1) * blk, recv + (size_t)r * blk);
         break;
     case FN_OP_SCATTER:
         copy_part(e, op->root, a, b, (size_t)me * blk, (size_t)(me + 1) * blk, recv);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -207,11 +191,9 @@ static void snapshot_if_needed(struct fn_exec *e)
     const struct fn_op *op = e->op;
     size_t len = linear_bytes(op);
     const char *s = op->sendbuff, *r = op->recvbuff;
-    if (op->kind != FN_OP_ALLTOALL || len == 0 || s >= r + len || r >= s + len)
-        return;
+    if (op->kind != FN_OP_ALLTOALL || len == 0 || s >= r + len || r >= s + len) return;
     e->snapshot = malloc(len);
-    if (e->snapshot)
-        memcpy(e->snapshot, s, len);
+    if (e->snapshot) memcpy(e->snapshot, s, len);
 }
 
 enum fn_step fn_coll_step(struct fn_exec *e)
@@ -219,8 +201,7 @@ enum fn_step fn_coll_step(struct fn_exec *e)
     const struct fn_op *op = e->op;
     struct fn_comm *c = op->comm;
     struct fn_seg *seg = &c->seg;
-    if (fn_exec_interrupted(c) != ncclSuccess)
-        return FN_STEP_FAILED;
+    if (fn_exec_interrupted(c) != ncclSuccess) return FN_STEP_FAILED;
     size_t chunk = seg->hdr->coll_bytes, len = linear_bytes(op);
     size_t a = e->round * chunk, b = a + chunk < len ? a + chunk : len;
     uint64_t t = e->step + e->round;
@@ -228,8 +209,7 @@ enum fn_step fn_coll_step(struct fn_exec *e)
         for (int r = 0; r < c->nranks; r++)
             if (atomic_load_explicit(&fn_seg_coll(seg, r)->done, memory_order_acquire) < t - 1)
                 return FN_STEP_BLOCKED;
-        if (e->round == 0)
-            snapshot_if_needed(e);
+        if (e->round == 0) snapshot_if_needed(e);
         stage(e, a, b);
         atomic_store_explicit(&fn_seg_coll(seg, c->rank)->posted, t, memory_order_release);
         fn_seg_ring(seg);
@@ -239,14 +219,12 @@ enum fn_step fn_coll_step(struct fn_exec *e)
     for (int r = 0; r < c->nranks; r++)
         if (atomic_load_explicit(&fn_seg_coll(seg, r)->posted, memory_order_acquire) < t)
             return FN_STEP_BLOCKED;
-    if (!descs_match(e))
-        return FN_STEP_BLOCKED; /* a mismatch: hang until abort/revoke */
+    if (!descs_match(e)) return FN_STEP_BLOCKED; /* a mismatch: hang until abort/revoke */
     consume(e, a, b);
     atomic_store_explicit(&fn_seg_coll(seg, c->rank)->done, t, memory_order_release);
     fn_seg_ring(seg);
     e->phase = 0;
-    if (++e->round < e->rounds)
-        return FN_STEP_MOVED;
+    if (++e->round < e->rounds) return FN_STEP_MOVED;
     free(e->snapshot);
     e->snapshot = NULL;
     return FN_STEP_DONE;

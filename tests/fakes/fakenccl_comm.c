@@ -33,8 +33,7 @@ static _Atomic(struct fn_comm *) registry;
 struct fn_comm *fn_comm_new(void)
 {
     struct fn_comm *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    if (!c) return NULL;
     c->magic = FN_COMM_MAGIC;
     c->rank = c->nranks = c->dev = -1;
     c->blocking = true;
@@ -51,8 +50,7 @@ struct fn_comm *fn_comm_new(void)
 bool fn_comm_known(const void *p)
 {
     for (struct fn_comm *c = atomic_load(&registry); c; c = c->next)
-        if (c == p)
-            return c->magic == FN_COMM_MAGIC;
+        if (c == p) return c->magic == FN_COMM_MAGIC;
     return false;
 }
 
@@ -80,16 +78,15 @@ ncclResult_t fn_comm_check_handle(struct fn_comm *c, const char *api)
         fn_warn("%s : comm has already been destroyed", api);
         return ncclInvalidArgument;
     case FN_ABORTED:
-        fn_loud("nccl%s on an aborted communicator (rank %d of %d): use after ncclCommAbort",
-                api, c->rank, c->nranks);
+        fn_loud("nccl%s on an aborted communicator (rank %d of %d): use after ncclCommAbort", api,
+                c->rank, c->nranks);
         fn_warn("%s : comm has already been aborted", api);
         return ncclInvalidArgument;
     case FN_FORKED:
         fn_loud("nccl%s in a fork child on a communicator of the parent process", api);
         fn_warn("%s : comm belongs to the parent process", api);
         return ncclInvalidArgument;
-    default:
-        return ncclSuccess;
+    default: return ncclSuccess;
     }
 }
 
@@ -97,18 +94,13 @@ ncclResult_t fn_comm_async(struct fn_comm *c)
 {
     switch (atomic_load(&c->state)) {
     case FN_INITIALIZING:
-    case FN_FINALIZING:
-        return ncclInProgress;
-    case FN_FAILED:
-        return (ncclResult_t)atomic_load(&c->async_err);
-    case FN_REVOKED:
-        return atomic_load(&c->nb_jobs) > 0 ? ncclInProgress : ncclSuccess;
-    default:
-        break;
+    case FN_FINALIZING: return ncclInProgress;
+    case FN_FAILED: return (ncclResult_t)atomic_load(&c->async_err);
+    case FN_REVOKED: return atomic_load(&c->nb_jobs) > 0 ? ncclInProgress : ncclSuccess;
+    default: break;
     }
     ncclResult_t e = (ncclResult_t)atomic_load(&c->async_err);
-    if (e != ncclSuccess)
-        return e;
+    if (e != ncclSuccess) return e;
     pthread_mutex_lock(&c->mu);
     bool peer_failed = fn_seg_peer_failed(&c->seg, c->rank, true) >= 0;
     pthread_mutex_unlock(&c->mu);
@@ -123,8 +115,7 @@ ncclResult_t fn_comm_async(struct fn_comm *c)
 static ncclResult_t ensure_ready(struct fn_comm *c)
 {
     ncclResult_t r = fn_comm_async(c);
-    if (r == ncclSuccess)
-        return r;
+    if (r == ncclSuccess) return r;
     fn_warn("Attempt to use communicator before the previous operation returned ncclSuccess");
     return r == ncclInProgress ? ncclInvalidArgument : r;
 }
@@ -138,32 +129,24 @@ ncclResult_t fn_comm_check(struct fn_comm *c, const char *api)
 ncclResult_t fn_comm_check_op(struct fn_comm *c, const char *api)
 {
     ncclResult_t r = fn_comm_check(c, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     switch (atomic_load(&c->state)) {
-    case FN_REVOKED:
-        fn_warn("%s : communicator is revoked", api);
-        return ncclInvalidUsage;
-    case FN_FINALIZED:
-        fn_warn("%s : communicator is finalized", api);
-        return ncclInvalidUsage;
-    default:
-        return ncclSuccess;
+    case FN_REVOKED: fn_warn("%s : communicator is revoked", api); return ncclInvalidUsage;
+    case FN_FINALIZED: fn_warn("%s : communicator is finalized", api); return ncclInvalidUsage;
+    default: return ncclSuccess;
     }
 }
 
 /* Waits (under mu) until no launched batch and no host function uses c. */
 static void wait_quiet(struct fn_comm *c)
 {
-    while (c->pending > 0 || c->inflight > 0)
-        pthread_cond_wait(&c->cv, &c->mu);
+    while (c->pending > 0 || c->inflight > 0) pthread_cond_wait(&c->cv, &c->mu);
 }
 
 /* Unmaps the segment once nothing in this process uses it. Under mu. */
 static void drop_segment(struct fn_comm *c)
 {
-    while (c->inflight > 0)
-        pthread_cond_wait(&c->cv, &c->mu);
+    while (c->inflight > 0) pthread_cond_wait(&c->cv, &c->mu);
     fn_seg_detach(&c->seg);
 }
 
@@ -211,40 +194,33 @@ static ncclResult_t quiesce(struct fn_comm *c, enum fn_state final_state)
     }
     pthread_mutex_lock(&c->mu);
     wait_quiet(c);
-    if (final_state == FN_FINALIZED)
-        atomic_store(&c->state, FN_FINALIZED);
+    if (final_state == FN_FINALIZED) atomic_store(&c->state, FN_FINALIZED);
     pthread_mutex_unlock(&c->mu);
     return c->blocking ? ncclSuccess : ncclInProgress;
 }
 
 static ncclResult_t comm_finalize(struct fn_comm *c)
 {
-    if (!c)
-        return ncclSuccess;
+    if (!c) return ncclSuccess;
     ncclResult_t r = fn_comm_check(c, "CommFinalize");
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     int st = atomic_load(&c->state);
     if (st == FN_FINALIZED || st == FN_REVOKED) {
         fn_warn("CommFinalize : communicator is already %s",
                 st == FN_REVOKED ? "revoked" : "finalized");
         return ncclInvalidArgument;
     }
-    if ((r = fn_fault_check_call("CommFinalize", c->rank)) != ncclSuccess)
-        return r;
+    if ((r = fn_fault_check_call("CommFinalize", c->rank)) != ncclSuccess) return r;
     atomic_store(&c->state, FN_FINALIZING);
     return quiesce(c, FN_FINALIZED);
 }
 
 static ncclResult_t comm_destroy(struct fn_comm *c)
 {
-    if (!c)
-        return ncclSuccess;
+    if (!c) return ncclSuccess;
     ncclResult_t r = fn_comm_check(c, "CommDestroy");
-    if (r == ncclSuccess)
-        r = fn_fault_check_call("CommDestroy", c->rank);
-    if (r != ncclSuccess)
-        return r;
+    if (r == ncclSuccess) r = fn_fault_check_call("CommDestroy", c->rank);
+    if (r != ncclSuccess) return r;
     pthread_mutex_lock(&c->mu);
     wait_quiet(c); /* NCCL synchronizes its streams: outstanding ops must finish */
     fn_prof_comm_fini(c);
@@ -256,11 +232,9 @@ static ncclResult_t comm_destroy(struct fn_comm *c)
 
 static ncclResult_t comm_abort(struct fn_comm *c)
 {
-    if (!c)
-        return ncclSuccess;
+    if (!c) return ncclSuccess;
     ncclResult_t r = fn_comm_check_handle(c, "CommAbort");
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     fn_prof_comm_fini(c);
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->state, FN_ABORTED);
@@ -273,24 +247,21 @@ static ncclResult_t comm_abort(struct fn_comm *c)
 
 static ncclResult_t comm_revoke(struct fn_comm *c, int flags)
 {
-    if (!c)
-        return ncclSuccess;
+    if (!c) return ncclSuccess;
     if (flags != NCCL_REVOKE_DEFAULT) {
         fn_warn("CommRevoke : revokeFlags %d is not supported", flags);
         return ncclInvalidArgument;
     }
     ncclResult_t r = fn_comm_check_handle(c, "CommRevoke");
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     int st = atomic_load(&c->state);
     if (st != FN_READY) {
-        fn_warn("CommRevoke : communicator is %s", st == FN_REVOKED ? "already revoked"
-                                                  : st == FN_INITIALIZING ? "not initialized"
-                                                                          : "finalized");
+        fn_warn("CommRevoke : communicator is %s", st == FN_REVOKED        ? "already revoked"
+                                                   : st == FN_INITIALIZING ? "not initialized"
+                                                                           : "finalized");
         return ncclInvalidArgument;
     }
-    if ((r = fn_fault_check_call("CommRevoke", c->rank)) != ncclSuccess)
-        return r;
+    if ((r = fn_fault_check_call("CommRevoke", c->rank)) != ncclSuccess) return r;
     pthread_mutex_lock(&c->mu);
     atomic_store(&c->state, FN_REVOKED);
     fn_seg_mark_failed(&c->seg, c->rank, true);
@@ -302,14 +273,12 @@ static ncclResult_t comm_revoke(struct fn_comm *c, int flags)
 static ncclResult_t comm_attr(struct fn_comm *c, int *out, const char *api, const char *what)
 {
     ncclResult_t r = fn_comm_check_handle(c, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     if (!out) {
         fn_warn("%s : %s argument is NULL", api, what);
         return ncclInvalidArgument;
     }
-    if ((r = ensure_ready(c)) != ncclSuccess)
-        return r;
+    if ((r = ensure_ready(c)) != ncclSuccess) return r;
     *out = !strcmp(what, "count") ? c->nranks : !strcmp(what, "devid") ? c->dev : c->rank;
     return ncclSuccess;
 }
@@ -318,8 +287,7 @@ void fn_comm_atfork_child(void)
 {
     for (struct fn_comm *c = atomic_load(&registry); c; c = c->next) {
         int st = atomic_load(&c->state);
-        if (st == FN_ABORTED || st == FN_DESTROYED || st == FN_FORKED)
-            continue;
+        if (st == FN_ABORTED || st == FN_DESTROYED || st == FN_FORKED) continue;
         atomic_store(&c->state, FN_FORKED);
         fn_seg_forget(&c->seg);
     }
@@ -395,8 +363,7 @@ FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asy
         fn_warn("CommGetAsyncError : asyncError argument is NULL");
         r = ncclInvalidArgument;
     }
-    if (r == ncclSuccess)
-        *asyncError = fn_comm_async(c);
+    if (r == ncclSuccess) *asyncError = fn_comm_async(c);
     fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommGetAsyncError")) {
@@ -412,23 +379,23 @@ FN_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asy
 FN_WEAK_ALIAS(ncclCommGetAsyncError);
 
 /* The three attribute getters differ only in their names. */
-#define FN_ATTR_API(Name, arg, what)                                                     \
-    FN_EXPORT ncclResult_t pnccl##Name(const ncclComm_t comm, int *arg)                  \
-    {                                                                                    \
-        struct fn_comm *owner = fn_comm_enter(comm, #Name);                             \
-        ncclResult_t r = comm_attr((struct fn_comm *)comm, arg, #Name, what);            \
-        fn_comm_leave(owner);                                                            \
-        struct fn_logline l;                                                             \
-        if (fn_log_begin(&l, "nccl" #Name)) {                                            \
-            fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);                                   \
-            if (r == ncclSuccess)                                                        \
-                fn_log_fmt(&l, " " #arg "=%d", *arg);                                    \
-            else                                                                         \
-                fn_log_fmt(&l, " " #arg "=%s", arg ? "-" : "null");                      \
-            fn_log_end(&l, r);                                                           \
-        }                                                                                \
-        return r;                                                                        \
-    }                                                                                    \
+#define FN_ATTR_API(Name, arg, what)                                          \
+    FN_EXPORT ncclResult_t pnccl##Name(const ncclComm_t comm, int *arg)       \
+    {                                                                         \
+        struct fn_comm *owner = fn_comm_enter(comm, #Name);                   \
+        ncclResult_t r = comm_attr((struct fn_comm *)comm, arg, #Name, what); \
+        fn_comm_leave(owner);                                                 \
+        struct fn_logline l;                                                  \
+        if (fn_log_begin(&l, "nccl" #Name)) {                                 \
+            fn_log_ptr(&l, "comm", FN_LOG_COMM, comm);                        \
+            if (r == ncclSuccess)                                             \
+                fn_log_fmt(&l, " " #arg "=%d", *arg);                         \
+            else                                                              \
+                fn_log_fmt(&l, " " #arg "=%s", arg ? "-" : "null");           \
+            fn_log_end(&l, r);                                                \
+        }                                                                     \
+        return r;                                                             \
+    }                                                                         \
     FN_WEAK_ALIAS(nccl##Name)
 
 FN_ATTR_API(CommCount, count, "count");

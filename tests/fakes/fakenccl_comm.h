@@ -30,13 +30,13 @@
 enum fn_state {
     FN_INITIALIZING, /* creation still running (nonblocking or inside a group) */
     FN_READY,
-    FN_FINALIZING,   /* ncclCommFinalize waits for outstanding work */
+    FN_FINALIZING, /* ncclCommFinalize waits for outstanding work */
     FN_FINALIZED,
     FN_REVOKED,
-    FN_FAILED,       /* creation failed; async_err has why */
-    FN_ABORTED,      /* final */
-    FN_DESTROYED,    /* final */
-    FN_FORKED,       /* inherited by a fork child: never usable there */
+    FN_FAILED,    /* creation failed; async_err has why */
+    FN_ABORTED,   /* final */
+    FN_DESTROYED, /* final */
+    FN_FORKED,    /* inherited by a fork child: never usable there */
 };
 
 /* A PreMulSum operator made by ncclRedOpCreatePreMulSum. */
@@ -50,8 +50,8 @@ struct fn_redop {
 
 struct fn_comm {
     uint32_t magic;
-    struct fn_comm *next; /* registry link, written once before publication */
-    _Atomic int state;    /* enum fn_state */
+    struct fn_comm *next;  /* registry link, written once before publication */
+    _Atomic int state;     /* enum fn_state */
     _Atomic int async_err; /* ncclResult_t reported by ncclCommGetAsyncError */
 
     /* fixed once creation completed */
@@ -63,30 +63,30 @@ struct fn_comm {
     char name[64]; /* config->commName */
 
     /* execution-time counters, used by stream workers */
-    uint64_t exec_coll_seq;   /* collectives started on the stream, under mu */
-    uint64_t exec_step;       /* staging steps consumed, under mu */
-    uint64_t *exec_send_seq;  /* [nranks] sends started per peer, under mu */
-    uint64_t *exec_recv_seq;  /* [nranks] receives started per peer, under mu */
+    uint64_t exec_coll_seq;  /* collectives started on the stream, under mu */
+    uint64_t exec_step;      /* staging steps consumed, under mu */
+    uint64_t *exec_send_seq; /* [nranks] sends started per peer, under mu */
+    uint64_t *exec_recv_seq; /* [nranks] receives started per peer, under mu */
     _Atomic long completed_ops;
-    _Atomic bool quiesce; /* ncclCommShrink(NCCL_SHRINK_ABORT) ends this rank's running ops */
+    _Atomic bool quiesce;   /* ncclCommShrink(NCCL_SHRINK_ABORT) ends this rank's running ops */
     _Atomic bool connected; /* the first launch's connection setup is done (nonblocking) */
-    _Atomic int callers;            /* API calls inside this comm now (fakenccl_owner.c) */
+    _Atomic int callers;    /* API calls inside this comm now (fakenccl_owner.c) */
     _Atomic(const char *) caller_api; /* the API name of the latest of them */
-    _Atomic bool overlap_reported;  /* the misuse line for overlapping calls was printed */
+    _Atomic bool overlap_reported;    /* the misuse line for overlapping calls was printed */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* broadcast when inflight, pending or nb_jobs drop */
-    int inflight;         /* host functions currently using seg */
-    int pending;          /* launched (not captured) batches not yet finished */
-    _Atomic int nb_jobs;  /* nonblocking launches and jobs not yet finished */
+    pthread_cond_t cv;   /* broadcast when inflight, pending or nb_jobs drop */
+    int inflight;        /* host functions currently using seg */
+    int pending;         /* launched (not captured) batches not yet finished */
+    _Atomic int nb_jobs; /* nonblocking launches and jobs not yet finished */
     /* NCCL's internal stream (enqueue.cc): a launch waits for this comm's earlier ones */
     _Atomic uint64_t order_launched; /* batches launched (not captured), ever */
     uint64_t order_finished;         /* of those, batches finished, under mu */
-    uint64_t ctrl_epoch;  /* control all-gathers joined on this comm */
-    uint64_t child_ordinal; /* splits and shrinks made from this comm */
+    uint64_t ctrl_epoch;             /* control all-gathers joined on this comm */
+    uint64_t child_ordinal;          /* splits and shrinks made from this comm */
     struct fn_redop redops[FN_MAX_REDOPS];
-    void *prof_ctx;          /* the profiler plugin's context (fakenccl_profiler.c) */
-    bool prof_live;          /* its init succeeded and finalize has not run */
+    void *prof_ctx;                /* the profiler plugin's context (fakenccl_profiler.c) */
+    bool prof_live;                /* its init succeeded and finalize has not run */
     _Atomic uint64_t prof_seq[16]; /* NCCL's comm->seqNumber[func]: per collective type */
 };
 

@@ -43,8 +43,7 @@ static long env_long(const char *suffix, long dflt)
 {
     char name[64];
     const char *s = fake_env(suffix, name, sizeof name);
-    if (!s || !*s)
-        return dflt;
+    if (!s || !*s) return dflt;
     char *end;
     long v = strtol(s, &end, 0);
     if (*end) {
@@ -60,10 +59,8 @@ static ncclResult_t env_result(const char *suffix, ncclResult_t dflt)
     char name[64];
     const char *s = fake_env(suffix, name, sizeof name);
     ncclResult_t r;
-    if (!s || !*s)
-        return dflt;
-    if (fn_parse_result(s, &r))
-        return r;
+    if (!s || !*s) return dflt;
+    if (fn_parse_result(s, &r)) return r;
     fn_loud("%s=%s is not an ncclResult_t; using %d", name, s, (int)dflt);
     return dflt;
 }
@@ -86,8 +83,7 @@ static void expand_log_path(const char *in, char *out, size_t cap)
             tmp[0] = *in;
         }
         size_t len = strlen(add);
-        if (n + len >= cap)
-            break;
+        if (n + len >= cap) break;
         memcpy(out + n, add, len);
         n += len;
     }
@@ -108,8 +104,7 @@ static void load(void)
     c.delay_rank = (int)env_long("DELAY_RANK", FN_NO_RANK);
     char name[64];
     s = fake_env("FAIL_OP", name, sizeof name);
-    if (s && *s)
-        snprintf(c.fail_op, sizeof c.fail_op, "%s", strncmp(s, "nccl", 4) ? s : s + 4);
+    if (s && *s) snprintf(c.fail_op, sizeof c.fail_op, "%s", strncmp(s, "nccl", 4) ? s : s + 4);
     c.fail_nth = env_long("FAIL_NTH", 1);
     c.fail_result = env_result("FAIL_RESULT", ncclInternalError);
     c.fail_rank = (int)env_long("FAIL_RANK", FN_NO_RANK);
@@ -122,8 +117,7 @@ static void load(void)
     c.async_rank = (int)env_long("ASYNC_ERROR_RANK", FN_NO_RANK);
     c.async_result = env_result("ASYNC_ERROR_RESULT", ncclRemoteError);
     s = fake_env("CALL_LOG", name, sizeof name);
-    if (s && *s)
-        expand_log_path(s, c.call_log, sizeof c.call_log);
+    if (s && *s) expand_log_path(s, c.call_log, sizeof c.call_log);
     cfg = c;
 }
 
@@ -175,13 +169,10 @@ int fn_fault_rank(int comm_rank)
 ncclResult_t fn_fault_check_call(const char *api, int comm_rank)
 {
     const struct fn_config *c = fn_cfg();
-    if (!c->fail_op[0] || strcmp(api, c->fail_op))
-        return ncclSuccess;
-    if (c->fail_rank != FN_NO_RANK && fn_fault_rank(comm_rank) != c->fail_rank)
-        return ncclSuccess;
+    if (!c->fail_op[0] || strcmp(api, c->fail_op)) return ncclSuccess;
+    if (c->fail_rank != FN_NO_RANK && fn_fault_rank(comm_rank) != c->fail_rank) return ncclSuccess;
     long n = atomic_fetch_add(&fail_calls, 1) + 1;
-    if (n != c->fail_nth)
-        return ncclSuccess;
+    if (n != c->fail_nth) return ncclSuccess;
     fn_warn("fakenccl: injected failure of nccl%s call %ld (fault injection FAIL_OP)", api, n);
     return c->fail_result;
 }

@@ -35,23 +35,23 @@ void fn_mem_atfork(enum fn_fork_phase phase);
 /* ---- configuration (fakenccl_config.c) ---- */
 
 struct fn_config {
-    bool noop;                  /* FAKENCCL_NOOP: ops enqueue nothing */
-    int env_blocking;           /* NCCL_COMM_BLOCKING, or -1 when unset */
-    int proc_rank;              /* RANK, or FN_NO_RANK when unset */
-    int delay_ms;               /* FAKENCCL_DELAY_MS (0: off) */
-    int delay_rank;             /* FAKENCCL_DELAY_RANK (FN_NO_RANK: every rank) */
-    char fail_op[40];           /* FAKENCCL_FAIL_OP ("" : off), without the nccl prefix */
-    long fail_nth;              /* FAKENCCL_FAIL_NTH (default 1) */
-    ncclResult_t fail_result;   /* FAKENCCL_FAIL_RESULT (default ncclInternalError) */
-    int fail_rank;              /* FAKENCCL_FAIL_RANK (FN_NO_RANK: every rank) */
-    long async_after;           /* FAKENCCL_ASYNC_ERROR_AFTER (0: off) */
-    int async_rank;             /* FAKENCCL_ASYNC_ERROR_RANK */
-    ncclResult_t async_result;  /* FAKENCCL_ASYNC_ERROR_RESULT (default ncclRemoteError) */
-    char call_log[512];         /* FAKENCCL_CALL_LOG with %r and %p expanded ("" : off) */
-    int abort_hang_ms;          /* FAKENCCL_ABORT_HANG_MS: ncclCommAbort blocks this long */
-    bool abort_notify;          /* FAKENCCL_ABORT_NOTIFY: peers see an abort as a remote error */
-    bool nb_seeded;             /* FAKENCCL_NB_SEED is set */
-    long nb_seed;               /* FAKENCCL_NB_SEED: mixes ncclSuccess and ncclInProgress */
+    bool noop;                 /* FAKENCCL_NOOP: ops enqueue nothing */
+    int env_blocking;          /* NCCL_COMM_BLOCKING, or -1 when unset */
+    int proc_rank;             /* RANK, or FN_NO_RANK when unset */
+    int delay_ms;              /* FAKENCCL_DELAY_MS (0: off) */
+    int delay_rank;            /* FAKENCCL_DELAY_RANK (FN_NO_RANK: every rank) */
+    char fail_op[40];          /* FAKENCCL_FAIL_OP ("" : off), without the nccl prefix */
+    long fail_nth;             /* FAKENCCL_FAIL_NTH (default 1) */
+    ncclResult_t fail_result;  /* FAKENCCL_FAIL_RESULT (default ncclInternalError) */
+    int fail_rank;             /* FAKENCCL_FAIL_RANK (FN_NO_RANK: every rank) */
+    long async_after;          /* FAKENCCL_ASYNC_ERROR_AFTER (0: off) */
+    int async_rank;            /* FAKENCCL_ASYNC_ERROR_RANK */
+    ncclResult_t async_result; /* FAKENCCL_ASYNC_ERROR_RESULT (default ncclRemoteError) */
+    char call_log[512];        /* FAKENCCL_CALL_LOG with %r and %p expanded ("" : off) */
+    int abort_hang_ms;         /* FAKENCCL_ABORT_HANG_MS: ncclCommAbort blocks this long */
+    bool abort_notify;         /* FAKENCCL_ABORT_NOTIFY: peers see an abort as a remote error */
+    bool nb_seeded;            /* FAKENCCL_NB_SEED is set */
+    long nb_seed;              /* FAKENCCL_NB_SEED: mixes ncclSuccess and ncclInProgress */
 };
 
 /*

@@ -33,20 +33,15 @@ ncclResult_t fn_current_device(CUcontext *ctx, int *dev)
 {
     CUdevice d;
     CUresult r = cuInit(0);
-    if (r != CUDA_SUCCESS)
-        return fn_cuda_error(r, "cuInit");
-    if ((r = cuCtxGetCurrent(ctx)) != CUDA_SUCCESS)
-        return fn_cuda_error(r, "cuCtxGetCurrent");
+    if (r != CUDA_SUCCESS) return fn_cuda_error(r, "cuInit");
+    if ((r = cuCtxGetCurrent(ctx)) != CUDA_SUCCESS) return fn_cuda_error(r, "cuCtxGetCurrent");
     if (!*ctx) {
-        if ((r = cuDeviceGet(&d, 0)) != CUDA_SUCCESS)
-            return fn_cuda_error(r, "cuDeviceGet");
+        if ((r = cuDeviceGet(&d, 0)) != CUDA_SUCCESS) return fn_cuda_error(r, "cuDeviceGet");
         if ((r = cuDevicePrimaryCtxRetain(ctx, d)) != CUDA_SUCCESS)
             return fn_cuda_error(r, "cuDevicePrimaryCtxRetain");
-        if ((r = cuCtxSetCurrent(*ctx)) != CUDA_SUCCESS)
-            return fn_cuda_error(r, "cuCtxSetCurrent");
+        if ((r = cuCtxSetCurrent(*ctx)) != CUDA_SUCCESS) return fn_cuda_error(r, "cuCtxSetCurrent");
     }
-    if ((r = cuCtxGetDevice(&d)) != CUDA_SUCCESS)
-        return fn_cuda_error(r, "cuCtxGetDevice");
+    if ((r = cuCtxGetDevice(&d)) != CUDA_SUCCESS) return fn_cuda_error(r, "cuCtxGetDevice");
     *dev = (int)d;
     return ncclSuccess;
 }
@@ -55,8 +50,7 @@ ncclResult_t fn_device_context(int dev, CUcontext *ctx)
 {
     CUdevice d;
     CUresult r = cuDeviceGet(&d, dev);
-    if (r != CUDA_SUCCESS)
-        return fn_cuda_error(r, "cuDeviceGet");
+    if (r != CUDA_SUCCESS) return fn_cuda_error(r, "cuDeviceGet");
     if ((r = cuDevicePrimaryCtxRetain(ctx, d)) != CUDA_SUCCESS)
         return fn_cuda_error(r, "cuDevicePrimaryCtxRetain");
     return ncclSuccess;
@@ -89,14 +83,13 @@ static void child_key(const uint8_t parent[FN_KEY_BYTES], uint32_t what, uint64_
 }
 
 /* Reads blocking and commName from a config (NULL: inherit from parent, or the default). */
-ncclResult_t fn_parse_config(const ncclConfig_t *cfg, const struct fn_comm *parent,
-                                 bool *blocking, char *name, size_t cap)
+ncclResult_t fn_parse_config(const ncclConfig_t *cfg, const struct fn_comm *parent, bool *blocking,
+                             char *name, size_t cap)
 {
     int env = fn_cfg()->env_blocking;
     *blocking = parent ? parent->blocking : env != 0;
     name[0] = '\0';
-    if (!cfg)
-        return ncclSuccess;
+    if (!cfg) return ncclSuccess;
     if (cfg->magic != FN_CONFIG_MAGIC) {
         fn_warn("ncclConfig_t argument not initialized via the config initializer");
         return ncclInvalidArgument;
@@ -132,8 +125,7 @@ static ncclResult_t join(struct fn_comm *c, const uint8_t key[FN_KEY_BYTES])
 {
     struct fn_seg seg;
     ncclResult_t r = fn_seg_attach(&seg, key, c->nranks, c->rank, c->dev);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     pthread_mutex_lock(&c->mu);
     bool gone = aborted(c);
     if (!gone) {
@@ -147,8 +139,7 @@ static ncclResult_t join(struct fn_comm *c, const uint8_t key[FN_KEY_BYTES])
     }
     for (;;) {
         uint32_t bell = fn_seg_bell(&c->seg);
-        if (atomic_load(&c->seg.hdr->joined) >= (uint32_t)c->nranks)
-            return ncclSuccess;
+        if (atomic_load(&c->seg.hdr->joined) >= (uint32_t)c->nranks) return ncclSuccess;
         if (aborted(c)) {
             fn_warn("fakenccl: communicator aborted while it was being created");
             return ncclInvalidUsage;
@@ -165,12 +156,10 @@ static ncclResult_t ctrl_wait(struct fn_comm *p, const bool *part, bool posted, 
         bool ok = true;
         for (int r = 0; r < p->nranks && ok; r++) {
             struct fn_ctrl_slot *s = fn_seg_ctrl(&p->seg, r);
-            if (part && !part[r])
-                continue;
+            if (part && !part[r]) continue;
             ok = atomic_load_explicit(posted ? &s->posted : &s->done, memory_order_acquire) >= need;
         }
-        if (ok)
-            return ncclSuccess;
+        if (ok) return ncclSuccess;
         int32_t by = fn_seg_peer_failed(&p->seg, p->rank, false);
         if (aborted(p) || (by >= 0 && (!part || part[by]))) {
             fn_warn("fakenccl: the parent communicator was aborted during a split or shrink");
@@ -187,22 +176,17 @@ static ncclResult_t ctrl_allgather(struct fn_comm *p, uint64_t epoch, const bool
     ncclResult_t r;
     pthread_mutex_lock(&p->mu);
     bool usable = p->seg.hdr && !aborted(p);
-    if (usable)
-        p->inflight++;
+    if (usable) p->inflight++;
     pthread_mutex_unlock(&p->mu);
-    if (!usable)
-        return ncclInvalidUsage;
+    if (!usable) return ncclInvalidUsage;
     struct fn_ctrl_slot *me = fn_seg_ctrl(&p->seg, p->rank);
-    if ((r = ctrl_wait(p, part, false, epoch - 1)) != ncclSuccess)
-        goto out;
+    if ((r = ctrl_wait(p, part, false, epoch - 1)) != ncclSuccess) goto out;
     me->rec = *mine;
     atomic_store_explicit(&me->posted, epoch, memory_order_release);
     fn_seg_ring(&p->seg);
-    if ((r = ctrl_wait(p, part, true, epoch)) != ncclSuccess)
-        goto out;
+    if ((r = ctrl_wait(p, part, true, epoch)) != ncclSuccess) goto out;
     for (int i = 0; i < p->nranks; i++)
-        if (!part || part[i])
-            all[i] = fn_seg_ctrl(&p->seg, i)->rec;
+        if (!part || part[i]) all[i] = fn_seg_ctrl(&p->seg, i)->rec;
     atomic_store_explicit(&me->done, epoch, memory_order_release);
     fn_seg_ring(&p->seg);
 out:
@@ -218,14 +202,13 @@ static bool ctrl_agree(const struct fn_create_job *j, const struct fn_ctrl_rec *
                        const bool *part, const char *api)
 {
     for (int i = 0; i < j->parent->nranks; i++) {
-        if (part && !part[i])
-            continue;
+        if (part && !part[i]) continue;
         if (all[i].kind == all[j->parent->rank].kind && all[i].ordinal == j->ordinal &&
             all[i].tag == all[j->parent->rank].tag)
             continue;
         fn_loud("rank %d: %s #%llu mismatch: parent rank %d is in another split or shrink "
-                "(or passed another exclusion list)", j->parent->rank, api,
-                (unsigned long long)j->ordinal, i);
+                "(or passed another exclusion list)",
+                j->parent->rank, api, (unsigned long long)j->ordinal, i);
         fn_warn("fakenccl: %s mismatch between ranks %d and %d", api, j->parent->rank, i);
         return false;
     }
@@ -239,33 +222,25 @@ static ncclResult_t run_split(struct fn_create_job *j)
     struct fn_ctrl_rec *all = calloc((size_t)p->nranks, sizeof *all);
     int *members = calloc((size_t)p->nranks, sizeof *members);
     ncclResult_t r = ncclSystemError;
-    if (!all || !members)
-        goto out;
-    if ((r = ctrl_allgather(p, j->epoch, NULL, &mine, all)) != ncclSuccess)
-        goto out;
+    if (!all || !members) goto out;
+    if ((r = ctrl_allgather(p, j->epoch, NULL, &mine, all)) != ncclSuccess) goto out;
     r = ncclInvalidUsage;
-    if (!ctrl_agree(j, all, NULL, "CommSplit"))
-        goto out;
+    if (!ctrl_agree(j, all, NULL, "CommSplit")) goto out;
     r = ncclSuccess;
-    if (!c)
-        goto out; /* NCCL_SPLIT_NOCOLOR: took part, gets no communicator */
+    if (!c) goto out; /* NCCL_SPLIT_NOCOLOR: took part, gets no communicator */
     int n = 0, me = 0;
     for (int i = 0; i < p->nranks; i++) { /* members of my color, by key then parent rank */
-        if (all[i].a != j->color)
-            continue;
+        if (all[i].a != j->color) continue;
         int at = n;
-        while (at > 0 && all[members[at - 1]].b > all[i].b)
-            at--;
+        while (at > 0 && all[members[at - 1]].b > all[i].b) at--;
         memmove(members + at + 1, members + at, (size_t)(n - at) * sizeof *members);
         members[at] = i;
         n++;
     }
     for (int i = 0; i < n; i++)
-        if (members[i] == p->rank)
-            me = i;
+        if (members[i] == p->rank) me = i;
     r = ncclSystemError;
-    if (!fn_comm_set_size(c, me, n))
-        goto out;
+    if (!fn_comm_set_size(c, me, n)) goto out;
     uint8_t key[FN_KEY_BYTES];
     child_key(p->key, FN_CTRL_SPLIT, j->ordinal, (uint32_t)j->color, key);
     r = join(c, key);
@@ -283,26 +258,19 @@ static ncclResult_t run_shrink(struct fn_create_job *j)
     struct fn_ctrl_rec *all = calloc((size_t)p->nranks, sizeof *all);
     bool *part = calloc((size_t)p->nranks, sizeof *part);
     ncclResult_t r = ncclSystemError;
-    if (!all || !part)
-        goto out;
-    for (int i = 0; i < p->nranks; i++)
-        part[i] = true;
-    for (int k = 0; k < j->nexcl; k++)
-        part[j->excl[k]] = false;
-    if ((r = ctrl_allgather(p, j->epoch, part, &mine, all)) != ncclSuccess)
-        goto out;
+    if (!all || !part) goto out;
+    for (int i = 0; i < p->nranks; i++) part[i] = true;
+    for (int k = 0; k < j->nexcl; k++) part[j->excl[k]] = false;
+    if ((r = ctrl_allgather(p, j->epoch, part, &mine, all)) != ncclSuccess) goto out;
     r = ncclInvalidUsage;
-    if (!ctrl_agree(j, all, part, "CommShrink"))
-        goto out;
+    if (!ctrl_agree(j, all, part, "CommShrink")) goto out;
     int n = 0, me = 0;
     for (int i = 0; i < p->nranks; i++) {
-        if (i == p->rank)
-            me = n;
+        if (i == p->rank) me = n;
         n += part[i];
     }
     r = ncclSystemError;
-    if (!fn_comm_set_size(c, me, n))
-        goto out;
+    if (!fn_comm_set_size(c, me, n)) goto out;
     uint8_t key[FN_KEY_BYTES];
     child_key(p->key, FN_CTRL_SHRINK, j->ordinal, tag, key);
     r = join(c, key);
@@ -336,10 +304,8 @@ static ncclResult_t job_run(struct fn_create_job *j)
         if (r == ncclSuccess)
             fn_prof_comm_init(c); /* ncclProfilerPluginInit, at the end of init (init.cc) */
     }
-    if (j->out && j->kind != JOB_INIT && r == ncclSuccess)
-        *j->out = (ncclComm_t)c;
-    if (j->out && r != ncclSuccess && j->blocking)
-        *j->out = NULL;
+    if (j->out && j->kind != JOB_INIT && r == ncclSuccess) *j->out = (ncclComm_t)c;
+    if (j->out && r != ncclSuccess && j->blocking) *j->out = NULL;
     if (j->parent_busy) {
         pthread_mutex_lock(&j->parent->mu);
         atomic_fetch_sub(&j->parent->nb_jobs, 1);
@@ -380,8 +346,7 @@ static void job_start_async(struct fn_create_job *j)
     }
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, job_thread_detached, j) != 0)
-        job_thread_detached(j);
+    if (pthread_create(&t, &attr, job_thread_detached, j) != 0) job_thread_detached(j);
     pthread_attr_destroy(&attr);
 }
 
@@ -394,14 +359,11 @@ ncclResult_t fn_jobs_run(struct fn_create_job **jobs, int n)
     for (int i = 0; i < n; i++) {
         if (n > 1 && t && started)
             started[i] = pthread_create(&t[i], NULL, job_thread, jobs[i]) == 0;
-        if (!started || !started[i])
-            job_run(jobs[i]);
+        if (!started || !started[i]) job_run(jobs[i]);
     }
     for (int i = 0; i < n; i++) {
-        if (started && started[i])
-            pthread_join(t[i], NULL);
-        if (res == ncclSuccess)
-            res = jobs[i]->result;
+        if (started && started[i]) pthread_join(t[i], NULL);
+        if (res == ncclSuccess) res = jobs[i]->result;
         job_free(jobs[i]);
     }
     free(t);
@@ -412,12 +374,9 @@ ncclResult_t fn_jobs_run(struct fn_create_job **jobs, int n)
 ncclResult_t fn_create_group_end(struct fn_create_job **jobs, int njobs, bool *async)
 {
     *async = false;
-    for (int i = 0; i < njobs; i++)
-        *async |= !jobs[i]->blocking;
-    if (!*async)
-        return fn_jobs_run(jobs, njobs);
-    for (int i = 0; i < njobs; i++)
-        job_start_async(jobs[i]);
+    for (int i = 0; i < njobs; i++) *async |= !jobs[i]->blocking;
+    if (!*async) return fn_jobs_run(jobs, njobs);
+    for (int i = 0; i < njobs; i++) job_start_async(jobs[i]);
     return ncclSuccess;
 }
 
@@ -427,8 +386,7 @@ void fn_create_cancel(struct fn_create_job *j, ncclResult_t why)
         atomic_store(&j->comm->async_err, why);
         atomic_store(&j->comm->state, FN_FAILED);
     }
-    if (j->out && j->blocking)
-        *j->out = NULL;
+    if (j->out && j->blocking) *j->out = NULL;
     job_free(j);
 }
 
@@ -437,8 +395,7 @@ ncclResult_t fn_job_submit(struct fn_create_job *j)
 {
     if (fn_group_depth() > 0) {
         ncclResult_t r = fn_group_add_create(j);
-        if (r != ncclSuccess)
-            fn_create_cancel(j, r);
+        if (r != ncclSuccess) fn_create_cancel(j, r);
         return r;
     }
     if (!j->blocking) {

@@ -13,16 +13,16 @@ enum job_kind { JOB_INIT, JOB_SPLIT, JOB_SHRINK };
 
 struct fn_create_job {
     enum job_kind kind;
-    bool blocking;           /* how the call behaves: wait, or ncclInProgress */
-    struct fn_comm *comm;    /* the new handle; NULL for a NCCL_SPLIT_NOCOLOR split */
-    ncclComm_t *out;         /* init: set to NULL on a blocking failure; split/shrink:
+    bool blocking;             /* how the call behaves: wait, or ncclInProgress */
+    struct fn_comm *comm;      /* the new handle; NULL for a NCCL_SPLIT_NOCOLOR split */
+    ncclComm_t *out;           /* init: set to NULL on a blocking failure; split/shrink:
                                 receives the handle once complete */
-    struct fn_comm *parent;  /* split/shrink */
-    bool parent_busy;        /* the parent's nb_jobs counts this job */
+    struct fn_comm *parent;    /* split/shrink */
+    bool parent_busy;          /* the parent's nb_jobs counts this job */
     uint8_t key[FN_KEY_BYTES]; /* init: from the unique id */
-    int color, skey;         /* split */
-    int *excl, nexcl;        /* shrink, sorted, owned by the job */
-    uint64_t ordinal, epoch; /* split/shrink: child number and control epoch on the parent */
+    int color, skey;           /* split */
+    int *excl, nexcl;          /* shrink, sorted, owned by the job */
+    uint64_t ordinal, epoch;   /* split/shrink: child number and control epoch on the parent */
     ncclResult_t result;
 };
 
@@ -33,8 +33,8 @@ ncclResult_t fn_device_context(int dev, CUcontext *ctx);
 /* The segment key of a unique id: its random part when it carries the fake's tag, else a hash. */
 void fn_key_from_uid(const ncclUniqueId *id, uint8_t key[FN_KEY_BYTES]);
 /* Reads blocking and commName from a config (NULL: inherit from parent, or the default). */
-ncclResult_t fn_parse_config(const ncclConfig_t *cfg, const struct fn_comm *parent,
-                             bool *blocking, char *name, size_t cap);
+ncclResult_t fn_parse_config(const ncclConfig_t *cfg, const struct fn_comm *parent, bool *blocking,
+                             char *name, size_t cap);
 /* Sets rank and size and allocates the per-peer counters; false when out of memory. */
 bool fn_comm_set_size(struct fn_comm *c, int rank, int nranks);
 

@@ -26,7 +26,7 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, int nid, const nc
                               int rank, const ncclConfig_t *config, const char *api)
 {
     bool blocking;
-    char name[sizeof ((struct fn_comm *)0)->name];
+    char name[sizeof((struct fn_comm *)0)->name];
     CUcontext ctx;
     int dev;
     if (!newcomm) {
@@ -39,8 +39,7 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, int nid, const nc
         return ncclInvalidArgument;
     }
     if (nranks > FN_MAX_RANKS) {
-        fn_warn("fakenccl: %d ranks requested; the fake supports %d at most", nranks,
-                FN_MAX_RANKS);
+        fn_warn("fakenccl: %d ranks requested; the fake supports %d at most", nranks, FN_MAX_RANKS);
         return ncclInvalidArgument;
     }
     if (nid < 1 || !ids) {
@@ -48,22 +47,17 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, int nid, const nc
         return ncclInvalidArgument;
     }
     ncclResult_t r = fn_parse_config(config, NULL, &blocking, name, sizeof name);
-    if (r == ncclSuccess)
-        r = fn_fault_check_call(api, rank);
-    if (r == ncclSuccess)
-        r = fn_current_device(&ctx, &dev);
-    if (r != ncclSuccess)
-        return r;
+    if (r == ncclSuccess) r = fn_fault_check_call(api, rank);
+    if (r == ncclSuccess) r = fn_current_device(&ctx, &dev);
+    if (r != ncclSuccess) return r;
     struct fn_comm *c = fn_comm_new();
-    if (!c || !fn_comm_set_size(c, rank, nranks))
-        return no_memory(api);
+    if (!c || !fn_comm_set_size(c, rank, nranks)) return no_memory(api);
     c->dev = dev;
     c->ctx = ctx;
     c->blocking = blocking;
     memcpy(c->name, name, sizeof name);
     struct fn_create_job *j = fn_job_new(JOB_INIT, blocking, c, newcomm);
-    if (!j)
-        return no_memory(api);
+    if (!j) return no_memory(api);
     fn_key_from_uid(&ids[0], j->key);
     *newcomm = (ncclComm_t)c;
     return fn_job_submit(j);
@@ -83,13 +77,10 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
         return ncclInvalidArgument;
     }
     ncclResult_t r = fn_fault_check_call("CommInitAll", FN_NO_RANK);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     CUresult cr = cuInit(0);
-    if (cr == CUDA_SUCCESS)
-        cr = cuDeviceGetCount(&total);
-    if (cr != CUDA_SUCCESS)
-        return fn_cuda_error(cr, "cuDeviceGetCount");
+    if (cr == CUDA_SUCCESS) cr = cuDeviceGetCount(&total);
+    if (cr != CUDA_SUCCESS) return fn_cuda_error(cr, "cuDeviceGetCount");
     for (int i = 0; devlist && i < ndev; i++) {
         if (devlist[i] < 0 || devlist[i] >= total) {
             fn_warn("Invalid device %d (totalnDev=%d)", devlist[i], total);
@@ -102,8 +93,7 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
             }
         }
     }
-    if (ndev == 0)
-        return ncclSuccess;
+    if (ndev == 0) return ncclSuccess;
     struct fn_create_job **jobs = calloc((size_t)ndev, sizeof *jobs);
     if (!jobs || (r = fn_make_unique_id(&id)) != ncclSuccess) {
         free(jobs);
@@ -114,11 +104,11 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
         CUcontext ctx;
         int dev = devlist ? devlist[made] : made;
         struct fn_comm *c = NULL;
-        if ((r = fn_device_context(dev, &ctx)) != ncclSuccess)
-            break;
+        if ((r = fn_device_context(dev, &ctx)) != ncclSuccess) break;
         c = fn_comm_new();
-        jobs[made] = c && fn_comm_set_size(c, made, ndev) ? fn_job_new(JOB_INIT, true, c,
-                                                                       &comms[made]) : NULL;
+        jobs[made] = c && fn_comm_set_size(c, made, ndev)
+                         ? fn_job_new(JOB_INIT, true, c, &comms[made])
+                         : NULL;
         if (!jobs[made]) {
             r = no_memory("CommInitAll");
             break;
@@ -130,18 +120,15 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
         comms[made] = (ncclComm_t)c;
     }
     if (r != ncclSuccess) {
-        for (int i = 0; i < made; i++)
-            fn_create_cancel(jobs[i], r);
-        for (int i = 0; i < ndev; i++)
-            comms[i] = NULL;
+        for (int i = 0; i < made; i++) fn_create_cancel(jobs[i], r);
+        for (int i = 0; i < ndev; i++) comms[i] = NULL;
         free(jobs);
         return r;
     }
     r = fn_jobs_run(jobs, ndev);
     free(jobs);
     if (r != ncclSuccess)
-        for (int i = 0; i < ndev; i++)
-            comms[i] = NULL;
+        for (int i = 0; i < ndev; i++) comms[i] = NULL;
     return r;
 }
 
@@ -149,8 +136,7 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
 static ncclResult_t check_parent(struct fn_comm *p, ncclComm_t *newcomm, const char *api)
 {
     ncclResult_t r = fn_comm_check_handle(p, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     if (!newcomm) {
         fn_warn("%s : newcomm argument is NULL", api);
         return ncclInvalidArgument;
@@ -188,10 +174,8 @@ static ncclResult_t split(struct fn_comm *p, int color, int key, ncclComm_t *new
     bool blocking;
     char name[sizeof p->name];
     ncclResult_t r = check_parent(p, newcomm, "CommSplit");
-    if (r == ncclSuccess)
-        r = fn_comm_check(p, "CommSplit");
-    if (r != ncclSuccess)
-        return r;
+    if (r == ncclSuccess) r = fn_comm_check(p, "CommSplit");
+    if (r != ncclSuccess) return r;
     if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
         fn_warn("CommSplit : invalid color %d", color);
         return ncclInvalidArgument;
@@ -222,10 +206,8 @@ static void quiesce_parent(struct fn_comm *p)
 {
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->quiesce, true);
-    if (p->seg.hdr)
-        fn_seg_ring(&p->seg);
-    while (p->pending > 0 || p->inflight > 0)
-        pthread_cond_wait(&p->cv, &p->mu);
+    if (p->seg.hdr) fn_seg_ring(&p->seg);
+    while (p->pending > 0 || p->inflight > 0) pthread_cond_wait(&p->cv, &p->mu);
     atomic_store(&p->quiesce, false);
     pthread_mutex_unlock(&p->mu);
 }
@@ -267,11 +249,9 @@ static ncclResult_t shrink(struct fn_comm *p, int *excl, int nexcl, ncclComm_t *
     bool blocking;
     char name[sizeof p->name];
     ncclResult_t r = check_parent(p, newcomm, "CommShrink");
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     int *sorted = exclusion_list(p, excl, nexcl, &r);
-    if (!sorted)
-        return r;
+    if (!sorted) return r;
     if (flags & NCCL_SHRINK_ABORT) { /* errors of the parent do not matter, progress does */
         int st = atomic_load(&p->state);
         if (st == FN_INITIALIZING || st == FN_FINALIZING || atomic_load(&p->nb_jobs) > 0) {
@@ -282,16 +262,13 @@ static ncclResult_t shrink(struct fn_comm *p, int *excl, int nexcl, ncclComm_t *
     } else {
         r = fn_comm_check(p, "CommShrink");
     }
-    if (r == ncclSuccess)
-        r = fn_parse_config(config, p, &blocking, name, sizeof name);
-    if (r == ncclSuccess)
-        r = fn_fault_check_call("CommShrink", p->rank);
+    if (r == ncclSuccess) r = fn_parse_config(config, p, &blocking, name, sizeof name);
+    if (r == ncclSuccess) r = fn_fault_check_call("CommShrink", p->rank);
     if (r != ncclSuccess) {
         free(sorted);
         return r;
     }
-    if (flags & NCCL_SHRINK_ABORT)
-        quiesce_parent(p);
+    if (flags & NCCL_SHRINK_ABORT) quiesce_parent(p);
     struct fn_comm *c = new_child(p, blocking, name);
     struct fn_create_job *j = c ? fn_job_new(JOB_SHRINK, blocking, c, newcomm) : NULL;
     if (!j) {
@@ -361,8 +338,7 @@ FN_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks
     if (fn_log_begin(&l, "ncclCommInitRankScalable")) {
         log_newcomm(&l, "newcomm", newcomm, false);
         fn_log_fmt(&l, " nranks=%d myrank=%d nId=%d commIds=", nranks, myrank, nId);
-        if (!commIds)
-            fn_log_fmt(&l, "null");
+        if (!commIds) fn_log_fmt(&l, "null");
         for (int i = 0; commIds && i < nId && i < 64; i++) {
             fn_log_fmt(&l, i ? "," : "[");
             fn_log_id(&l, "", &commIds[i]);
@@ -380,8 +356,7 @@ FN_EXPORT ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *d
     ncclResult_t r = init_all(comm, ndev, devlist);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommInitAll")) {
-        if (!comm)
-            fn_log_fmt(&l, " comm=null");
+        if (!comm) fn_log_fmt(&l, " comm=null");
         for (int i = 0; comm && i < ndev && i < 64; i++) {
             fn_log_fmt(&l, i ? "," : " comm=[");
             fn_log_ptr(&l, "", FN_LOG_COMM, comm[i]);
@@ -420,8 +395,8 @@ FN_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 {
     bool grouped = fn_group_depth() > 0;
     struct fn_comm *owner = fn_comm_enter(comm, "CommShrink");
-    ncclResult_t r = shrink((struct fn_comm *)comm, excludeRanksList, excludeRanksCount,
-                            newcomm, config, shrinkFlags);
+    ncclResult_t r = shrink((struct fn_comm *)comm, excludeRanksList, excludeRanksCount, newcomm,
+                            config, shrinkFlags);
     fn_comm_leave(owner);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommShrink")) {

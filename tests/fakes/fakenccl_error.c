@@ -26,8 +26,7 @@ const char *fn_error_string(ncclResult_t r)
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError:
         return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError:
-        return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
     case ncclInternalError:
         return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
@@ -39,16 +38,15 @@ const char *fn_error_string(ncclResult_t r)
 }
 
 static const char *const result_names[ncclNumResults] = {
-    "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-    "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+    "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+    "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
 
 bool fn_parse_result(const char *s, ncclResult_t *out)
 {
     char *end;
     long v = strtol(s, &end, 0);
     if (*s && *end == '\0') {
-        if (v < 0 || v >= ncclNumResults)
-            return false;
+        if (v < 0 || v >= ncclNumResults) return false;
         *out = (ncclResult_t)v;
         return true;
     }
@@ -77,8 +75,7 @@ void fn_warn(const char *fmt, ...)
         gethostname(host, sizeof host - 1);
         int n = snprintf(line, sizeof line, "%s:%d:%ld NCCL WARN %s\n", host, (int)getpid(),
                          (long)syscall(SYS_gettid), msg);
-        if (n > 0)
-            (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
 }
 
@@ -90,8 +87,7 @@ void fn_loud(const char *fmt, ...)
     va_start(ap, fmt);
     n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof line - 2)
-        n = (int)sizeof line - 2;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
     line[n++] = '\n';
     (void)!write(2, line, (size_t)n);
 }

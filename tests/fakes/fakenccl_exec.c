@@ -21,10 +21,8 @@ static void gpu_delay(const struct fn_batch *b, const bool *held, int ms)
     struct timespec slice = {0, 20 * 1000000L};
     for (int waited = 0; waited < ms; waited += 20) {
         for (int i = 0; i < b->ncomms; i++)
-            if (held[i] && fn_exec_interrupted(b->comms[i]) != ncclSuccess)
-                return;
-        if (ms - waited < 20)
-            slice.tv_nsec = (long)(ms - waited) * 1000000L;
+            if (held[i] && fn_exec_interrupted(b->comms[i]) != ncclSuccess) return;
+        if (ms - waited < 20) slice.tv_nsec = (long)(ms - waited) * 1000000L;
         nanosleep(&slice, NULL);
     }
 }
@@ -33,13 +31,10 @@ static void gpu_delay(const struct fn_batch *b, const bool *held, int ms)
 static int delay_for(const struct fn_batch *b)
 {
     const struct fn_config *cfg = fn_cfg();
-    if (cfg->delay_ms <= 0)
-        return 0;
-    if (cfg->delay_rank == FN_NO_RANK)
-        return cfg->delay_ms;
+    if (cfg->delay_ms <= 0) return 0;
+    if (cfg->delay_rank == FN_NO_RANK) return cfg->delay_ms;
     for (int i = 0; i < b->nops; i++)
-        if (fn_fault_rank(b->ops[i].comm->rank) == cfg->delay_rank)
-            return cfg->delay_ms;
+        if (fn_fault_rank(b->ops[i].comm->rank) == cfg->delay_rank) return cfg->delay_ms;
     return 0;
 }
 
@@ -59,8 +54,7 @@ static bool acquire(struct fn_batch *b, int ci, struct fn_exec *ex, const int *c
         c->inflight++;
         for (int i = 0; i < b->nops; i++) {
             const struct fn_op *op = &b->ops[i];
-            if (comm_of[i] != ci)
-                continue;
+            if (comm_of[i] != ci) continue;
             if (op->kind == FN_OP_SEND) {
                 ex[i].seq = ++c->exec_send_seq[op->root];
             } else if (op->kind == FN_OP_RECV) {
@@ -105,8 +99,7 @@ static void wait_turns(const struct fn_batch *b)
 static bool any_interrupted(const struct fn_batch *b)
 {
     for (int ci = 0; ci < b->ncomms; ci++)
-        if (fn_exec_interrupted(b->comms[ci]) != ncclSuccess)
-            return true;
+        if (fn_exec_interrupted(b->comms[ci]) != ncclSuccess) return true;
     return false;
 }
 
@@ -118,8 +111,7 @@ static bool any_interrupted(const struct fn_batch *b)
 static void join_wait(const struct fn_batch *b, int *count)
 {
     struct fn_join *jn = b->join;
-    if (!jn)
-        return;
+    if (!jn) return;
     pthread_mutex_lock(&jn->mu);
     (*count)++;
     pthread_cond_broadcast(&jn->cv);
@@ -168,8 +160,7 @@ static void release(struct fn_batch *b, int ci, bool held)
 {
     struct fn_comm *c = b->comms[ci];
     pthread_mutex_lock(&c->mu);
-    if (held)
-        c->inflight--;
+    if (held) c->inflight--;
     if (!b->captured) {
         c->pending--;
         c->order_finished++; /* the next launch of c may start */
@@ -183,44 +174,35 @@ static void count_completion(struct fn_comm *c)
 {
     const struct fn_config *cfg = fn_cfg();
     long n = atomic_fetch_add(&c->completed_ops, 1) + 1;
-    if (cfg->async_after <= 0 || n != cfg->async_after)
-        return;
-    if (cfg->async_rank != FN_NO_RANK && fn_fault_rank(c->rank) != cfg->async_rank)
-        return;
+    if (cfg->async_after <= 0 || n != cfg->async_after) return;
+    if (cfg->async_rank != FN_NO_RANK && fn_fault_rank(c->rank) != cfg->async_rank) return;
     fn_comm_set_async(c, cfg->async_result);
     fn_warn("fakenccl: injected asynchronous error %d on rank %d after %ld operations",
             (int)cfg->async_result, c->rank, n);
 }
 
 /* Drives every op until each one is done or failed, sleeping on a doorbell when stuck. */
-static void progress(struct fn_batch *b, struct fn_exec *ex, const int *comm_of,
-                     const bool *held)
+static void progress(struct fn_batch *b, struct fn_exec *ex, const int *comm_of, const bool *held)
 {
     uint32_t *bells = calloc((size_t)b->ncomms, sizeof *bells);
-    if (!bells)
-        return;
+    if (!bells) return;
     for (;;) {
         for (int ci = 0; ci < b->ncomms; ci++)
-            if (held[ci])
-                bells[ci] = fn_seg_bell(&b->comms[ci]->seg);
+            if (held[ci]) bells[ci] = fn_seg_bell(&b->comms[ci]->seg);
         bool moved = false, running = false;
         int wait_ci = -1;
         for (int i = 0; i < b->nops; i++) {
-            if (ex[i].status == FN_STEP_DONE || ex[i].status == FN_STEP_FAILED)
-                continue;
+            if (ex[i].status == FN_STEP_DONE || ex[i].status == FN_STEP_FAILED) continue;
             enum fn_op_kind k = b->ops[i].kind;
             ex[i].status = k == FN_OP_SEND || k == FN_OP_RECV ? fn_p2p_step(&ex[i])
-                                                               : fn_coll_step(&ex[i]);
-            if (ex[i].status == FN_STEP_MOVED)
-                moved = running = true;
+                                                              : fn_coll_step(&ex[i]);
+            if (ex[i].status == FN_STEP_MOVED) moved = running = true;
             if (ex[i].status == FN_STEP_BLOCKED) {
                 running = true;
-                if (wait_ci < 0)
-                    wait_ci = comm_of[i];
+                if (wait_ci < 0) wait_ci = comm_of[i];
             }
         }
-        if (!running)
-            break;
+        if (!running) break;
         if (!moved) /* several comms: a short sleep on one doorbell, then look at all again */
             fn_seg_sleep(&b->comms[wait_ci]->seg, bells[wait_ci], b->ncomms > 1 ? 2 : 200);
     }
@@ -241,40 +223,29 @@ void fn_batch_run(void *arg)
         ex[i].op = &b->ops[i];
         ex[i].status = FN_STEP_MOVED;
         for (int ci = 0; ci < b->ncomms; ci++)
-            if (b->comms[ci] == b->ops[i].comm)
-                comm_of[i] = ci;
+            if (b->comms[ci] == b->ops[i].comm) comm_of[i] = ci;
     }
-    if (b->join)
-        join_wait(b, &b->join->arrived);
+    if (b->join) join_wait(b, &b->join->arrived);
     wait_turns(b);
-    if (b->join)
-        join_turn(b);
-    for (int ci = 0; ci < b->ncomms; ci++)
-        held[ci] = acquire(b, ci, ex, comm_of);
-    if (b->join)
-        join_numbered(b);
+    if (b->join) join_turn(b);
+    for (int ci = 0; ci < b->ncomms; ci++) held[ci] = acquire(b, ci, ex, comm_of);
+    if (b->join) join_numbered(b);
     for (int i = 0; i < b->nops; i++)
-        if (!held[comm_of[i]])
-            ex[i].status = FN_STEP_FAILED;
+        if (!held[comm_of[i]]) ex[i].status = FN_STEP_FAILED;
     int ms = delay_for(b);
-    if (ms > 0)
-        gpu_delay(b, held, ms);
+    if (ms > 0) gpu_delay(b, held, ms);
     for (int i = 0; i < b->nops && !b->captured; i++)
-        if (ex[i].status != FN_STEP_FAILED)
-            fn_prof_kernel_start(&b->ops[i]);
+        if (ex[i].status != FN_STEP_FAILED) fn_prof_kernel_start(&b->ops[i]);
     progress(b, ex, comm_of, held);
     for (int i = 0; i < b->nops; i++) {
         if (!b->captured && ex[i].status == FN_STEP_DONE)
             fn_prof_kernel_stop(&b->ops[i]); /* a kernel that never ends never stops */
         free(ex[i].snapshot);
-        if (ex[i].status == FN_STEP_DONE)
-            count_completion(b->ops[i].comm);
+        if (ex[i].status == FN_STEP_DONE) count_completion(b->ops[i].comm);
     }
-    if (b->join)
-        join_wait(b, &b->join->finished);
+    if (b->join) join_wait(b, &b->join->finished);
 out:
-    for (int ci = 0; ci < b->ncomms; ci++)
-        release(b, ci, held && held[ci]);
+    for (int ci = 0; ci < b->ncomms; ci++) release(b, ci, held && held[ci]);
     free(ex);
     free(comm_of);
     free(held);

@@ -43,14 +43,14 @@ struct fn_op {
     void *recvbuff;
     size_t count;
     ncclDataType_t dtype;
-    int redop;            /* ncclRedOp_t, FN_REDOP_PREMULSUM, or FN_NONE */
-    int root;             /* root, peer for Send/Recv, or FN_NONE */
+    int redop; /* ncclRedOp_t, FN_REDOP_PREMULSUM, or FN_NONE */
+    int root;  /* root, peer for Send/Recv, or FN_NONE */
     struct fn_comm *comm;
     CUstream stream;
     struct fn_redop premul; /* the PreMulSum operator, copied at call time */
-    void *prof_api;       /* the profiler's CollApi/P2pApi handle of the call, or NULL */
-    void *prof_task;      /* its Coll/P2p handle, set at launch (fakenccl_profiler.c) */
-    void *prof_kernel;    /* its KernelCh handle while the op runs */
+    void *prof_api;         /* the profiler's CollApi/P2pApi handle of the call, or NULL */
+    void *prof_task;        /* its Coll/P2p handle, set at launch (fakenccl_profiler.c) */
+    void *prof_kernel;      /* its KernelCh handle while the op runs */
 };
 
 /*
@@ -74,14 +74,14 @@ struct fn_join {
      * a batch failed to launch. */
     int numbered;
     bool unordered;
-    int refs;    /* batches that still hold it */
+    int refs; /* batches that still hold it */
 };
 
 /* The ops of one stream in one launch: run by one host function. */
 struct fn_batch {
     CUstream stream;
-    CUcontext ctx;        /* made current to launch (NULL/legacy streams are per context) */
-    bool captured;        /* recorded into a graph: kept forever, run at each launch */
+    CUcontext ctx; /* made current to launch (NULL/legacy streams are per context) */
+    bool captured; /* recorded into a graph: kept forever, run at each launch */
     int nops;
     struct fn_op *ops;
     int ncomms;
@@ -101,14 +101,14 @@ enum fn_step { FN_STEP_BLOCKED, FN_STEP_MOVED, FN_STEP_DONE, FN_STEP_FAILED };
 
 struct fn_exec {
     const struct fn_op *op;
-    enum fn_step status;  /* BLOCKED/MOVED while running */
-    uint64_t seq;         /* collective seq (0-based) or p2p seq (1-based) */
-    uint64_t step;        /* first staging step of a collective */
+    enum fn_step status; /* BLOCKED/MOVED while running */
+    uint64_t seq;        /* collective seq (0-based) or p2p seq (1-based) */
+    uint64_t step;       /* first staging step of a collective */
     uint64_t rounds, round;
     int phase;
-    size_t pos;           /* bytes moved so far (p2p) */
-    void *snapshot;       /* private copy of an in-place AlltoAll send buffer */
-    bool reported;        /* the mismatch line was printed */
+    size_t pos;     /* bytes moved so far (p2p) */
+    void *snapshot; /* private copy of an in-place AlltoAll send buffer */
+    bool reported;  /* the mismatch line was printed */
 };
 
 /* ---- coll.c / p2p.c: one step of an op's state machine, on a stream worker ---- */

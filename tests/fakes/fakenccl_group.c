@@ -96,21 +96,17 @@ static ncclResult_t group_end(ncclSimInfo_t *sim)
         fn_warn("ncclGroupEnd: not in a group call.");
         return ncclInvalidUsage;
     }
-    if (--g.depth > 0)
-        return ncclSuccess;
+    if (--g.depth > 0) return ncclSuccess;
     struct group_state s = g;
     memset(&g, 0, sizeof g);
     ncclResult_t res = s.err;
     bool async = false;
     if (res != ncclSuccess) {
-        for (int i = 0; i < s.njobs; i++)
-            fn_create_cancel(s.jobs[i], res);
+        for (int i = 0; i < s.njobs; i++) fn_create_cancel(s.jobs[i], res);
     } else {
-        if (s.njobs > 0)
-            res = fn_create_group_end(s.jobs, s.njobs, &async);
+        if (s.njobs > 0) res = fn_create_group_end(s.jobs, s.njobs, &async);
         bool nonblocking = false;
-        for (int i = 0; i < s.nops; i++)
-            nonblocking |= !s.ops[i].comm->blocking;
+        for (int i = 0; i < s.nops; i++) nonblocking |= !s.ops[i].comm->blocking;
         /* a nonblocking group ends on its job thread, which launches without simulating */
         if (sim && !nonblocking)
             sim->estimatedTime = simulate(s.ops, s.nops);
@@ -135,8 +131,7 @@ FN_EXPORT ncclResult_t pncclGroupStart(void)
     g.depth++;
     fn_prof_group_api_start();
     struct fn_logline l;
-    if (fn_log_begin(&l, "ncclGroupStart"))
-        fn_log_end(&l, ncclSuccess);
+    if (fn_log_begin(&l, "ncclGroupStart")) fn_log_end(&l, ncclSuccess);
     return ncclSuccess;
 }
 FN_WEAK_ALIAS(ncclGroupStart);
@@ -146,14 +141,12 @@ FN_EXPORT ncclResult_t pncclGroupEnd(void)
     if (g.depth == 1) { /* FAKENCCL_FAIL_OP=GroupEnd: the outermost end fails, dropping the group */
         int rank = g.nops > 0 ? g.ops[0].comm->rank : FN_NO_RANK;
         ncclResult_t f = fn_fault_check_call("GroupEnd", rank);
-        if (f != ncclSuccess && g.err == ncclSuccess)
-            g.err = f;
+        if (f != ncclSuccess && g.err == ncclSuccess) g.err = f;
     }
     ncclResult_t r = group_end(NULL);
     fn_prof_group_api_stop();
     struct fn_logline l;
-    if (fn_log_begin(&l, "ncclGroupEnd"))
-        fn_log_end(&l, r);
+    if (fn_log_begin(&l, "ncclGroupEnd")) fn_log_end(&l, r);
     return r;
 }
 FN_WEAK_ALIAS(ncclGroupEnd);

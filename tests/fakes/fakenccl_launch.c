@@ -42,12 +42,11 @@ static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct captured {
     struct captured *next;
     struct fn_batch *batch;
-} *cap_head;
+} * cap_head;
 
 static void batch_free(struct fn_batch *b)
 {
-    if (!b)
-        return;
+    if (!b) return;
     free(b->ops);
     free(b->comms);
     free(b->turns);
@@ -58,8 +57,7 @@ static void batch_free(struct fn_batch *b)
 static void add_comm(struct fn_comm **list, int *n, struct fn_comm *c)
 {
     for (int i = 0; i < *n; i++)
-        if (list[i] == c)
-            return;
+        if (list[i] == c) return;
     list[(*n)++] = c;
 }
 
@@ -70,8 +68,7 @@ static int build_batches(const struct fn_op *ops, int nops, struct fn_batch **ou
     for (int i = 0; i < nops; i++) {
         const struct fn_op *op = &ops[i];
         int k = 0;
-        while (k < nb && !(out[k]->stream == op->stream && out[k]->ctx == op->comm->ctx))
-            k++;
+        while (k < nb && !(out[k]->stream == op->stream && out[k]->ctx == op->comm->ctx)) k++;
         if (k == nb) {
             struct fn_batch *b = calloc(1, sizeof *b);
             if (b) {
@@ -92,8 +89,7 @@ static int build_batches(const struct fn_op *ops, int nops, struct fn_batch **ou
     }
     return nb;
 oom:
-    for (int k = 0; k < nb; k++)
-        batch_free(out[k]);
+    for (int k = 0; k < nb; k++) batch_free(out[k]);
     return -1;
 }
 
@@ -101,15 +97,13 @@ oom:
 static CUresult enter_ctx(CUcontext ctx, CUcontext *prev)
 {
     CUresult r = cuCtxGetCurrent(prev);
-    if (r == CUDA_SUCCESS && *prev != ctx)
-        r = cuCtxSetCurrent(ctx);
+    if (r == CUDA_SUCCESS && *prev != ctx) r = cuCtxSetCurrent(ctx);
     return r;
 }
 
 static void leave_ctx(CUcontext ctx, CUcontext prev)
 {
-    if (prev != ctx)
-        cuCtxSetCurrent(prev);
+    if (prev != ctx) cuCtxSetCurrent(prev);
 }
 
 /* Whether b's stream is capturing, asked in b's context. */
@@ -118,8 +112,7 @@ static CUresult capture_state(struct fn_batch *b)
     CUcontext prev;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = enter_ctx(b->ctx, &prev);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (r != CUDA_SUCCESS) return r;
     r = cuStreamIsCapturing(b->stream, &cs);
     leave_ctx(b->ctx, prev);
     b->captured = r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
@@ -149,15 +142,12 @@ static ncclResult_t launch_batch(struct fn_batch *b)
     bool captured = b->captured;
     CUresult r = enter_ctx(ctx, &prev);
     if (r != CUDA_SUCCESS) {
-        if (!captured)
-            add_pending(b, -1);
+        if (!captured) add_pending(b, -1);
         return fn_cuda_error(r, "cuCtxSetCurrent");
     }
     struct captured *keep = captured ? malloc(sizeof *keep) : NULL;
-    r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream, fn_batch_run,
-                                                                        b);
-    if (r != CUDA_SUCCESS && !captured)
-        add_pending(b, -1);
+    r = captured && !keep ? CUDA_ERROR_OUT_OF_MEMORY : cuLaunchHostFunc(b->stream, fn_batch_run, b);
+    if (r != CUDA_SUCCESS && !captured) add_pending(b, -1);
     if (r == CUDA_SUCCESS && keep) {
         keep->batch = b;
         pthread_mutex_lock(&cap_lock);
@@ -176,8 +166,7 @@ static bool share_comm(const struct fn_batch *a, const struct fn_batch *b)
 {
     for (int i = 0; i < a->ncomms; i++)
         for (int k = 0; k < b->ncomms; k++)
-            if (a->comms[i] == b->comms[k])
-                return true;
+            if (a->comms[i] == b->comms[k]) return true;
     return false;
 }
 
@@ -189,29 +178,23 @@ static bool share_comm(const struct fn_batch *a, const struct fn_batch *b)
  */
 static bool make_joins(struct fn_batch **batches, int nb)
 {
-    if (nb < 2)
-        return true;
+    if (nb < 2) return true;
     int *root = calloc((size_t)nb, sizeof *root);
-    if (!root)
-        return false;
-    for (int k = 0; k < nb; k++)
-        root[k] = k;
+    if (!root) return false;
+    for (int k = 0; k < nb; k++) root[k] = k;
     for (int k = 0; k < nb; k++)
         for (int j = 0; j < k; j++) {
             if (batches[k]->captured || batches[j]->captured || !share_comm(batches[j], batches[k]))
                 continue;
             int a = root[j], c = root[k];
             for (int i = 0; i < nb; i++)
-                if (root[i] == c)
-                    root[i] = a;
+                if (root[i] == c) root[i] = a;
         }
     bool ok = true;
     for (int k = 0; k < nb; k++) {
         int n = 0;
-        for (int i = 0; i < nb; i++)
-            n += root[i] == root[k];
-        if (n < 2 || root[k] != k)
-            continue;
+        for (int i = 0; i < nb; i++) n += root[i] == root[k];
+        if (n < 2 || root[k] != k) continue;
         struct fn_join *jn = calloc(1, sizeof *jn);
         if (!jn) {
             ok = false;
@@ -233,8 +216,7 @@ static bool make_joins(struct fn_batch **batches, int nb)
 void fn_join_leave(struct fn_batch *b, bool launched)
 {
     struct fn_join *jn = b->join;
-    if (!jn)
-        return;
+    if (!jn) return;
     b->join = NULL;
     pthread_mutex_lock(&jn->mu);
     if (!launched) {
@@ -255,8 +237,7 @@ void fn_join_leave(struct fn_batch *b, bool launched)
 static int turn_index(const struct fn_batch *b, const struct fn_comm *c)
 {
     for (int ci = 0; !b->captured && ci < b->ncomms; ci++)
-        if (b->comms[ci] == c)
-            return ci;
+        if (b->comms[ci] == c) return ci;
     return -1;
 }
 
@@ -274,18 +255,14 @@ static void take_turns(struct fn_batch **batches, int nb)
         for (int ci = 0; !batches[k]->captured && ci < batches[k]->ncomms; ci++) {
             struct fn_comm *c = batches[k]->comms[ci];
             bool taken = false;
-            for (int j = 0; j < k && !taken; j++)
-                taken = turn_index(batches[j], c) >= 0;
-            if (taken)
-                continue;
+            for (int j = 0; j < k && !taken; j++) taken = turn_index(batches[j], c) >= 0;
+            if (taken) continue;
             uint64_t n = 0;
-            for (int j = k; j < nb; j++)
-                n += turn_index(batches[j], c) >= 0;
+            for (int j = k; j < nb; j++) n += turn_index(batches[j], c) >= 0;
             uint64_t turn = atomic_fetch_add(&c->order_launched, n);
             for (int j = k; j < nb; j++) {
                 int cj = turn_index(batches[j], c);
-                if (cj >= 0)
-                    batches[j]->turns[cj] = turn;
+                if (cj >= 0) batches[j]->turns[cj] = turn;
             }
         }
     }
@@ -299,15 +276,13 @@ static ncclResult_t launch_all(struct fn_batch **batches, int nb)
 {
     for (int k = 0; k < nb; k++) {
         CUresult r = capture_state(batches[k]);
-        if (r != CUDA_SUCCESS)
-            return fn_cuda_error(r, "cuStreamIsCapturing");
+        if (r != CUDA_SUCCESS) return fn_cuda_error(r, "cuStreamIsCapturing");
     }
     take_turns(batches, nb);
     if (!make_joins(batches, nb))
         fn_warn("fakenccl: out of memory joining the streams of a launch: they run apart");
     for (int k = 0; k < nb; k++)
-        if (!batches[k]->captured)
-            add_pending(batches[k], 1);
+        if (!batches[k]->captured) add_pending(batches[k], 1);
     ncclResult_t res = ncclSuccess;
     for (int k = 0; k < nb; k++) {
         struct fn_batch *b = batches[k];
@@ -317,16 +292,14 @@ static ncclResult_t launch_all(struct fn_batch **batches, int nb)
             continue;
         }
         fn_join_leave(b, false);
-        if (res == ncclSuccess)
-            res = r;
+        if (res == ncclSuccess) res = r;
     }
     return res;
 }
 
 static void job_free(struct job *j)
 {
-    for (int i = 0; i < j->nbatches; i++)
-        batch_free(j->batches[i]);
+    for (int i = 0; i < j->nbatches; i++) batch_free(j->batches[i]);
     free(j->batches);
     free(j->comms);
     free(j);
@@ -339,13 +312,11 @@ static void job_free(struct job *j)
 static void run_job(struct job *j)
 {
     ncclResult_t r = ncclSuccess;
-    for (int i = 0; i < j->ncomms && r == ncclSuccess; i++)
-        r = fn_nb_connect(j->comms[i]);
+    for (int i = 0; i < j->ncomms && r == ncclSuccess; i++) r = fn_nb_connect(j->comms[i]);
     if (r == ncclSuccess)
         r = launch_all(j->batches, j->nbatches);
     else
-        for (int i = 0; i < j->ncomms; i++)
-            fn_comm_set_async(j->comms[i], r);
+        for (int i = 0; i < j->ncomms; i++) fn_comm_set_async(j->comms[i], r);
     for (int i = 0; r != ncclSuccess && i < j->nbatches; i++)
         for (int k = 0; j->batches[i] && k < j->batches[i]->ncomms; k++)
             fn_comm_set_async(j->batches[i]->comms[k], r);
@@ -365,12 +336,10 @@ static void *helper_main(void *arg)
     (void)arg;
     for (;;) {
         pthread_mutex_lock(&hq_lock);
-        while (!hq_head)
-            pthread_cond_wait(&hq_cv, &hq_lock);
+        while (!hq_head) pthread_cond_wait(&hq_cv, &hq_lock);
         struct job *j = hq_head;
         hq_head = j->next;
-        if (!hq_head)
-            hq_tail = NULL;
+        if (!hq_head) hq_tail = NULL;
         pthread_mutex_unlock(&hq_lock);
         run_job(j);
     }
@@ -407,15 +376,12 @@ static bool queue_job(struct job *j)
         connected = connected && fn_nb_connected(j->comms[i]);
     }
     if (!connected) {
-        if (start_thread(connect_main, j))
-            return true;
-        for (int i = 0; i < j->ncomms; i++)
-            atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
+        if (start_thread(connect_main, j)) return true;
+        for (int i = 0; i < j->ncomms; i++) atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
         return false;
     }
     pthread_mutex_lock(&hq_lock);
-    if (!hq_running)
-        hq_running = start_thread(helper_main, NULL);
+    if (!hq_running) hq_running = start_thread(helper_main, NULL);
     if (hq_running) {
         if (hq_tail)
             hq_tail->next = j;
@@ -426,8 +392,7 @@ static bool queue_job(struct job *j)
     }
     pthread_mutex_unlock(&hq_lock);
     if (!hq_running)
-        for (int i = 0; i < j->ncomms; i++)
-            atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
+        for (int i = 0; i < j->ncomms; i++) atomic_fetch_sub(&j->comms[i]->nb_jobs, 1);
     return hq_running;
 }
 
@@ -443,8 +408,7 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
         fn_warn("fakenccl: out of memory launching %d operations", nops);
         return ncclSystemError;
     }
-    for (int k = 0; k < nb; k++)
-        fn_prof_launch(batches[k]->ops, batches[k]->nops);
+    for (int k = 0; k < nb; k++) fn_prof_launch(batches[k]->ops, batches[k]->nops);
     for (int i = 0; i < nops; i++) {
         async |= !ops[i].comm->blocking;
         here |= ops[i].stream == CU_STREAM_PER_THREAD;
@@ -454,24 +418,21 @@ ncclResult_t fn_launch(const struct fn_op *ops, int nops, bool group)
         here = capture_state(batches[k]) == CUDA_SUCCESS && batches[k]->captured;
     for (int i = 0; async && here && i < nc; i++)
         if (!comms[i]->blocking)
-            fn_nb_arrive(comms[i]); /* issued without the wait: still counts as arrived */
+            fn_nb_arrive(comms[i]);        /* issued without the wait: still counts as arrived */
     bool quick = async && !here && !group; /* may finish within the call (FAKENCCL_NB_SEED) */
-    for (int i = 0; quick && i < nc; i++)
-        quick = fn_nb_connected(comms[i]);
+    for (int i = 0; quick && i < nc; i++) quick = fn_nb_connected(comms[i]);
     if (quick && fn_nb_done_in_call(comms[0]->rank))
         async = false; /* launched here: the call answers ncclSuccess */
     if (async && !here) {
         struct job *j = calloc(1, sizeof *j);
         if (j) {
             *j = (struct job){NULL, nb, batches, nc, comms};
-            if (queue_job(j))
-                return ncclInProgress;
+            if (queue_job(j)) return ncclInProgress;
             free(j);
         }
     }
     ncclResult_t res = launch_all(batches, nb);
-    for (int k = 0; k < nb; k++)
-        batch_free(batches[k]);
+    for (int k = 0; k < nb; k++) batch_free(batches[k]);
     free(batches);
     free(comms);
     return res == ncclSuccess && async ? ncclInProgress : res;

@@ -45,13 +45,10 @@ static ncclResult_t mem_alloc(void **ptr, size_t size)
     }
     *ptr = NULL;
     ncclResult_t r = fn_fault_check_call("MemAlloc", FN_NO_RANK);
-    if (r != ncclSuccess || size == 0)
-        return r;
-    if ((r = fn_current_device(&ctx, &dev)) != ncclSuccess)
-        return r;
+    if (r != ncclSuccess || size == 0) return r;
+    if ((r = fn_current_device(&ctx, &dev)) != ncclSuccess) return r;
     CUresult cr = cuMemAlloc(&p, size);
-    if (cr != CUDA_SUCCESS)
-        return fn_cuda_error(cr, "cuMemAlloc");
+    if (cr != CUDA_SUCCESS) return fn_cuda_error(cr, "cuMemAlloc");
     *ptr = (void *)(uintptr_t)p;
     return ncclSuccess;
 }
@@ -60,11 +57,9 @@ static ncclResult_t mem_free(void *ptr)
 {
     CUcontext ctx;
     int dev;
-    if (!ptr)
-        return ncclSuccess;
+    if (!ptr) return ncclSuccess;
     ncclResult_t r = fn_current_device(&ctx, &dev);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     CUresult cr = cuMemFree((CUdeviceptr)(uintptr_t)ptr);
     return cr == CUDA_SUCCESS ? ncclSuccess : fn_cuda_error(cr, "cuMemFree");
 }
@@ -73,14 +68,12 @@ static ncclResult_t reg_add(struct fn_comm *c, void *buff, size_t size, bool win
                             const char *api)
 {
     ncclResult_t r = fn_comm_check(c, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     if (!out || !buff) {
         fn_warn("%s : %s argument is NULL", api, out ? "buff" : "handle");
         return ncclInvalidArgument;
     }
-    if ((r = fn_fault_check_call(api, c->rank)) != ncclSuccess)
-        return r;
+    if ((r = fn_fault_check_call(api, c->rank)) != ncclSuccess) return r;
     struct reg *g = calloc(1, sizeof *g);
     if (!g) {
         fn_warn("%s : out of memory", api);
@@ -98,8 +91,7 @@ static ncclResult_t reg_add(struct fn_comm *c, void *buff, size_t size, bool win
 static ncclResult_t reg_remove(struct fn_comm *c, void *handle, bool window, const char *api)
 {
     ncclResult_t r = fn_comm_check_handle(c, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     struct reg *found = NULL;
     pthread_mutex_lock(&reg_lock);
     for (struct reg **p = &regs; *p; p = &(*p)->next) {
@@ -124,8 +116,7 @@ static ncclResult_t redop_create(ncclRedOp_t *op, void *scalar, ncclDataType_t d
 {
     const char *api = "RedOpCreatePreMulSum";
     ncclResult_t r = fn_comm_check(c, api);
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     if (!op || !scalar) {
         fn_warn("%s : %s argument is NULL", api, op ? "scalar" : "op");
         return ncclInvalidArgument;
@@ -141,8 +132,7 @@ static ncclResult_t redop_create(ncclRedOp_t *op, void *scalar, ncclDataType_t d
     int idx = -1;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < FN_MAX_REDOPS && idx < 0; i++) {
-        if (c->redops[i].used)
-            continue;
+        if (c->redops[i].used) continue;
         idx = i;
         struct fn_redop *o = &c->redops[i];
         memset(o, 0, sizeof *o);
@@ -150,13 +140,11 @@ static ncclResult_t redop_create(ncclRedOp_t *op, void *scalar, ncclDataType_t d
         o->dtype = dtype;
         o->residence = residence;
         o->ptr = scalar;
-        if (residence == ncclScalarHostImmediate)
-            memcpy(o->value, scalar, fn_type_size(dtype));
+        if (residence == ncclScalarHostImmediate) memcpy(o->value, scalar, fn_type_size(dtype));
     }
     pthread_mutex_unlock(&c->mu);
     if (idx < 0) {
-        fn_warn("%s : too many reduction operators (%d) on this communicator", api,
-                FN_MAX_REDOPS);
+        fn_warn("%s : too many reduction operators (%d) on this communicator", api, FN_MAX_REDOPS);
         return ncclInvalidUsage;
     }
     *op = (ncclRedOp_t)((int)ncclNumOps + idx);
@@ -166,8 +154,7 @@ static ncclResult_t redop_create(ncclRedOp_t *op, void *scalar, ncclDataType_t d
 static ncclResult_t redop_destroy(ncclRedOp_t op, struct fn_comm *c)
 {
     ncclResult_t r = fn_comm_check_handle(c, "RedOpDestroy");
-    if (r != ncclSuccess)
-        return r;
+    if (r != ncclSuccess) return r;
     if ((int)op < (int)ncclNumOps) {
         fn_warn("ncclRedOpDestroy : operator is a NCCL builtin.");
         return ncclInvalidArgument;
@@ -257,8 +244,7 @@ FN_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size
         fn_warn("CommWindowRegister : invalid winFlags 0x%x", (unsigned)winFlags);
         r = ncclInvalidArgument;
     } else {
-        r = reg_add((struct fn_comm *)comm, buff, size, true, (void **)win,
-                    "CommWindowRegister");
+        r = reg_add((struct fn_comm *)comm, buff, size, true, (void **)win, "CommWindowRegister");
     }
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclCommWindowRegister")) {
@@ -291,8 +277,7 @@ FN_WEAK_ALIAS(ncclCommWindowDeregister);
 
 FN_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
                                                  ncclDataType_t datatype,
-                                                 ncclScalarResidence_t residence,
-                                                 ncclComm_t comm)
+                                                 ncclScalarResidence_t residence, ncclComm_t comm)
 {
     ncclResult_t r = redop_create(op, scalar, datatype, residence, (struct fn_comm *)comm);
     struct fn_logline l;

@@ -25,8 +25,8 @@ ncclResult_t fn_make_unique_id(ncclUniqueId *id)
         static _Atomic uint64_t counter;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t seed[3] = {(uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30),
-                            (uint64_t)getpid(), atomic_fetch_add(&counter, 1)};
+        uint64_t seed[3] = {(uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30), (uint64_t)getpid(),
+                            atomic_fetch_add(&counter, 1)};
         uint64_t h[2] = {fn_hash64(seed, sizeof seed, 11), fn_hash64(seed, sizeof seed, 12)};
         memcpy(rnd, h, sizeof rnd);
     }
@@ -109,8 +109,7 @@ FN_EXPORT void pncclResetDebugInit(void)
 {
     fn_cfg_reload_debug();
     struct fn_logline l;
-    if (fn_log_begin(&l, "ncclResetDebugInit"))
-        fn_log_end_text(&l, "void", false);
+    if (fn_log_begin(&l, "ncclResetDebugInit")) fn_log_end_text(&l, "void", false);
 }
 FN_WEAK_ALIAS(ncclResetDebugInit);
 #pragma GCC diagnostic pop

@@ -41,15 +41,12 @@ static bool all_arrived(struct fn_comm *c)
 
 ncclResult_t fn_nb_connect(struct fn_comm *c)
 {
-    if (fn_nb_connected(c))
-        return ncclSuccess;
+    if (fn_nb_connected(c)) return ncclSuccess;
     pthread_mutex_lock(&c->mu); /* hold the mapping: an abort waits for inflight users */
     ncclResult_t why = fn_exec_interrupted(c);
-    if (why == ncclSuccess)
-        c->inflight++;
+    if (why == ncclSuccess) c->inflight++;
     pthread_mutex_unlock(&c->mu);
-    if (why != ncclSuccess)
-        return why;
+    if (why != ncclSuccess) return why;
     fn_nb_arrive(c);
     for (;;) {
         uint32_t bell = fn_seg_bell(&c->seg);
@@ -57,8 +54,7 @@ ncclResult_t fn_nb_connect(struct fn_comm *c)
             atomic_store_explicit(&c->connected, true, memory_order_release);
             break;
         }
-        if ((why = fn_exec_interrupted(c)) != ncclSuccess)
-            break;
+        if ((why = fn_exec_interrupted(c)) != ncclSuccess) break;
         fn_seg_sleep(&c->seg, bell, 200);
     }
     pthread_mutex_lock(&c->mu);
@@ -72,8 +68,7 @@ bool fn_nb_done_in_call(int rank)
 {
     static _Atomic uint64_t calls; /* nonblocking op calls of this process */
     const struct fn_config *cfg = fn_cfg();
-    if (!cfg->nb_seeded)
-        return false;
+    if (!cfg->nb_seeded) return false;
     uint64_t key[3] = {(uint64_t)cfg->nb_seed, (uint64_t)fn_fault_rank(rank),
                        atomic_fetch_add(&calls, 1)};
     return fn_hash64(key, sizeof key, 0x6e6273656564ull) & 1;

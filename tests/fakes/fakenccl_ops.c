@@ -15,8 +15,8 @@
 
 static bool is_rooted(enum fn_op_kind k)
 {
-    return k == FN_OP_BROADCAST || k == FN_OP_REDUCE || k == FN_OP_GATHER ||
-           k == FN_OP_SCATTER || k == FN_OP_SEND || k == FN_OP_RECV;
+    return k == FN_OP_BROADCAST || k == FN_OP_REDUCE || k == FN_OP_GATHER || k == FN_OP_SCATTER ||
+           k == FN_OP_SEND || k == FN_OP_RECV;
 }
 
 static bool is_reducing(enum fn_op_kind k)
@@ -29,11 +29,27 @@ static void buffers_used(const struct fn_op *op, bool *send, bool *recv)
 {
     bool root = op->root == op->comm->rank;
     switch (op->kind) {
-    case FN_OP_BROADCAST: *send = root; *recv = true; break;
-    case FN_OP_SCATTER: *send = root; *recv = true; break;
-    case FN_OP_REDUCE: case FN_OP_GATHER: *send = true; *recv = root; break;
-    case FN_OP_SEND: *send = true; *recv = false; break;
-    case FN_OP_RECV: *send = false; *recv = true; break;
+    case FN_OP_BROADCAST:
+        *send = root;
+        *recv = true;
+        break;
+    case FN_OP_SCATTER:
+        *send = root;
+        *recv = true;
+        break;
+    case FN_OP_REDUCE:
+    case FN_OP_GATHER:
+        *send = true;
+        *recv = root;
+        break;
+    case FN_OP_SEND:
+        *send = true;
+        *recv = false;
+        break;
+    case FN_OP_RECV:
+        *send = false;
+        *recv = true;
+        break;
     default: *send = *recv = true; break;
     }
 }
@@ -93,10 +109,8 @@ static ncclResult_t check_args(struct fn_op *op, const char *api)
 static ncclResult_t submit(struct fn_op *op, const char *api, const char *fault_api)
 {
     ncclResult_t r = fn_comm_check_op(op->comm, api);
-    if (r == ncclSuccess)
-        r = check_args(op, api);
-    if (r == ncclSuccess)
-        r = fn_fault_check_call(fault_api, op->comm->rank);
+    if (r == ncclSuccess) r = check_args(op, api);
+    if (r == ncclSuccess) r = fn_fault_check_call(fault_api, op->comm->rank);
     if (r != ncclSuccess) {
         fn_group_note_error(r);
         return r;
@@ -107,16 +121,20 @@ static ncclResult_t submit(struct fn_op *op, const char *api, const char *fault_
     return r;
 }
 
-static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbuff,
-                        size_t count, ncclDataType_t dtype, int redop, int root,
-                        ncclComm_t comm, cudaStream_t stream, const char *api,
-                        const char *fault_api)
+static ncclResult_t run(enum fn_op_kind kind, const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t dtype, int redop, int root, ncclComm_t comm,
+                        cudaStream_t stream, const char *api, const char *fault_api)
 {
-    if (fn_cfg()->noop)
-        return ncclSuccess;
-    struct fn_op op = {.kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff,
-                       .count = count, .dtype = dtype, .redop = redop, .root = root,
-                       .comm = (struct fn_comm *)comm, .stream = (CUstream)stream};
+    if (fn_cfg()->noop) return ncclSuccess;
+    struct fn_op op = {.kind = kind,
+                       .sendbuff = sendbuff,
+                       .recvbuff = recvbuff,
+                       .count = count,
+                       .dtype = dtype,
+                       .redop = redop,
+                       .root = root,
+                       .comm = (struct fn_comm *)comm,
+                       .stream = (CUstream)stream};
     struct fn_comm *owner = fn_comm_enter(comm, api);
     ncclResult_t r = submit(&op, api, fault_api);
     fn_comm_leave(owner);
@@ -152,8 +170,8 @@ FN_EXPORT ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size
                                       ncclDataType_t datatype, int root, ncclComm_t comm,
                                       cudaStream_t stream)
 {
-    ncclResult_t r = run(FN_OP_BROADCAST, sendbuff, recvbuff, count, datatype, FN_NONE, root,
-                         comm, stream, "Broadcast", "Broadcast");
+    ncclResult_t r = run(FN_OP_BROADCAST, sendbuff, recvbuff, count, datatype, FN_NONE, root, comm,
+                         stream, "Broadcast", "Broadcast");
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclBroadcast")) {
         fn_log_ptr(&l, "sendbuff", FN_LOG_BUF, sendbuff);
@@ -168,8 +186,8 @@ FN_WEAK_ALIAS(ncclBroadcast);
 FN_EXPORT ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                   ncclComm_t comm, cudaStream_t stream)
 {
-    ncclResult_t r = run(FN_OP_BROADCAST, buff, buff, count, datatype, FN_NONE, root, comm,
-                         stream, "Broadcast", "Bcast");
+    ncclResult_t r = run(FN_OP_BROADCAST, buff, buff, count, datatype, FN_NONE, root, comm, stream,
+                         "Broadcast", "Bcast");
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclBcast")) {
         fn_log_ptr(&l, "buff", FN_LOG_BUF, buff);
@@ -190,8 +208,7 @@ FN_EXPORT ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t 
     if (fn_log_begin(&l, "ncclReduce")) {
         fn_log_ptr(&l, "sendbuff", FN_LOG_BUF, sendbuff);
         fn_log_ptr(&l, "recvbuff", FN_LOG_BUF, recvbuff);
-        fn_log_fmt(&l, " count=%zu datatype=%d op=%d root=%d", count, (int)datatype, (int)op,
-                   root);
+        fn_log_fmt(&l, " count=%zu datatype=%d op=%d root=%d", count, (int)datatype, (int)op, root);
         log_tail(&l, comm, stream, r);
     }
     return r;
@@ -199,11 +216,10 @@ FN_EXPORT ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t 
 FN_WEAK_ALIAS(ncclReduce);
 
 FN_EXPORT ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                                      ncclDataType_t datatype, ncclComm_t comm,
-                                      cudaStream_t stream)
+                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    ncclResult_t r = run(FN_OP_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, FN_NONE,
-                         FN_NONE, comm, stream, "AllGather", "AllGather");
+    ncclResult_t r = run(FN_OP_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, FN_NONE, FN_NONE,
+                         comm, stream, "AllGather", "AllGather");
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclAllGather")) {
         fn_log_ptr(&l, "sendbuff", FN_LOG_BUF, sendbuff);
@@ -216,8 +232,8 @@ FN_EXPORT ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size
 FN_WEAK_ALIAS(ncclAllGather);
 
 FN_EXPORT ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                          ncclDataType_t datatype, ncclRedOp_t op,
-                                          ncclComm_t comm, cudaStream_t stream)
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                          cudaStream_t stream)
 {
     ncclResult_t r = run(FN_OP_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op,
                          FN_NONE, comm, stream, "ReduceScatter", "ReduceScatter");
@@ -234,19 +250,18 @@ FN_WEAK_ALIAS(ncclReduceScatter);
 
 /* AlltoAll, Gather and Scatter share one shape: buffers, count, type (and a root). */
 #define FN_COUNT_OP(Name, KIND, has_root)                                                    \
-    FN_EXPORT ncclResult_t pnccl##Name(const void *sendbuff, void *recvbuff, size_t count,  \
-                                       ncclDataType_t datatype, int root, ncclComm_t comm,  \
-                                       cudaStream_t stream)                                 \
+    FN_EXPORT ncclResult_t pnccl##Name(const void *sendbuff, void *recvbuff, size_t count,   \
+                                       ncclDataType_t datatype, int root, ncclComm_t comm,   \
+                                       cudaStream_t stream)                                  \
     {                                                                                        \
         ncclResult_t r = run(KIND, sendbuff, recvbuff, count, datatype, FN_NONE, root, comm, \
-                             stream, #Name, #Name);                                         \
+                             stream, #Name, #Name);                                          \
         struct fn_logline l;                                                                 \
         if (fn_log_begin(&l, "nccl" #Name)) {                                                \
             fn_log_ptr(&l, "sendbuff", FN_LOG_BUF, sendbuff);                                \
             fn_log_ptr(&l, "recvbuff", FN_LOG_BUF, recvbuff);                                \
             fn_log_fmt(&l, " count=%zu datatype=%d", count, (int)datatype);                  \
-            if (has_root)                                                                    \
-                fn_log_fmt(&l, " root=%d", root);                                            \
+            if (has_root) fn_log_fmt(&l, " root=%d", root);                                  \
             log_tail(&l, comm, stream, r);                                                   \
         }                                                                                    \
         return r;                                                                            \
@@ -257,8 +272,7 @@ FN_COUNT_OP(Gather, FN_OP_GATHER, true);
 FN_COUNT_OP(Scatter, FN_OP_SCATTER, true);
 
 FN_EXPORT ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-                                     ncclDataType_t datatype, ncclComm_t comm,
-                                     cudaStream_t stream)
+                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     ncclResult_t r = run(FN_OP_ALLTOALL, sendbuff, recvbuff, count, datatype, FN_NONE, FN_NONE,
                          comm, stream, "AlltoAll", "AlltoAll");
@@ -276,8 +290,8 @@ FN_WEAK_ALIAS(ncclAlltoAll);
 FN_EXPORT ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                  int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    ncclResult_t r = run(FN_OP_SEND, sendbuff, NULL, count, datatype, FN_NONE, peer, comm,
-                         stream, "Send", "Send");
+    ncclResult_t r = run(FN_OP_SEND, sendbuff, NULL, count, datatype, FN_NONE, peer, comm, stream,
+                         "Send", "Send");
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclSend")) {
         fn_log_ptr(&l, "sendbuff", FN_LOG_BUF, sendbuff);
@@ -291,8 +305,8 @@ FN_WEAK_ALIAS(ncclSend);
 FN_EXPORT ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                  ncclComm_t comm, cudaStream_t stream)
 {
-    ncclResult_t r = run(FN_OP_RECV, NULL, recvbuff, count, datatype, FN_NONE, peer, comm,
-                         stream, "Recv", "Recv");
+    ncclResult_t r = run(FN_OP_RECV, NULL, recvbuff, count, datatype, FN_NONE, peer, comm, stream,
+                         "Recv", "Recv");
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclRecv")) {
         fn_log_ptr(&l, "recvbuff", FN_LOG_BUF, recvbuff);

@@ -15,8 +15,7 @@
 struct fn_comm *fn_comm_enter(ncclComm_t comm, const char *api)
 {
     struct fn_comm *c = (struct fn_comm *)comm;
-    if (!c || !fn_comm_known(c))
-        return NULL;
+    if (!c || !fn_comm_known(c)) return NULL;
     int inside = atomic_fetch_add_explicit(&c->callers, 1, memory_order_acq_rel);
     const char *other = atomic_exchange_explicit(&c->caller_api, api, memory_order_acq_rel);
     if (inside > 0 && !c->blocking &&
@@ -29,6 +28,5 @@ struct fn_comm *fn_comm_enter(ncclComm_t comm, const char *api)
 
 void fn_comm_leave(struct fn_comm *c)
 {
-    if (c)
-        atomic_fetch_sub_explicit(&c->callers, 1, memory_order_acq_rel);
+    if (c) atomic_fetch_sub_explicit(&c->callers, 1, memory_order_acq_rel);
 }

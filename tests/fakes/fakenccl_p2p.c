@@ -18,15 +18,14 @@
 static void mismatch_line(struct fn_exec *e, const struct fn_p2p_chan *ch)
 {
     const struct fn_op *op = e->op;
-    if (e->reported)
-        return;
+    if (e->reported) return;
     e->reported = true;
     if (op->kind == FN_OP_RECV)
         fn_loud("rank %d: Recv #%llu mismatch: this rank receives count=%zu datatype=%s from "
                 "rank %d, which sends count=%llu datatype=%s; the operation hangs on both "
-                "ranks, as NCCL would", op->comm->rank, (unsigned long long)e->seq - 1,
-                op->count, fn_type_name(op->dtype), op->root, (unsigned long long)ch->count,
-                fn_type_name((ncclDataType_t)ch->dtype));
+                "ranks, as NCCL would",
+                op->comm->rank, (unsigned long long)e->seq - 1, op->count, fn_type_name(op->dtype),
+                op->root, (unsigned long long)ch->count, fn_type_name((ncclDataType_t)ch->dtype));
     else
         fn_loud("rank %d: Send #%llu mismatch: rank %d expects another count or datatype than "
                 "count=%zu datatype=%s; the operation hangs on both ranks, as NCCL would",
@@ -35,8 +34,7 @@ static void mismatch_line(struct fn_exec *e, const struct fn_p2p_chan *ch)
 }
 
 /* Moves bytes between a user buffer and a ring at cumulative position pos (wrapping). */
-static void ring_copy(char *ring, uint64_t cap, uint64_t pos, char *user, size_t len,
-                      bool to_ring)
+static void ring_copy(char *ring, uint64_t cap, uint64_t pos, char *user, size_t len, bool to_ring)
 {
     size_t off = (size_t)(pos % cap), first = len < cap - off ? len : (size_t)(cap - off);
     if (to_ring) {
@@ -81,12 +79,11 @@ static enum fn_step send_step(struct fn_exec *e)
             e->pos += k;
             fn_seg_ring(&c->seg);
         }
-        if (e->pos == bytes)
-            e->phase = 2;
+        if (e->pos == bytes) e->phase = 2;
         return k > 0 || e->phase == 2 ? FN_STEP_MOVED : FN_STEP_BLOCKED;
     }
     return atomic_load_explicit(&ch->acked, memory_order_acquire) >= e->seq ? FN_STEP_DONE
-                                                                           : FN_STEP_BLOCKED;
+                                                                            : FN_STEP_BLOCKED;
 }
 
 static enum fn_step recv_step(struct fn_exec *e)
@@ -109,8 +106,7 @@ static enum fn_step recv_step(struct fn_exec *e)
         }
         e->phase = 1;
     }
-    if (e->phase == 3)
-        return FN_STEP_BLOCKED; /* mismatched: hang until abort/revoke */
+    if (e->phase == 3) return FN_STEP_BLOCKED; /* mismatched: hang until abort/revoke */
     uint64_t tail = atomic_load_explicit(&ch->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&ch->head, memory_order_acquire);
     size_t avail = (size_t)(head - tail), left = bytes - e->pos;
@@ -121,8 +117,7 @@ static enum fn_step recv_step(struct fn_exec *e)
         e->pos += k;
         fn_seg_ring(&c->seg);
     }
-    if (e->pos < bytes)
-        return k > 0 ? FN_STEP_MOVED : FN_STEP_BLOCKED;
+    if (e->pos < bytes) return k > 0 ? FN_STEP_MOVED : FN_STEP_BLOCKED;
     atomic_store_explicit(&ch->acked, e->seq, memory_order_release);
     fn_seg_ring(&c->seg);
     return FN_STEP_DONE;
@@ -130,7 +125,6 @@ static enum fn_step recv_step(struct fn_exec *e)
 
 enum fn_step fn_p2p_step(struct fn_exec *e)
 {
-    if (fn_exec_interrupted(e->op->comm) != ncclSuccess)
-        return FN_STEP_FAILED;
+    if (fn_exec_interrupted(e->op->comm) != ncclSuccess) return FN_STEP_FAILED;
     return e->op->kind == FN_OP_SEND ? send_step(e) : recv_step(e);
 }

@@ -24,8 +24,7 @@
 /* NCCL's tryOpenLib: STATIC_PLUGIN (any prefix of it, any case) is the global scope. */
 static void *try_open(const char *name)
 {
-    if (!name || !*name)
-        return NULL;
+    if (!name || !*name) return NULL;
     if (!strncasecmp(name, "STATIC_PLUGIN", strlen(name)))
         return dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
     return dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -61,21 +60,17 @@ static const struct env_v1 *env_plugin;
 
 static void env_fini(void)
 {
-    if (env_plugin && env_plugin->finalize)
-        env_plugin->finalize();
+    if (env_plugin && env_plugin->finalize) env_plugin->finalize();
 }
 
 static void env_load(void)
 {
     const char *name = getenv("NCCL_ENV_PLUGIN"); /* read before any plugin: plain getenv */
-    if (name && !strcasecmp(name, "none"))
-        return;
+    if (name && !strcasecmp(name, "none")) return;
     void *h = fn_plugin_open("libnccl-env", name);
     const struct env_v1 *p = h ? dlsym(h, "ncclEnvPlugin_v1") : NULL;
-    if (!p)
-        return; /* "unsupported": NCCL goes on with its own getenv */
-    if (p->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX) != ncclSuccess)
-        return;
+    if (!p) return; /* "unsupported": NCCL goes on with its own getenv */
+    if (p->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX) != ncclSuccess) return;
     env_plugin = p;
     atexit(env_fini);
 }

@@ -18,9 +18,17 @@
 
 /* Event type bits (nccl_profiler.h). */
 enum {
-    P_GROUP = 1 << 0, P_COLL = 1 << 1, P_P2P = 1 << 2, P_PROXY_OP = 1 << 3,
-    P_PROXY_STEP = 1 << 4, P_KERNEL_CH = 1 << 6, P_NET = 1 << 7, P_GROUP_API = 1 << 8,
-    P_COLL_API = 1 << 9, P_P2P_API = 1 << 10, P_KERNEL_LAUNCH = 1 << 11,
+    P_GROUP = 1 << 0,
+    P_COLL = 1 << 1,
+    P_P2P = 1 << 2,
+    P_PROXY_OP = 1 << 3,
+    P_PROXY_STEP = 1 << 4,
+    P_KERNEL_CH = 1 << 6,
+    P_NET = 1 << 7,
+    P_GROUP_API = 1 << 8,
+    P_COLL_API = 1 << 9,
+    P_P2P_API = 1 << 10,
+    P_KERNEL_LAUNCH = 1 << 11,
 };
 #define P_KERNEL_CH_STOP 22 /* ncclProfilerKernelChStop */
 /* What turns each event on: the event's bit or that of any event below it (profiler.cc). */
@@ -39,18 +47,53 @@ struct p_descr_v5 {
     void *parent;
     int rank;
     union {
-        struct { bool graph_captured; int group_depth; } group_api;
-        struct { const char *func; size_t count; const char *dtype; int root; void *stream;
-                 bool graph_captured; } coll_api;
-        struct { const char *func; size_t count; const char *dtype; void *stream;
-                 bool graph_captured; } p2p_api;
-        struct { void *stream; } kernel_launch;
-        struct { uint64_t seq; const char *func; const void *sendbuff; void *recvbuff;
-                 size_t count; int root; const char *dtype; uint8_t nchannels, nwarps;
-                 const char *algo, *proto; void *parent_group; } coll;
-        struct { const char *func; void *buff; const char *dtype; size_t count; int peer;
-                 uint8_t nchannels; void *parent_group; } p2p;
-        struct { uint8_t channel; uint64_t ptimer; } kernel_ch;
+        struct {
+            bool graph_captured;
+            int group_depth;
+        } group_api;
+        struct {
+            const char *func;
+            size_t count;
+            const char *dtype;
+            int root;
+            void *stream;
+            bool graph_captured;
+        } coll_api;
+        struct {
+            const char *func;
+            size_t count;
+            const char *dtype;
+            void *stream;
+            bool graph_captured;
+        } p2p_api;
+        struct {
+            void *stream;
+        } kernel_launch;
+        struct {
+            uint64_t seq;
+            const char *func;
+            const void *sendbuff;
+            void *recvbuff;
+            size_t count;
+            int root;
+            const char *dtype;
+            uint8_t nchannels, nwarps;
+            const char *algo, *proto;
+            void *parent_group;
+        } coll;
+        struct {
+            const char *func;
+            void *buff;
+            const char *dtype;
+            size_t count;
+            int peer;
+            uint8_t nchannels;
+            void *parent_group;
+        } p2p;
+        struct {
+            uint8_t channel;
+            uint64_t ptimer;
+        } kernel_ch;
         char v6_room[96]; /* v6's ceColl member is the largest: keep its size */
     };
 };
@@ -61,16 +104,38 @@ struct p_descr_v4 {
     void *parent;
     int rank;
     union {
-        struct { uint64_t seq; const char *func; const void *sendbuff; void *recvbuff;
-                 size_t count; int root; const char *dtype; uint8_t nchannels, nwarps;
-                 const char *algo, *proto; } coll;
-        struct { const char *func; void *buff; const char *dtype; size_t count; int peer;
-                 uint8_t nchannels; } p2p;
-        struct { uint8_t channel; uint64_t ptimer; } kernel_ch;
+        struct {
+            uint64_t seq;
+            const char *func;
+            const void *sendbuff;
+            void *recvbuff;
+            size_t count;
+            int root;
+            const char *dtype;
+            uint8_t nchannels, nwarps;
+            const char *algo, *proto;
+        } coll;
+        struct {
+            const char *func;
+            void *buff;
+            const char *dtype;
+            size_t count;
+            int peer;
+            uint8_t nchannels;
+        } p2p;
+        struct {
+            uint8_t channel;
+            uint64_t ptimer;
+        } kernel_ch;
     };
 };
 
-typedef union { struct { uint64_t ptimer; } kernel_ch; char room[16]; } p_state_args;
+typedef union {
+    struct {
+        uint64_t ptimer;
+    } kernel_ch;
+    char room[16];
+} p_state_args;
 
 /* ncclProfiler_v4_t .. v6_t (v4's init has no commName/nNodes/nranks/rank/logfn order
  * change: it is init(ctx, mask*, commName, commHash, nNodes, nranks, rank, logfn)). */
@@ -107,8 +172,8 @@ static int cur_mask(void)
     return __atomic_load_n(&mask, __ATOMIC_RELAXED);
 }
 
-static void fake_log(int level, unsigned long flags, const char *file, int line,
-                     const char *fmt, ...)
+static void fake_log(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                     ...)
 {
     (void)level, (void)flags, (void)file, (void)line, (void)fmt;
 }
@@ -117,39 +182,33 @@ static void load(void)
 {
     const char *name = fn_getenv("NCCL_PROFILER_PLUGIN");
     load_state = -1;
-    if (name && !strcasecmp(name, "none"))
-        return;
+    if (name && !strcasecmp(name, "none")) return;
     void *h = fn_plugin_open("libnccl-profiler", name);
-    if (!h)
-        return;
+    if (!h) return;
     static const char *const syms[] = {"ncclProfiler_v6", "ncclProfiler_v5", "ncclProfiler_v4",
                                        "ncclProfiler_v3", "ncclProfiler_v2", "ncclProfiler_v1"};
     for (int i = 0; i < 6; i++) {
         void *s = dlsym(h, syms[i]);
-        if (!s)
-            continue;
+        if (!s) continue;
         version = 6 - i;
         if (version >= 5)
             v56 = s;
         else if (version == 4)
             v4 = s;
         else
-            fn_loud("profiler plugin API v%d found in %s: this fake drives v4 to v6 only",
-                    version, name ? name : "libnccl-profiler.so");
+            fn_loud("profiler plugin API v%d found in %s: this fake drives v4 to v6 only", version,
+                    name ? name : "libnccl-profiler.so");
         break;
     }
-    if (v56 || v4)
-        load_state = 1;
+    if (v56 || v4) load_state = 1;
 }
 
 void fn_prof_comm_init(struct fn_comm *c)
 {
     pthread_mutex_lock(&load_lock);
-    if (!load_state)
-        load();
+    if (!load_state) load();
     pthread_mutex_unlock(&load_lock);
-    if (load_state != 1)
-        return;
+    if (load_state != 1) return;
     uint64_t hash = fn_hash64(c->key, sizeof c->key, 0);
     const char *name = c->name[0] ? c->name : NULL;
     int err = v56 ? v56->init(&c->prof_ctx, hash, &mask, name, 1, c->nranks, c->rank, fake_log)
@@ -159,8 +218,7 @@ void fn_prof_comm_init(struct fn_comm *c)
 
 void fn_prof_comm_fini(struct fn_comm *c)
 {
-    if (!c->prof_live)
-        return;
+    if (!c->prof_live) return;
     c->prof_live = false;
     if (v56)
         v56->finalize(c->prof_ctx);
@@ -171,15 +229,13 @@ void fn_prof_comm_fini(struct fn_comm *c)
 static void *start(struct fn_comm *c, struct p_descr_v5 *d)
 {
     void *h = NULL;
-    if (!c->prof_live)
-        return NULL;
+    if (!c->prof_live) return NULL;
     if (v56) {
         v56->start(c->prof_ctx, &h, d);
         return h;
     }
     /* v4 knows no API events and no KernelLaunch: NCCL's v4 adapter drops them */
-    if (d->type & (P_GROUP_API | P_COLL_API | P_P2P_API | P_KERNEL_LAUNCH))
-        return NULL;
+    if (d->type & (P_GROUP_API | P_COLL_API | P_P2P_API | P_KERNEL_LAUNCH)) return NULL;
     struct p_descr_v4 o;
     memset(&o, 0, sizeof o);
     o.type = (uint8_t)d->type;
@@ -218,9 +274,9 @@ static bool is_p2p(const struct fn_op *op)
 /* NCCL's ncclFuncToString names. */
 static const char *func_name(const struct fn_op *op)
 {
-    static const char *const n[] = {"AllReduce", "Broadcast", "Reduce", "AllGather",
-                                    "ReduceScatter", "AllToAll", "Gather", "Scatter", "Send",
-                                    "Recv"};
+    static const char *const n[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                    "ReduceScatter", "AllToAll",  "Gather", "Scatter",
+                                    "Send",          "Recv"};
     return n[op->kind];
 }
 
@@ -248,10 +304,10 @@ void *fn_prof_api_start(const struct fn_op *op)
 {
     struct fn_comm *c = op->comm;
     int m = cur_mask();
-    if (load_state != 1 || !c->prof_live)
-        return NULL;
+    if (load_state != 1 || !c->prof_live) return NULL;
     struct p_descr_v5 d;
-    if (!group_api && (m & P_ON_GROUP_API)) { /* the outermost group, or the call's implicit one (group.cc) */
+    if (!group_api &&
+        (m & P_ON_GROUP_API)) { /* the outermost group, or the call's implicit one (group.cc) */
         memset(&d, 0, sizeof d);
         d.type = P_GROUP_API;
         d.rank = c->rank;
@@ -261,8 +317,7 @@ void *fn_prof_api_start(const struct fn_op *op)
     memset(&d, 0, sizeof d);
     d.parent = group_api;
     d.rank = c->rank;
-    if (!(m & (is_p2p(op) ? P_ON_P2P_API : P_ON_COLL_API)))
-        return NULL;
+    if (!(m & (is_p2p(op) ? P_ON_P2P_API : P_ON_COLL_API))) return NULL;
     if (is_p2p(op)) {
         d.type = P_P2P_API;
         d.p2p_api.func = func_name(op), d.p2p_api.count = op->count;
@@ -287,8 +342,7 @@ void fn_prof_api_stop(void *handle)
 
 void fn_prof_launch(struct fn_op *ops, int nops)
 {
-    if (load_state != 1)
-        return;
+    if (load_state != 1) return;
     struct fn_comm *c = ops[0].comm;
     struct p_descr_v5 d;
     memset(&d, 0, sizeof d);
@@ -302,8 +356,8 @@ void fn_prof_launch(struct fn_op *ops, int nops)
         d.rank = op->comm->rank;
         if (is_p2p(op)) {
             d.type = P_P2P;
-            d.p2p.func = func_name(op), d.p2p.buff = op->kind == FN_OP_SEND
-                                                         ? (void *)op->sendbuff : op->recvbuff;
+            d.p2p.func = func_name(op),
+            d.p2p.buff = op->kind == FN_OP_SEND ? (void *)op->sendbuff : op->recvbuff;
             d.p2p.dtype = fn_type_name(op->dtype), d.p2p.count = op->count;
             d.p2p.peer = op->root, d.p2p.nchannels = 1, d.p2p.parent_group = group;
         } else {
@@ -327,16 +381,14 @@ void fn_prof_launch(struct fn_op *ops, int nops)
         stop(start(c, &d));
     }
     /* the plan is enqueued: Coll and P2p stop here, before the GPU runs them */
-    for (int i = 0; i < nops; i++)
-        stop(ops[i].prof_task);
+    for (int i = 0; i < nops; i++) stop(ops[i].prof_task);
     stop(group);
 }
 
 void fn_prof_kernel_start(struct fn_op *op)
 {
     op->prof_kernel = NULL;
-    if (load_state != 1 || !op->prof_task || !(cur_mask() & P_KERNEL_CH))
-        return;
+    if (load_state != 1 || !op->prof_task || !(cur_mask() & P_KERNEL_CH)) return;
     struct p_descr_v5 d;
     memset(&d, 0, sizeof d);
     d.type = P_KERNEL_CH;
@@ -350,8 +402,7 @@ void fn_prof_kernel_start(struct fn_op *op)
 void fn_prof_kernel_stop(struct fn_op *op)
 {
     void *h = op->prof_kernel;
-    if (!h)
-        return;
+    if (!h) return;
     op->prof_kernel = NULL;
     p_state_args a;
     memset(&a, 0, sizeof a);

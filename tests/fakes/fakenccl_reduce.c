@@ -52,11 +52,9 @@ static uint32_t mini_encode(double x, const struct minifloat *m)
     uint32_t max_finite = m->has_inf ? ((emax - 1) << m->mbits) | (one - 1)
                                      : (emax << m->mbits) | (one - 2);
     uint32_t overflow = m->has_inf ? emax << m->mbits : max_finite;
-    if (isnan(x))
-        return sign | (emax << m->mbits) | (one - 1);
+    if (isnan(x)) return sign | (emax << m->mbits) | (one - 1);
     double a = fabs(x);
-    if (isinf(a))
-        return sign | overflow;
+    if (isinf(a)) return sign | overflow;
     if (a < ldexp(1.0, 1 - m->bias)) /* subnormal; rounding may reach the smallest normal */
         return sign | (uint32_t)rint(a / ldexp(1.0, 1 - m->bias - m->mbits));
     int e;
@@ -66,8 +64,7 @@ static uint32_t mini_encode(double x, const struct minifloat *m)
         q = one;
         biased++;
     }
-    if (biased > (long)emax)
-        return sign | overflow;
+    if (biased > (long)emax) return sign | overflow;
     uint32_t code = ((uint32_t)biased << m->mbits) | ((uint32_t)q - one);
     return sign | (code > max_finite ? overflow : code);
 }
@@ -75,19 +72,28 @@ static uint32_t mini_encode(double x, const struct minifloat *m)
 size_t fn_type_size(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
     default: return 0;
     }
 }
 
 const char *fn_type_name(ncclDataType_t t)
 {
-    static const char *const names[ncclNumTypes] = {
-        "int8", "uint8", "int32", "uint32", "int64", "uint64",
-        "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+    static const char *const names[ncclNumTypes] = {"int8",     "uint8",      "int32",
+                                                    "uint32",   "int64",      "uint64",
+                                                    "float16",  "float32",    "float64",
+                                                    "bfloat16", "float8e4m3", "float8e5m2"};
     return (unsigned)t < ncclNumTypes ? names[t] : "invalid";
 }
 
@@ -113,36 +119,36 @@ static double combine_f(double a, double b, ncclRedOp_t op)
 }
 
 /* Reduction loop for an integer type T whose unsigned twin is U (wrapping sum and product). */
-#define REDUCE_INT(T, U)                                                     \
-    do {                                                                     \
-        T *a = acc;                                                          \
-        const T *s = src;                                                    \
-        for (size_t i = 0; i < n; i++) {                                     \
-            switch (op) {                                                    \
-            case ncclProd: a[i] = (T)((U)a[i] * (U)s[i]); break;             \
-            case ncclMax: a[i] = a[i] > s[i] ? a[i] : s[i]; break;           \
-            case ncclMin: a[i] = a[i] < s[i] ? a[i] : s[i]; break;           \
-            default: a[i] = (T)((U)a[i] + (U)s[i]); break;                   \
-            }                                                                \
-        }                                                                    \
+#define REDUCE_INT(T, U)                                           \
+    do {                                                           \
+        T *a = acc;                                                \
+        const T *s = src;                                          \
+        for (size_t i = 0; i < n; i++) {                           \
+            switch (op) {                                          \
+            case ncclProd: a[i] = (T)((U)a[i] * (U)s[i]); break;   \
+            case ncclMax: a[i] = a[i] > s[i] ? a[i] : s[i]; break; \
+            case ncclMin: a[i] = a[i] < s[i] ? a[i] : s[i]; break; \
+            default: a[i] = (T)((U)a[i] + (U)s[i]); break;         \
+            }                                                      \
+        }                                                          \
     } while (0)
 
-#define REDUCE_FLOAT(T)                                                      \
-    do {                                                                     \
-        T *a = acc;                                                          \
-        const T *s = src;                                                    \
-        for (size_t i = 0; i < n; i++)                                       \
-            a[i] = (T)combine_f(a[i], s[i], op);                             \
+#define REDUCE_FLOAT(T)                                                     \
+    do {                                                                    \
+        T *a = acc;                                                         \
+        const T *s = src;                                                   \
+        for (size_t i = 0; i < n; i++) a[i] = (T)combine_f(a[i], s[i], op); \
     } while (0)
 
 /* Reduction loop for a minifloat stored in W-bit words. */
-#define REDUCE_MINI(W)                                                       \
-    do {                                                                     \
-        uint##W##_t *a = acc;                                                \
-        const uint##W##_t *s = src;                                          \
-        for (size_t i = 0; i < n; i++)                                       \
-            a[i] = (uint##W##_t)mini_encode(                                 \
-                combine_f(mini_decode(a[i], m), mini_decode(s[i], m), op), m); \
+#define REDUCE_MINI(W)                                                                            \
+    do {                                                                                          \
+        uint##W##_t *a = acc;                                                                     \
+        const uint##W##_t *s = src;                                                               \
+        for (size_t i = 0; i < n; i++)                                                            \
+            a[i] = (uint##W##_t)mini_encode(combine_f(mini_decode(a[i], m), mini_decode(s[i], m), \
+                                                      op),                                        \
+                                            m);                                                   \
     } while (0)
 
 void fn_reduce(void *acc, const void *src, size_t n, ncclDataType_t t, ncclRedOp_t op)
@@ -157,8 +163,10 @@ void fn_reduce(void *acc, const void *src, size_t n, ncclDataType_t t, ncclRedOp
     case ncclUint64: REDUCE_INT(uint64_t, uint64_t); break;
     case ncclFloat32: REDUCE_FLOAT(float); break;
     case ncclFloat64: REDUCE_FLOAT(double); break;
-    case ncclFloat16: case ncclBfloat16: REDUCE_MINI(16); break;
-    case ncclFloat8e4m3: case ncclFloat8e5m2: REDUCE_MINI(8); break;
+    case ncclFloat16:
+    case ncclBfloat16: REDUCE_MINI(16); break;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: REDUCE_MINI(8); break;
     default: break;
     }
 }
@@ -166,35 +174,30 @@ void fn_reduce(void *acc, const void *src, size_t n, ncclDataType_t t, ncclRedOp
 void fn_scale(void *dst, const void *src, size_t n, ncclDataType_t t, const void *scalar)
 {
     size_t es = fn_type_size(t);
-    if (es == 0)
-        return;
-    if (dst != src)
-        memmove(dst, src, n * es);
+    if (es == 0) return;
+    if (dst != src) memmove(dst, src, n * es);
     /* multiply by the scalar one element at a time: the scalar is a 1-element "peer" */
-    for (size_t i = 0; i < n; i++)
-        fn_reduce((char *)dst + i * es, scalar, 1, t, ncclProd);
+    for (size_t i = 0; i < n; i++) fn_reduce((char *)dst + i * es, scalar, 1, t, ncclProd);
 }
 
 /* Division for integer and binary floating types (the usual conversions do the rest). */
-#define DIVIDE_PLAIN(T)                                                      \
-    do {                                                                     \
-        T *b = buf;                                                          \
-        for (size_t i = 0; i < n; i++)                                       \
-            b[i] = (T)(b[i] / divisor);                                      \
+#define DIVIDE_PLAIN(T)                                            \
+    do {                                                           \
+        T *b = buf;                                                \
+        for (size_t i = 0; i < n; i++) b[i] = (T)(b[i] / divisor); \
     } while (0)
 
-#define DIVIDE_MINI(W)                                                       \
-    do {                                                                     \
-        uint##W##_t *b = buf;                                                \
-        for (size_t i = 0; i < n; i++)                                       \
+#define DIVIDE_MINI(W)                                                          \
+    do {                                                                        \
+        uint##W##_t *b = buf;                                                   \
+        for (size_t i = 0; i < n; i++)                                          \
             b[i] = (uint##W##_t)mini_encode(mini_decode(b[i], m) / divisor, m); \
     } while (0)
 
 void fn_divide(void *buf, size_t n, ncclDataType_t t, int divisor)
 {
     const struct minifloat *m = minifloat_of(t);
-    if (divisor <= 0)
-        return;
+    if (divisor <= 0) return;
     switch (t) {
     case ncclInt8: DIVIDE_PLAIN(int8_t); break;
     case ncclUint8: DIVIDE_PLAIN(uint8_t); break;
@@ -204,8 +207,10 @@ void fn_divide(void *buf, size_t n, ncclDataType_t t, int divisor)
     case ncclUint64: DIVIDE_PLAIN(uint64_t); break;
     case ncclFloat32: DIVIDE_PLAIN(float); break;
     case ncclFloat64: DIVIDE_PLAIN(double); break;
-    case ncclFloat16: case ncclBfloat16: DIVIDE_MINI(16); break;
-    case ncclFloat8e4m3: case ncclFloat8e5m2: DIVIDE_MINI(8); break;
+    case ncclFloat16:
+    case ncclBfloat16: DIVIDE_MINI(16); break;
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: DIVIDE_MINI(8); break;
     default: break;
     }
 }

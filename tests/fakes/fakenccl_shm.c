@@ -82,12 +82,10 @@ static void nap_ms(int ms)
 static bool abandoned(int fd)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(struct fn_seg_hdr))
-        return false;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(struct fn_seg_hdr)) return false;
     size_t len = (size_t)st.st_size < (size_t)(1u << 20) ? (size_t)st.st_size : (1u << 20);
     const struct fn_seg_hdr *h = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED)
-        return false;
+    if (h == MAP_FAILED) return false;
     bool dead = false;
     if (atomic_load(&h->magic) == FN_SEG_MAGIC && h->version == FN_SEG_VERSION &&
         h->off_ranks + (uint64_t)h->nranks * sizeof(struct fn_rank_info) <= len &&
@@ -95,8 +93,7 @@ static bool abandoned(int fd)
         const struct fn_rank_info *ri = (const void *)((const char *)h + h->off_ranks);
         int claimed = 0, alive = 0;
         for (uint32_t r = 0; r < h->nranks; r++) {
-            if (!atomic_load(&((struct fn_rank_info *)&ri[r])->present))
-                continue;
+            if (!atomic_load(&((struct fn_rank_info *)&ri[r])->present)) continue;
             claimed++;
             alive += kill(ri[r].pid, 0) == 0 || errno != ESRCH;
         }
@@ -114,18 +111,14 @@ static bool abandoned(int fd)
 static void sweep_abandoned(void)
 {
     DIR *d = opendir("/dev/shm");
-    if (!d)
-        return;
+    if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
         char name[sizeof e->d_name + 1];
-        if (strncmp(e->d_name, "fakenccl-", 9))
-            continue;
+        if (strncmp(e->d_name, "fakenccl-", 9)) continue;
         snprintf(name, sizeof name, "/%s", e->d_name);
         int fd = shm_open(name, O_RDONLY, 0);
-        if (fd < 0)
-            continue;
-        if (abandoned(fd))
-            shm_unlink(name);
+        if (fd < 0) continue;
+        if (abandoned(fd)) shm_unlink(name);
         close(fd);
     }
     closedir(d);
@@ -169,10 +162,8 @@ static ncclResult_t open_seg(struct fn_seg *seg, int fd, int nranks, double dead
             fn_warn("fakenccl: fstat of %s failed: %s", seg->name, strerror(errno));
             return ncclSystemError;
         }
-        if (st.st_size >= (off_t)sizeof(struct fn_seg_hdr))
-            break;
-        if (now_s() > deadline)
-            goto timeout;
+        if (st.st_size >= (off_t)sizeof(struct fn_seg_hdr)) break;
+        if (now_s() > deadline) goto timeout;
         nap_ms(1);
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -190,8 +181,8 @@ static ncclResult_t open_seg(struct fn_seg *seg, int fd, int nranks, double dead
     }
     if (h->version != FN_SEG_VERSION || h->nranks != (uint32_t)nranks ||
         h->total_bytes != (uint64_t)st.st_size) {
-        fn_warn("fakenccl: communicator %s has %u ranks but this rank was told %d",
-                seg->name, h->nranks, nranks);
+        fn_warn("fakenccl: communicator %s has %u ranks but this rank was told %d", seg->name,
+                h->nranks, nranks);
         munmap(p, (size_t)st.st_size);
         return ncclInvalidUsage;
     }
@@ -219,19 +210,16 @@ ncclResult_t fn_seg_attach(struct fn_seg *seg, const uint8_t key[FN_KEY_BYTES], 
             close(fd);
             break;
         }
-        if (errno != EEXIST)
-            goto sys_fail;
+        if (errno != EEXIST) goto sys_fail;
         fd = shm_open(seg->name, O_RDWR, 0);
         if (fd < 0 && errno == ENOENT)
             continue; /* unlinked between our two opens: try to create it again */
-        if (fd < 0)
-            goto sys_fail;
+        if (fd < 0) goto sys_fail;
         res = open_seg(seg, fd, nranks, deadline);
         close(fd);
         break;
     }
-    if (res != ncclSuccess)
-        return res;
+    if (res != ncclSuccess) return res;
     struct fn_seg_hdr *h = seg->hdr;
     struct fn_rank_info *ri = fn_seg_rank(seg, rank);
     int32_t expected = 0;
@@ -246,8 +234,7 @@ ncclResult_t fn_seg_attach(struct fn_seg *seg, const uint8_t key[FN_KEY_BYTES], 
     atomic_fetch_add(&h->attached, 1);
     if (atomic_fetch_add(&h->joined, 1) + 1 == (uint32_t)nranks) {
         int32_t zero = 0;
-        if (atomic_compare_exchange_strong(&h->unlinked, &zero, 1))
-            shm_unlink(seg->name);
+        if (atomic_compare_exchange_strong(&h->unlinked, &zero, 1)) shm_unlink(seg->name);
     }
     fn_seg_ring(seg);
     return ncclSuccess;
@@ -259,13 +246,11 @@ sys_fail:
 void fn_seg_detach(struct fn_seg *seg)
 {
     struct fn_seg_hdr *h = seg->hdr;
-    if (!h)
-        return;
+    if (!h) return;
     fn_seg_ring(seg);
     if (atomic_fetch_sub(&h->attached, 1) == 1) {
         int32_t zero = 0;
-        if (atomic_compare_exchange_strong(&h->unlinked, &zero, 1))
-            shm_unlink(seg->name);
+        if (atomic_compare_exchange_strong(&h->unlinked, &zero, 1)) shm_unlink(seg->name);
     }
     munmap(h, seg->size);
     seg->hdr = NULL;
@@ -273,8 +258,7 @@ void fn_seg_detach(struct fn_seg *seg)
 
 void fn_seg_forget(struct fn_seg *seg)
 {
-    if (seg->hdr)
-        munmap(seg->hdr, seg->size);
+    if (seg->hdr) munmap(seg->hdr, seg->size);
     seg->hdr = NULL;
 }
 
@@ -311,8 +295,7 @@ static uint64_t now_ns(void)
 void fn_seg_mark_failed(const struct fn_seg *seg, int rank, bool revoke)
 {
     struct fn_seg_hdr *h = seg->hdr;
-    if (!h)
-        return;
+    if (!h) return;
     uint64_t none_ns = 0;
     atomic_compare_exchange_strong(&h->failed_ns, &none_ns, now_ns());
     int32_t none = -1;
@@ -323,13 +306,10 @@ void fn_seg_mark_failed(const struct fn_seg *seg, int rank, bool revoke)
 int32_t fn_seg_peer_failed(const struct fn_seg *seg, int self, bool revokes)
 {
     struct fn_seg_hdr *h = seg->hdr;
-    if (!h || !fn_cfg()->abort_notify)
-        return -1;
+    if (!h || !fn_cfg()->abort_notify) return -1;
     uint64_t t = atomic_load(&h->failed_ns);
-    if (t == 0 || now_ns() - t < (uint64_t)FN_ABORT_NOTIFY_MS * 1000000u)
-        return -1;
+    if (t == 0 || now_ns() - t < (uint64_t)FN_ABORT_NOTIFY_MS * 1000000u) return -1;
     int32_t by = atomic_load(&h->aborted_by);
-    if ((by < 0 || by == self) && revokes)
-        by = atomic_load(&h->revoked_by);
+    if ((by < 0 || by == self) && revokes) by = atomic_load(&h->revoked_by);
     return by == self ? -1 : by;
 }

@@ -35,9 +35,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     setenv("WORLD_SIZE", "64", 1);
     setenv("LOCAL_WORLD_SIZE", "8", 1);
     setenv("SLURM_JOB_NAME", "train-fuzz", 1);
-    static const char *const names[] = {"NCCL_BUFFSIZE", "NCCL_IB_TC", "NCCL_MIN_NRINGS",
-                                        "NCCL_MAX_NCHANNELS", "NCCL_DEBUG", "NCCL_IB_HCA",
-                                        "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL", "NCCL_MIN_CTAS"};
+    static const char *const names[] = {"NCCL_BUFFSIZE",      "NCCL_IB_TC",     "NCCL_MIN_NRINGS",
+                                        "NCCL_MAX_NCHANNELS", "NCCL_DEBUG",     "NCCL_IB_HCA",
+                                        "NCCL_IB_DISABLE",    "NCCL_P2P_LEVEL", "NCCL_MIN_CTAS"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         ncclguard_known_add(&known, names[i], strlen(names[i]));
     return 0;
@@ -85,8 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long need = ncclguard_config_json(NULL, 0), got = ncclguard_config_json(json, sizeof json);
     if (got < 0 ? strcmp(json, "{}") != 0 : got != need || strlen(json) != (size_t)got) abort();
     const struct ng_settings *s = ncclguard_settings();
-    double t = ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, NG_OP_ALLGATHER,
-                                   (uint64_t)size << 20);
+    double t = ncclguard_timeout_s(s, NG_TIMEOUT_FIRST_OP, NG_OP_ALLGATHER, (uint64_t)size << 20);
     if (t < 0 || ncclguard_action_after_s(s, NG_ACTION_KILL, t) < 0) abort();
     audit_lines(data, size);
     return 0;

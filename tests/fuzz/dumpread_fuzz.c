@@ -44,7 +44,13 @@ static int same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "differ: %s\n", #c); abort(); } } while (0)
+#define CHECK(c)                                 \
+    do {                                         \
+        if (!(c)) {                              \
+            fprintf(stderr, "differ: %s\n", #c); \
+            abort();                             \
+        }                                        \
+    } while (0)
 
 static void same_ops(const struct dr_dump *a, const struct dr_dump *b)
 {

@@ -65,8 +65,9 @@ static double get_ctx_ns(CUstream s)
 static void probe_capture(CUstream s)
 {
     /* cuGraphGetNodes: by name, so that this builds against the fake driver. */
-    CUresult (*get_nodes)(CUgraph, CUgraphNode *, size_t *) =
-        (CUresult(*)(CUgraph, CUgraphNode *, size_t *))dlsym(RTLD_DEFAULT, "cuGraphGetNodes");
+    CUresult (*get_nodes)(CUgraph, CUgraphNode *,
+                          size_t *) = (CUresult(*)(CUgraph, CUgraphNode *,
+                                                   size_t *))dlsym(RTLD_DEFAULT, "cuGraphGetNodes");
     CUevent ev;
     CUdeviceptr buf;
     if (cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) || cuMemAlloc(&buf, 8)) return;
@@ -83,8 +84,8 @@ static void probe_capture(CUstream s)
     }
     CUresult query = cuEventQuery(ev);
     CUgraphExec exec;
-    CUresult launch = g[1] && !cuGraphInstantiateWithFlags(&exec, g[1], 0)
-                          ? cuGraphLaunch(exec, s) : CUDA_ERROR_UNKNOWN;
+    CUresult launch = g[1] && !cuGraphInstantiateWithFlags(&exec, g[1], 0) ? cuGraphLaunch(exec, s)
+                                                                           : CUDA_ERROR_UNKNOWN;
     cuStreamSynchronize(s);
     CUresult after_launch = cuEventQuery(ev);
     cuEventRecord(ev, s);
@@ -94,8 +95,8 @@ static void probe_capture(CUstream s)
            "capture %d (%d is CUDA_ERROR_CAPTURED_EVENT); graph launch %d, query after it %d; "
            "recorded again outside, query %d\n",
            rec[0], rec[1], end[1], end[0], nodes[1], nodes[0],
-           get_nodes ? "" : ", not counted: no cuGraphGetNodes", query,
-           CUDA_ERROR_CAPTURED_EVENT, launch, after_launch, cuEventQuery(ev));
+           get_nodes ? "" : ", not counted: no cuGraphGetNodes", query, CUDA_ERROR_CAPTURED_EVENT,
+           launch, after_launch, cuEventQuery(ev));
 }
 
 /* Host and device memory of n events of `flags` in the current context. */

@@ -35,17 +35,17 @@
 struct fop {
     int index;
     const char *comm;
-    int seq, p2p, peer;     /* seq 0: a send or receive (p2p: its p2p_seq, peer: comm rank) */
+    int seq, p2p, peer; /* seq 0: a send or receive (p2p: its p2p_seq, peer: comm rank) */
     const char *op, *stream, *state;
-    int count;              /* 0: 8 */
+    int count; /* 0: 8 */
 };
 
 /* The rest of an op, set through the pointer that op() returns. */
 struct fopx {
-    const char *datatype;   /* NULL: float32 */
-    const char *redop;      /* NULL: sum for a collective, null for a send or receive */
-    const char *root;       /* the root's JSON text, NULL: null */
-    int result;             /* its ncclResult_t (a failed op's) */
+    const char *datatype; /* NULL: float32 */
+    const char *redop;    /* NULL: sum for a collective, null for a send or receive */
+    const char *root;     /* the root's JSON text, NULL: null */
+    int result;           /* its ncclResult_t (a failed op's) */
 };
 
 struct fdop {
@@ -56,9 +56,9 @@ struct fdop {
 struct fcomm {
     const char *id;
     int rank, nranks, last, done;
-    const char *peers;      /* the peers array's text, NULL: [] */
-    long long async_error;  /* last_async_error */
-    const char *state;      /* NULL: ready */
+    const char *peers;     /* the peers array's text, NULL: [] */
+    long long async_error; /* last_async_error */
+    const char *state;     /* NULL: ready */
 };
 
 #define MAXF 16
@@ -67,13 +67,16 @@ struct fdump {
     struct fcomm comms[MAXF];
     struct fdop ops[MAXF];
     int ncomms, nops;
-    const char *reason;     /* NULL: timeout */
-    long long time_ns;      /* 0: AD_TIME_NS */
-    int untimed;            /* its started ops carry no "timeout" flag */
+    const char *reason; /* NULL: timeout */
+    long long time_ns;  /* 0: AD_TIME_NS */
+    int untimed;        /* its started ops carry no "timeout" flag */
 };
 
 /* The enqueue time of the op at index i (as ad_write writes it). */
-static inline long long ad_enqueue_ns(int i) { return AD_TIME_NS - 100000 + i * 1000LL; }
+static inline long long ad_enqueue_ns(int i)
+{
+    return AD_TIME_NS - 100000 + i * 1000LL;
+}
 
 static inline struct fcomm *comm(struct fdump *d, const char *id, int rank, int nranks, int last,
                                  int done, const char *peers)
@@ -119,14 +122,17 @@ static inline void ad_put_op(FILE *f, const struct fdump *d, const struct fdop *
     long long t = ad_enqueue_ns(o->index);
     int done = !strcmp(o->state, "completed"), started = !strcmp(o->state, "started");
     char seq[24] = "null", p2p[24] = "null", peer[24] = "null", redop[32] = "null";
-    if (o->seq) snprintf(seq, sizeof seq, "%d", o->seq);
-    else snprintf(p2p, sizeof p2p, "%d", o->p2p), snprintf(peer, sizeof peer, "%d", o->peer);
+    if (o->seq)
+        snprintf(seq, sizeof seq, "%d", o->seq);
+    else
+        snprintf(p2p, sizeof p2p, "%d", o->p2p), snprintf(peer, sizeof peer, "%d", o->peer);
     if (x->redop || o->seq) snprintf(redop, sizeof redop, "\"%s\"", x->redop ? x->redop : "sum");
     char start[32] = "null", end[32] = "null";
     if (done || started) snprintf(start, sizeof start, "%lld", t + 10);
     if (done) snprintf(end, sizeof end, "%lld", t + 20);
     int count = o->count ? o->count : 8;
-    fprintf(f, "%s{\"index\":%d,\"comm\":\"%s\",\"comm_rank\":%d,\"comm_nranks\":%d,"
+    fprintf(f,
+            "%s{\"index\":%d,\"comm\":\"%s\",\"comm_rank\":%d,\"comm_nranks\":%d,"
             "\"seq\":%s,\"p2p_seq\":%s,\"op\":\"%s\",\"count\":%d,\"datatype\":\"%s\","
             "\"bytes\":%d,\"redop\":%s,\"root\":%s,\"peer\":%s,\"stream\":\"%s\","
             "\"group\":null,\"thread\":%d,\"enqueue_ns\":%lld,\"enqueue_mono_ns\":%lld,"
@@ -145,29 +151,34 @@ static inline void ad_write(const char *dir, struct fdump *d)
     snprintf(path, sizeof path, "%s/ncclguard-r%d-h-%d.json", dir, d->rank, 1000 + d->rank);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"schema\":\"ncclguard.dump/2\",\"reason\":\"%s\",\"incident\":\"1-r0@h\","
-               "\"time_ns\":%lld,\"host\":\"h\",\"pid\":%d,\"rank\":%d,"
-               "\"local_rank\":%d,\"job\":\"chains\",\"versions\":{\"ncclguard\":\"0.1.0\","
-               "\"nccl\":null,\"cuda_driver\":null,\"python\":null},\"env\":{},"
-               "\"flight\":{\"capacity\":64,\"recorded\":%d,\"overwritten\":0,"
-               "\"dropped_inflight\":0},\"comms\":[", d->reason ? d->reason : "timeout",
-            d->time_ns ? d->time_ns : AD_TIME_NS, 1000 + d->rank, d->rank, d->rank, d->nops);
+    fprintf(f,
+            "{\"schema\":\"ncclguard.dump/2\",\"reason\":\"%s\",\"incident\":\"1-r0@h\","
+            "\"time_ns\":%lld,\"host\":\"h\",\"pid\":%d,\"rank\":%d,"
+            "\"local_rank\":%d,\"job\":\"chains\",\"versions\":{\"ncclguard\":\"0.1.0\","
+            "\"nccl\":null,\"cuda_driver\":null,\"python\":null},\"env\":{},"
+            "\"flight\":{\"capacity\":64,\"recorded\":%d,\"overwritten\":0,"
+            "\"dropped_inflight\":0},\"comms\":[",
+            d->reason ? d->reason : "timeout", d->time_ns ? d->time_ns : AD_TIME_NS, 1000 + d->rank,
+            d->rank, d->rank, d->nops);
     for (int i = 0; i < d->ncomms; i++) {
         const struct fcomm *c = &d->comms[i];
-        fprintf(f, "%s{\"id\":\"%s\",\"rank\":%d,\"nranks\":%d,\"device\":0,\"name\":null,"
-                   "\"state\":\"%s\",\"blocking\":true,\"parent\":%s,\"created_ns\":1,"
-                   "\"last_seq\":%d,\"last_completed_seq\":%d,\"last_async_error\":%lld,"
-                   "\"peers\":%s}", i ? "," : "", c->id, c->rank, c->nranks,
-                c->state ? c->state : "ready", strcmp(c->id, W) ? "\"" W "\"" : "null", c->last,
-                c->done, c->async_error, c->peers ? c->peers : "[]");
+        fprintf(f,
+                "%s{\"id\":\"%s\",\"rank\":%d,\"nranks\":%d,\"device\":0,\"name\":null,"
+                "\"state\":\"%s\",\"blocking\":true,\"parent\":%s,\"created_ns\":1,"
+                "\"last_seq\":%d,\"last_completed_seq\":%d,\"last_async_error\":%lld,"
+                "\"peers\":%s}",
+                i ? "," : "", c->id, c->rank, c->nranks, c->state ? c->state : "ready",
+                strcmp(c->id, W) ? "\"" W "\"" : "null", c->last, c->done, c->async_error,
+                c->peers ? c->peers : "[]");
     }
     fprintf(f, "],\"ops\":[");
     qsort(d->ops, (size_t)d->nops, sizeof d->ops[0], ad_op_order);
     for (int i = 0; i < d->nops; i++) ad_put_op(f, d, &d->ops[i], i == 0);
-    fprintf(f, "],\"threads\":[{\"tid\":%d,\"name\":\"job\",\"state\":\"S\",\"syscall\":null,"
-               "\"stack_from\":\"self\",\"frames\":[{\"pc\":\"0000000000001000\","
-               "\"module\":\"/job/train\",\"offset\":0,\"function\":\"main\","
-               "\"function_offset\":4,\"build_id\":null}]}],\"python\":null}\n",
+    fprintf(f,
+            "],\"threads\":[{\"tid\":%d,\"name\":\"job\",\"state\":\"S\",\"syscall\":null,"
+            "\"stack_from\":\"self\",\"frames\":[{\"pc\":\"0000000000001000\","
+            "\"module\":\"/job/train\",\"offset\":0,\"function\":\"main\","
+            "\"function_offset\":4,\"build_id\":null}]}],\"python\":null}\n",
             1000 + d->rank);
     ck_assert_int_eq(fclose(f), 0);
 }
@@ -189,8 +200,8 @@ static inline int ad_analyze(struct an *a, const char *dir, const struct an_opts
 static inline const char *ad_comm_tag(const struct an *a, uint32_t c)
 {
     static char tag[8];
-    snprintf(tag, sizeof tag, "%02llx", c == AN_NONE ? 0ULL
-             : (unsigned long long)(a->comms[c].id & 0xff));
+    snprintf(tag, sizeof tag, "%02llx",
+             c == AN_NONE ? 0ULL : (unsigned long long)(a->comms[c].id & 0xff));
     return tag;
 }
 
@@ -205,8 +216,7 @@ static inline const char *ad_culprits(const struct an *a, int chain)
     for (size_t i = 0; i < a->nculprits && at < sizeof out; i++) {
         const struct an_culprit *c = &a->culprits[i];
         at += (size_t)snprintf(out + at, sizeof out - at, "%s%lld %s%s", i ? "; " : "",
-                               (long long)c->f.grank, an_cause_name(c->f.cause),
-                               chain ? " [" : "");
+                               (long long)c->f.grank, an_cause_name(c->f.cause), chain ? " [" : "");
         for (int k = 0; chain && k < c->nchain && at < sizeof out; k++) {
             const struct an_finding *l = &a->findings[c->path[k]];
             at += (size_t)snprintf(out + at, sizeof out - at, "%s%lld/%s/%s", k ? " " : "",

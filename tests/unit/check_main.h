@@ -23,13 +23,10 @@ static inline Suite *ng_check_suite(const char *name, const char *tcase, double 
 {
     Suite *s = suite_create(name);
     TCase *t = tcase_create(tcase);
-    if (timeout_s > 0)
-        tcase_set_timeout(t, timeout_s);
-    for (size_t i = 0; tests[i]; i++)
-        tcase_add_test(t, tests[i]);
+    if (timeout_s > 0) tcase_set_timeout(t, timeout_s);
+    for (size_t i = 0; tests[i]; i++) tcase_add_test(t, tests[i]);
     suite_add_tcase(s, t);
-    if (tc)
-        *tc = t;
+    if (tc) *tc = t;
     return s;
 }
 

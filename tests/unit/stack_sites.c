@@ -31,8 +31,7 @@ __attribute__((noinline)) static int64_t site_b(unsigned path, int levels, ng_ca
 
 /* capture() from one of 2^levels stacks: bit i of path picks the call site of
  * level i. */
-__attribute__((noinline)) int64_t stack_sites_path(unsigned path, int levels,
-                                                   ng_capture_fn capture)
+__attribute__((noinline)) int64_t stack_sites_path(unsigned path, int levels, ng_capture_fn capture)
 {
     if (levels == 0) return capture();
     return path & 1 ? site_a(path >> 1, levels - 1, capture)

@@ -40,7 +40,10 @@ static void teardown(void)
     (void)ng_check_rmtree(g_dir); /* a leftover temp directory is no failure */
 }
 
-static void write_dump(struct fdump *d) { ad_write(g_dir, d); }
+static void write_dump(struct fdump *d)
+{
+    ad_write(g_dir, d);
+}
 
 /* Analyzes the directory (the exit status in g_exit); the culprits as text. */
 static const char *verdict(void)
@@ -92,8 +95,10 @@ static void world(int n, int behind, int absent, int odd, const char *reason)
 {
     for (int r = 0; r < n && r < absent; r++) {
         struct fdump d;
-        if (r == behind) at_four(&d, r, n);
-        else at_five(&d, r, n, "started");
+        if (r == behind)
+            at_four(&d, r, n);
+        else
+            at_five(&d, r, n, "started");
         if (r == odd) d.reason = reason;
         write_dump(&d);
     }
@@ -451,8 +456,7 @@ START_TEST(failed_op_is_an_async_error_and_a_hang)
     /* the failure makes it a hang: rank 2 is blamed too */
     ck_assert_str_eq(verdict(), "1 async_error; 2 missing");
     ck_assert_uint_eq(culprit(1)->comm, AN_NONE);
-    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(1)->detail),
-                                 "on a failed op"));
+    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(1)->detail), "on a failed op"));
 }
 END_TEST
 
@@ -555,8 +559,8 @@ START_TEST(signature_fields)
         int odd = r == 2 ? _i : 0;
         struct fdump d = {.rank = r, .reason = "signal", .untimed = 1};
         comm(&d, W, r, 3, 5, 4, NULL);
-        struct fopx *x = op(&d, (struct fop){5, W, 5, 0, 0, odd == 2 ? "Reduce" : "AllReduce",
-                                             SW, "started", odd == 1 ? 9 : 0});
+        struct fopx *x = op(&d, (struct fop){5, W, 5, 0, 0, odd == 2 ? "Reduce" : "AllReduce", SW,
+                                             "started", odd == 1 ? 9 : 0});
         x->root = odd == 5 ? "1" : "0";
         x->datatype = odd == 3 ? "float16" : NULL;
         x->redop = odd == 4 ? "max" : NULL;
@@ -588,8 +592,8 @@ START_TEST(op_of_the_next_seq_is_a_skipped_op)
     skipped_one("Broadcast");
     ck_assert_str_eq(verdict(), "2 missing");
     ck_assert_uint_eq(culprit(2)->seq, 5);
-    ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, culprit(2)->detail),
-                                 "skipped AllReduce #5"));
+    ck_assert_ptr_nonnull(
+        strstr(an_intern_get(&g_an.strs, culprit(2)->detail), "skipped AllReduce #5"));
 }
 END_TEST
 
@@ -693,7 +697,7 @@ END_TEST
 static const struct {
     const char *reason;
     int hang;
-} reasons[] = {{"timeout", 1}, {"init_timeout", 1}, {"crash", 1}, {"sigterm", 1},
+} reasons[] = {{"timeout", 1}, {"init_timeout", 1}, {"crash", 1},  {"sigterm", 1},
                {"signal", 0},  {"exit", 0},         {"trigger", 0}};
 
 START_TEST(reason_of_a_dump)
@@ -726,8 +730,10 @@ END_TEST
  * launcher's output is LOG. The culprit's launcher line, or NULL. */
 static const char *launcher_line(const char *log, int absent)
 {
-    if (absent) world(4, -1, 3, -1, NULL);
-    else world(3, 1, 3, 1, "crash");
+    if (absent)
+        world(4, -1, 3, -1, NULL);
+    else
+        world(3, 1, 3, 1, "crash");
     struct an_opts o;
     memset(&o, 0, sizeof o);
     o.threads = 1;
@@ -748,7 +754,8 @@ static const struct {
     {"mpirun noticed that process rank 1 with PID 4242 on node a12 exited on signal 11\n",
      "mpirun noticed that process rank 1 with PID 4242 on node a12 exited on signal 11"},
     {"[0]:\n  time      : 2026-01-01\n  rank      : 1 (local_rank: 1)\n"
-     "  exitcode  : -11 (pid: 4242)\n", "exitcode  : -11 (pid: 4242)"},
+     "  exitcode  : -11 (pid: 4242)\n",
+     "exitcode  : -11 (pid: 4242)"},
 };
 
 START_TEST(launcher_line_of_the_culprit)
@@ -762,14 +769,16 @@ START_TEST(launcher_lines_that_say_no_end_of_the_culprit)
 {
     /* a line about rank 1 that says no end, and an end of rank 2 */
     ck_assert_ptr_null(launcher_line("launch: rank 1 started\n"
-                                     "launch: rank 2 exited with status 1\n", 0));
+                                     "launch: rank 2 exited with status 1\n",
+                                     0));
 }
 END_TEST
 
 START_TEST(launcher_first_line_of_the_culprit)
 {
     const char *l = launcher_line("launch: rank 1 exited with status 1\n"
-                                  "launch: rank 1 killed by signal SIGKILL\n", 0);
+                                  "launch: rank 1 killed by signal SIGKILL\n",
+                                  0);
     ck_assert_str_eq(l ? l : "(none)", "launch: rank 1 exited with status 1");
 }
 END_TEST
@@ -785,10 +794,14 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {crashed_rank_is_named, rank_that_did_not_crash_is_missing,
-                            crash_explains_the_waits, without_a_crash_the_wait_is_blamed,
-                            crash_keeps_a_mismatch, crash_explains_a_missing_rank,
-                            rank_without_a_dump_is_named, four_ranks_without_a_dump_are_named,
+    const TTest *tests[] = {crashed_rank_is_named,
+                            rank_that_did_not_crash_is_missing,
+                            crash_explains_the_waits,
+                            without_a_crash_the_wait_is_blamed,
+                            crash_keeps_a_mismatch,
+                            crash_explains_a_missing_rank,
+                            rank_without_a_dump_is_named,
+                            four_ranks_without_a_dump_are_named,
                             five_ranks_without_a_dump_are_not,
                             split_member_named_with_four_absent_from_the_job,
                             split_member_not_named_with_five_absent_from_the_job,
@@ -800,26 +813,36 @@ int main(void)
                             absent_member_among_two_ranks_without_a_dump,
                             split_with_global_ranks_as_comm_ranks_is_not_the_world,
                             rank_without_a_dump_never_created_the_comm,
-                            comm_created_waits_for_nobody, p2p_peer_without_a_dump_is_named,
-                            p2p_scheduled_send_blames_no_peer, async_error_is_named,
+                            comm_created_waits_for_nobody,
+                            p2p_peer_without_a_dump_is_named,
+                            p2p_scheduled_send_blames_no_peer,
+                            async_error_is_named,
                             own_error_wins_over_a_remote_echo,
                             remote_errors_of_most_ranks_name_nobody,
                             remote_errors_of_half_the_ranks_are_named,
                             remote_error_of_a_one_rank_job_is_named,
-                            failed_op_is_an_async_error_and_a_hang, async_error_is_a_hang,
-                            snapshot_without_an_error_is_no_hang, minority_is_named,
-                            even_split_names_nobody_and_is_a_hang, larger_side_after_a_tie_wins,
+                            failed_op_is_an_async_error_and_a_hang,
+                            async_error_is_a_hang,
+                            snapshot_without_an_error_is_no_hang,
+                            minority_is_named,
+                            even_split_names_nobody_and_is_a_hang,
+                            larger_side_after_a_tie_wins,
                             three_of_the_minority_two_are_named,
                             two_of_the_minority_are_named_without_a_note,
-                            only_the_first_seq_that_differs, op_of_the_next_seq_is_a_skipped_op,
+                            only_the_first_seq_that_differs,
+                            op_of_the_next_seq_is_a_skipped_op,
                             op_of_no_later_seq_is_a_mismatch,
                             missing_counts_from_the_lowest_seq_waited_in,
-                            nobody_started_is_no_gpu_culprit, one_started_blames_the_scheduled,
-                            op_in_flight_60_s_is_a_hang, op_in_flight_a_ns_less_is_a_snapshot,
-                            op_flagged_timeout_is_a_hang, culprits_in_the_order_of_causes,
+                            nobody_started_is_no_gpu_culprit,
+                            one_started_blames_the_scheduled,
+                            op_in_flight_60_s_is_a_hang,
+                            op_in_flight_a_ns_less_is_a_snapshot,
+                            op_flagged_timeout_is_a_hang,
+                            culprits_in_the_order_of_causes,
                             launcher_lines_that_say_no_end_of_the_culprit,
                             launcher_first_line_of_the_culprit,
-                            launcher_line_of_a_rank_without_a_dump, NULL};
+                            launcher_line_of_a_rank_without_a_dump,
+                            NULL};
     /* a few ms each; a loaded machine can take seconds */
     Suite *s = ng_check_suite("analyze_causes", "causes", 120, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);

@@ -32,7 +32,10 @@ static void teardown(void)
     (void)ng_check_rmtree(g_dir); /* a leftover temp directory is no failure */
 }
 
-static void write_dump(struct fdump *d) { ad_write(g_dir, d); }
+static void write_dump(struct fdump *d)
+{
+    ad_write(g_dir, d);
+}
 
 /* Analyzes the directory; the verdict as "R CAUSE [chain ...]; ...". */
 static const char *verdict(void)
@@ -103,8 +106,8 @@ static void chain_of_three_newer(int r1_in_flight, int newer)
     comm(&d1, W, 1, 2, 4, 4, NULL);
     comm(&d1, S1, 0, 2, 3, 2, NULL);
     op(&d1, (struct fop){0, W, 4, 0, 0, "AllReduce", SW, "completed", 0});
-    op(&d1, (struct fop){1, S1, 3, 0, 0, "AllReduce", ST, r1_in_flight ? "started" : "completed",
-                         0});
+    op(&d1,
+       (struct fop){1, S1, 3, 0, 0, "AllReduce", ST, r1_in_flight ? "started" : "completed", 0});
     if (newer) {
         comm(&d1, S2, 0, 1, 1, 0, NULL);
         op(&d1, (struct fop){2, S2, 1, 0, 0, "AllReduce", SW, "started", 0});
@@ -116,7 +119,10 @@ static void chain_of_three_newer(int r1_in_flight, int newer)
     write_dump(&d2);
 }
 
-static void chain_of_three(int r1_in_flight) { chain_of_three_newer(r1_in_flight, 0); }
+static void chain_of_three(int r1_in_flight)
+{
+    chain_of_three_newer(r1_in_flight, 0);
+}
 
 START_TEST(missing_follows_to_another_rank)
 {
@@ -157,8 +163,8 @@ static void two_findings_at_one_place(int count3)
         comm(&d[r], S1, r - 1, 4, absent ? 2 : 3, 2, NULL);
         op(&d[r], (struct fop){0, S1, 2, 0, 0, "AllReduce", ST, "completed", 0});
         if (!absent)
-            op(&d[r], (struct fop){2, S1, 3, 0, 0, "AllReduce", ST, "started",
-                                   r == 3 ? count3 : 0});
+            op(&d[r],
+               (struct fop){2, S1, 3, 0, 0, "AllReduce", ST, "started", r == 3 ? count3 : 0});
     }
     for (int r = 0; r < 5; r++) write_dump(&d[r]);
 }
@@ -280,7 +286,8 @@ START_TEST(inferred_wait_is_said_to_be_inferred)
     const char *l = line0();
     ck_assert_msg(strstr(l, "its stream most likely waits for ReduceScatter #3 on comm "
                             "00000000000000b, stuck on another of its streams (started; "
-                            "inferred"), "%s", l);
+                            "inferred"),
+                  "%s", l);
     ck_assert_ptr_null(strstr(l, "not NCCL's"));
 }
 END_TEST
@@ -303,16 +310,18 @@ static void pipeline(int drop, int r2_ar)
         struct fdump d = {.rank = r};
         int partner = r ^ 2, lost = drop && r == 2; /* rank 2 waits for the dropped Send */
         int mine = drop && r == 0 ? 5 : 6;          /* its sends and receives with the partner */
-        snprintf(peers[r], sizeof peers[r], "[{\"peer\":%d,\"last_p2p_seq\":%d,"
-                 "\"last_completed_p2p_seq\":%d}]", partner, mine, lost ? 4 : mine);
+        snprintf(peers[r], sizeof peers[r],
+                 "[{\"peer\":%d,\"last_p2p_seq\":%d,"
+                 "\"last_completed_p2p_seq\":%d}]",
+                 partner, mine, lost ? 4 : mine);
         comm(&d, W, r, 4, 7, 6, peers[r]);
         comm(&d, r < 2 ? S1 : S2, r & 1, 2, 3, r < 2 || !drop ? 3 : 2, NULL);
         int i = 10;
         if (!(drop && r == 0))
-            op(&d, (struct fop){i++, W, 0, 5, partner, "Send", SW, lost ? "started" : "completed",
-                                0});
-        op(&d, (struct fop){i++, W, 0, mine, partner, "Recv", SW, lost ? "started" : "completed",
-                            0});
+            op(&d,
+               (struct fop){i++, W, 0, 5, partner, "Send", SW, lost ? "started" : "completed", 0});
+        op(&d,
+           (struct fop){i++, W, 0, mine, partner, "Recv", SW, lost ? "started" : "completed", 0});
         const char *rs = !drop || r < 2 ? "completed" : r == 2 ? "scheduled" : "started";
         op(&d, (struct fop){i++, r < 2 ? S1 : S2, 3, 0, 0, "ReduceScatter", ST, rs, 0});
         const char *ar = !drop || r < 2 ? "started" : "scheduled";
@@ -411,17 +420,23 @@ int main(void)
     TCase *t;
     const TTest *tests[] = {missing_then_own_gpu_not_started,
                             missing_where_the_other_comm_explains_nothing,
-                            missing_follows_to_another_rank, missing_follows_its_oldest_op,
+                            missing_follows_to_another_rank,
+                            missing_follows_its_oldest_op,
                             missing_without_an_op_in_flight_ends,
-                            precedence_at_the_place_of_the_wait, tie_at_the_place_of_the_wait,
+                            precedence_at_the_place_of_the_wait,
+                            tie_at_the_place_of_the_wait,
                             tie_of_one_rank_goes_to_the_older_wait,
                             one_finding_at_the_place_of_the_wait,
                             scheduled_behind_an_older_op_of_another_stream,
                             scheduled_behind_a_newer_op_of_another_stream,
                             inferred_wait_is_said_to_be_inferred,
-                            p2p_link_broken_behind_stuck_streams, p2p_link_whole_is_no_culprit,
-                            p2p_stopper_went_past_the_link, p2p_stopper_held_by_a_collective,
-                            p2p_equal_counts_gpu_not_started, p2p_one_fewer_is_the_link, NULL};
+                            p2p_link_broken_behind_stuck_streams,
+                            p2p_link_whole_is_no_culprit,
+                            p2p_stopper_went_past_the_link,
+                            p2p_stopper_held_by_a_collective,
+                            p2p_equal_counts_gpu_not_started,
+                            p2p_one_fewer_is_the_link,
+                            NULL};
     /* a few ms each; a loaded machine can take seconds */
     Suite *s = ng_check_suite("analyze_chains", "chains", 120, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);

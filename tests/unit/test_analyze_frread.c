@@ -88,49 +88,148 @@ static int64_t int_of(const struct dr_pk_val *v)
 static void all_opcodes(struct buf *b)
 {
     start(b);
-    op(b, 0x95); le(b, 0, 8);                    /* FRAME (its length is not checked) */
-    op(b, '}'); op(b, 0x94);                     /* EMPTY_DICT, MEMOIZE -> memo 0 */
+    op(b, 0x95);
+    le(b, 0, 8); /* FRAME (its length is not checked) */
+    op(b, '}');
+    op(b, 0x94); /* EMPTY_DICT, MEMOIZE -> memo 0 */
     op(b, '(');
-    str(b, "none"); op(b, 'N');
-    str(b, "true"); op(b, 0x88);
-    str(b, "false"); op(b, 0x89);
-    str(b, "binint"); i32(b, -5);
-    str(b, "binint1"); op(b, 'K'); op(b, 200);
-    str(b, "binint2"); op(b, 'M'); le(b, 60000, 2);
-    str(b, "long1"); i64(b, -1796188671344651437LL);
-    str(b, "long1short"); op(b, 0x8a); op(b, 2); le(b, 0xff7f, 2); /* -129 */
-    str(b, "long4"); op(b, 0x8b); le(b, 3, 4); le(b, 0x010203, 3);
-    str(b, "long1zero"); op(b, 0x8a); op(b, 0);
-    str(b, "binfloat"); op(b, 'G');
+    str(b, "none");
+    op(b, 'N');
+    str(b, "true");
+    op(b, 0x88);
+    str(b, "false");
+    op(b, 0x89);
+    str(b, "binint");
+    i32(b, -5);
+    str(b, "binint1");
+    op(b, 'K');
+    op(b, 200);
+    str(b, "binint2");
+    op(b, 'M');
+    le(b, 60000, 2);
+    str(b, "long1");
+    i64(b, -1796188671344651437LL);
+    str(b, "long1short");
+    op(b, 0x8a);
+    op(b, 2);
+    le(b, 0xff7f, 2); /* -129 */
+    str(b, "long4");
+    op(b, 0x8b);
+    le(b, 3, 4);
+    le(b, 0x010203, 3);
+    str(b, "long1zero");
+    op(b, 0x8a);
+    op(b, 0);
+    str(b, "binfloat");
+    op(b, 'G');
     const unsigned char f[8] = {0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18}; /* pi */
     put(b, f, 8);
-    op(b, 0x8c); op(b, 5); put(b, "short", 5); op(b, 0x8c); op(b, 2); put(b, "ab", 2);
-    op(b, 0x8d); le(b, 4, 8); put(b, "long", 4); op(b, 0x8d); le(b, 3, 8); put(b, "xyz", 3);
-    str(b, "binbytes"); op(b, 'B'); le(b, 2, 4); put(b, "\x00\x01", 2);
-    str(b, "shortbytes"); op(b, 'C'); op(b, 1); put(b, "z", 1);
-    str(b, "bytes8"); op(b, 0x8e); le(b, 1, 8); put(b, "y", 1);
-    str(b, "binstring"); op(b, 'T'); le(b, 3, 4); put(b, "old", 3);
-    str(b, "shortstring"); op(b, 'U'); op(b, 2); put(b, "py", 2);
+    op(b, 0x8c);
+    op(b, 5);
+    put(b, "short", 5);
+    op(b, 0x8c);
+    op(b, 2);
+    put(b, "ab", 2);
+    op(b, 0x8d);
+    le(b, 4, 8);
+    put(b, "long", 4);
+    op(b, 0x8d);
+    le(b, 3, 8);
+    put(b, "xyz", 3);
+    str(b, "binbytes");
+    op(b, 'B');
+    le(b, 2, 4);
+    put(b, "\x00\x01", 2);
+    str(b, "shortbytes");
+    op(b, 'C');
+    op(b, 1);
+    put(b, "z", 1);
+    str(b, "bytes8");
+    op(b, 0x8e);
+    le(b, 1, 8);
+    put(b, "y", 1);
+    str(b, "binstring");
+    op(b, 'T');
+    le(b, 3, 4);
+    put(b, "old", 3);
+    str(b, "shortstring");
+    op(b, 'U');
+    op(b, 2);
+    put(b, "py", 2);
     /* a list by EMPTY_LIST, APPEND and APPENDS; its memo entry got again */
-    str(b, "list"); op(b, ']'); op(b, 'q'); op(b, 1);
-    i32(b, 1); op(b, 'a'); op(b, '('); i32(b, 2); i32(b, 3); op(b, 'e');
-    str(b, "again"); op(b, 'h'); op(b, 1);
-    str(b, "marklist"); op(b, '('); i32(b, 7); i32(b, 8); op(b, 'l');
-    str(b, "tuple"); op(b, '('); i32(b, 1); i32(b, 2); i32(b, 3); i32(b, 4); op(b, 't');
-    str(b, "empty"); op(b, ')');
-    str(b, "t1"); i32(b, 1); op(b, 0x85);
-    str(b, "t2"); i32(b, 1); i32(b, 2); op(b, 0x86);
-    str(b, "t3"); i32(b, 1); i32(b, 2); i32(b, 3); op(b, 0x87);
-    str(b, "markdict"); op(b, '('); str(b, "k"); i32(b, 9); op(b, 'd');
-    str(b, "setitem"); op(b, '}'); str(b, "k"); i32(b, 10); op(b, 's');
-    str(b, "longput"); i32(b, 77); op(b, 'r'); le(b, 30, 4); op(b, '0');
-    op(b, 'j'); le(b, 30, 4);                   /* LONG_BINPUT, POP, LONG_BINGET */
-    str(b, "dup"); i32(b, 5); op(b, '2'); op(b, '0'); /* DUP then POP: one 5 */
-    op(b, '('); i32(b, 1); i32(b, 2); op(b, '1'); /* POP_MARK drops them */
-    str(b, "popmark"); op(b, '('); op(b, '0'); i32(b, 6); /* POP of a bare mark */
-    str(b, "dupkey"); i32(b, 1);
-    str(b, "dupkey"); i32(b, 2);                 /* the last wins, as in Python */
-    op(b, 'u');                                  /* SETITEMS */
+    str(b, "list");
+    op(b, ']');
+    op(b, 'q');
+    op(b, 1);
+    i32(b, 1);
+    op(b, 'a');
+    op(b, '(');
+    i32(b, 2);
+    i32(b, 3);
+    op(b, 'e');
+    str(b, "again");
+    op(b, 'h');
+    op(b, 1);
+    str(b, "marklist");
+    op(b, '(');
+    i32(b, 7);
+    i32(b, 8);
+    op(b, 'l');
+    str(b, "tuple");
+    op(b, '(');
+    i32(b, 1);
+    i32(b, 2);
+    i32(b, 3);
+    i32(b, 4);
+    op(b, 't');
+    str(b, "empty");
+    op(b, ')');
+    str(b, "t1");
+    i32(b, 1);
+    op(b, 0x85);
+    str(b, "t2");
+    i32(b, 1);
+    i32(b, 2);
+    op(b, 0x86);
+    str(b, "t3");
+    i32(b, 1);
+    i32(b, 2);
+    i32(b, 3);
+    op(b, 0x87);
+    str(b, "markdict");
+    op(b, '(');
+    str(b, "k");
+    i32(b, 9);
+    op(b, 'd');
+    str(b, "setitem");
+    op(b, '}');
+    str(b, "k");
+    i32(b, 10);
+    op(b, 's');
+    str(b, "longput");
+    i32(b, 77);
+    op(b, 'r');
+    le(b, 30, 4);
+    op(b, '0');
+    op(b, 'j');
+    le(b, 30, 4); /* LONG_BINPUT, POP, LONG_BINGET */
+    str(b, "dup");
+    i32(b, 5);
+    op(b, '2');
+    op(b, '0'); /* DUP then POP: one 5 */
+    op(b, '(');
+    i32(b, 1);
+    i32(b, 2);
+    op(b, '1'); /* POP_MARK drops them */
+    str(b, "popmark");
+    op(b, '(');
+    op(b, '0');
+    i32(b, 6); /* POP of a bare mark */
+    str(b, "dupkey");
+    i32(b, 1);
+    str(b, "dupkey");
+    i32(b, 2);  /* the last wins, as in Python */
+    op(b, 'u'); /* SETITEMS */
     op(b, '.');
 }
 
@@ -201,10 +300,13 @@ static void refused_with(const struct buf *b, const char *what)
 
 START_TEST(refuses_code_by_name)
 {
-    static const struct { int op; const char *name; } code[] = {
-        {'c', "GLOBAL"}, {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},
-        {'i', "INST"}, {'o', "OBJ"}, {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"}, {0x82, "EXT1"},
-        {0x83, "EXT2"}, {0x84, "EXT4"}, {'P', "PERSID"}, {'Q', "BINPERSID"}};
+    static const struct {
+        int op;
+        const char *name;
+    } code[] = {{'c', "GLOBAL"},   {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},  {'b', "BUILD"},
+                {'i', "INST"},     {'o', "OBJ"},           {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"},
+                {0x82, "EXT1"},    {0x83, "EXT2"},         {0x84, "EXT4"},   {'P', "PERSID"},
+                {'Q', "BINPERSID"}};
     for (size_t i = 0; i < sizeof code / sizeof code[0]; i++) {
         struct buf b;
         start(&b);
@@ -218,8 +320,8 @@ START_TEST(refuses_code_by_name)
         refused_with(&b, want);
     }
     /* other objects, and the text opcodes of protocol 0 */
-    static const int other[] = {0x8f, 0x90, 0x91, 0x96, 0x97, 0x98, 'S', 'V', 'I', 'L', 'F',
-                                'p', 'g', 0x00, 0xff};
+    static const int other[] = {0x8f, 0x90, 0x91, 0x96, 0x97, 0x98, 'S', 'V',
+                                'I',  'L',  'F',  'p',  'g',  0x00, 0xff};
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
         struct buf b;
         start(&b);
@@ -420,7 +522,7 @@ END_TEST
 struct fentry {
     int record, seq, p2p;
     const char *prof, *dtype, *state;
-    int dims[2];            /* input_sizes [[d0, d1]] (d1 0: one dimension) */
+    int dims[2]; /* input_sizes [[d0, d1]] (d1 0: one dimension) */
     int retired;
     int64_t created_ns, timeout_ms;
 };
@@ -645,8 +747,9 @@ START_TEST(analyzes_a_directory_of_fr_dumps)
     for (int r = 0; r < 3; r++) {
         struct fentry e[3];
         for (int s = 0; s < 3; s++)
-            e[s] = (struct fentry){s, s + 1, 0, "gloo:all_reduce", "Float", "scheduled",
-                                   {64, 0}, s < 2, t + s, 600000};
+            e[s] = (struct fentry){s,       s + 1,       0,       "gloo:all_reduce",
+                                   "Float", "scheduled", {64, 0}, s < 2,
+                                   t + s,   600000};
         struct buf b;
         fr_dump(&b, "[0, 1, 2]", r == 1 ? 2 : 3, e, r == 1 ? 2 : 3, 1);
         char path[128];

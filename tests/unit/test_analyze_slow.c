@@ -37,7 +37,10 @@ static uint64_t next_u64(void) /* splitmix64 */
     return z ^ (z >> 31);
 }
 
-static double uniform(void) { return (double)(next_u64() >> 11) / 9007199254740992.0; }
+static double uniform(void)
+{
+    return (double)(next_u64() >> 11) / 9007199254740992.0;
+}
 
 struct job {
     struct dr_dump d[RANKS];
@@ -89,9 +92,15 @@ static void make_job(struct job *j, uint64_t seed, int late, double late_ms, int
         d->pid = 100 + r;
         d->rank = r;
         d->local_rank = r;
-        j->c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull, .rank = r, .nranks = RANKS,
-                                    .device = r, .last_seq = nops, .last_completed_seq = nops,
-                                    .name = "world", .state = "ready", .blocking = 1};
+        j->c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
+                                   .rank = r,
+                                   .nranks = RANKS,
+                                   .device = r,
+                                   .last_seq = nops,
+                                   .last_completed_seq = nops,
+                                   .name = "world",
+                                   .state = "ready",
+                                   .blocking = 1};
         d->comms = &j->c[r];
         d->ncomms = 1;
         d->ops = calloc(nops, sizeof *d->ops);
@@ -123,8 +132,8 @@ static void make_job(struct job *j, uint64_t seed, int late, double late_ms, int
             seq++;
             for (int r = 0; r < RANKS; r++) {
                 int64_t at = t0 + (int64_t)((top + 1) * MS);
-                set_op(&j->d[r].ops[k], r, seq, t0 + (int64_t)(host[r] * MS) + (f + 1) * 10000,
-                       at, at + (int64_t)(d[r] * MS));
+                set_op(&j->d[r].ops[k], r, seq, t0 + (int64_t)(host[r] * MS) + (f + 1) * 10000, at,
+                       at + (int64_t)(d[r] * MS));
             }
         }
     }
@@ -164,13 +173,25 @@ static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out
     for (int r = 0; r < RANKS; r++) {
         struct dr_dump *d = &j.d[r];
         snprintf(j.path[r], sizeof j.path[r], "ncclguard-r%d.json", r);
-        *d = (struct dr_dump){.path = j.path[r], .schema = "ncclguard.dump/2.2", .major = 2,
-                              .minor = 2, .reason = "exit", .host = "h", .job = "enqueue",
-                              .time_ns = 1000000 * MS, .pid = 100 + r, .rank = r,
+        *d = (struct dr_dump){.path = j.path[r],
+                              .schema = "ncclguard.dump/2.2",
+                              .major = 2,
+                              .minor = 2,
+                              .reason = "exit",
+                              .host = "h",
+                              .job = "enqueue",
+                              .time_ns = 1000000 * MS,
+                              .pid = 100 + r,
+                              .rank = r,
                               .local_rank = r};
-        j.c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull, .rank = r, .nranks = RANKS,
-                                   .last_seq = nops, .last_completed_seq = nops,
-                                   .name = "world", .state = "ready", .blocking = 1};
+        j.c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
+                                  .rank = r,
+                                  .nranks = RANKS,
+                                  .last_seq = nops,
+                                  .last_completed_seq = nops,
+                                  .name = "world",
+                                  .state = "ready",
+                                  .blocking = 1};
         d->comms = &j.c[r];
         d->ncomms = 1;
         d->ops = calloc(nops, sizeof *d->ops);
@@ -312,8 +333,9 @@ START_TEST(verdict_words)
     ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
     const char *line = an_intern_get(&a.strs, a.culprits[0].text);
     ck_assert_msg(strstr(line, "arrived last at ") && strstr(line, " of 200 collectives") &&
-                  strstr(line, "% of the waiting, p < 1e-9 by chance") &&
-                  strstr(line, "4 rank(s) tested"), "%s", line);
+                      strstr(line, "% of the waiting, p < 1e-9 by chance") &&
+                      strstr(line, "4 rank(s) tested"),
+                  "%s", line);
     an_free(&a);
     free_job(&j);
 }
@@ -335,4 +357,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return ng_check_run(suite()); }
+int main(void)
+{
+    return ng_check_run(suite());
+}

@@ -26,63 +26,90 @@
 #define PYLIB "\"module\":\"/usr/lib/libpython3.13.so.1.0\""
 #define GUARD "\"module\":\"/usr/lib/libncclguard.so\""
 #define FAKE "\"module\":\"/opt/harness/fakes/libcuda.so.1\""
-#define FR(mod, fn) "{\"pc\":\"0000000000001000\"," mod ",\"offset\":4096,\"function\":" fn \
-                    ",\"function_offset\":16,\"build_id\":null}"
-#define TH(tid, name, sys, frames) "{\"tid\":" #tid ",\"name\":\"" name "\",\"state\":\"S\"," \
+#define FR(mod, fn)                                                         \
+    "{\"pc\":\"0000000000001000\"," mod ",\"offset\":4096,\"function\":" fn \
+    ",\"function_offset\":16,\"build_id\":null}"
+#define TH(tid, name, sys, frames)                             \
+    "{\"tid\":" #tid ",\"name\":\"" name "\",\"state\":\"S\"," \
     "\"syscall\":" sys ",\"stack_from\":\"scan\",\"frames\":[" frames "]}"
 
 /* C frames of the threads of the cases */
-#define MAIN_STUCK TH(200, "train", "\"clock_nanosleep\"", FR(LIBC, "\"clock_nanosleep\"") "," \
-    FR(PROG, "\"job_stuck_in_main\"") "," FR(PROG, "\"main\"") "," \
-    FR(LIBC, "\"__libc_start_main\"") "," FR(PROG, "\"_start\""))
-#define COMM_CONDWAIT TH(201, "comm", "\"futex\"", FR(LIBC, "null") "," \
-    FR(LIBC, "\"pthread_cond_wait\"") "," FR(PROG, "\"comm_main\"") "," FR(LIBC, "null"))
-#define COMM_BUSY TH(201, "comm", "\"clock_nanosleep\"", FR(LIBC, "\"clock_nanosleep\"") "," \
-    FR(PROG, "\"comm_throttle\"") "," FR(PROG, "\"comm_main\""))
-#define COMM_FUTEX TH(201, "comm", "\"futex\"", FR(LIBC, "null") "," \
-    FR(FAKE, "\"fake_collective_wait\"") "," FR(LIBC, "null"))
-#define WATCHDOG TH(202, "ncclguard-wd", "\"clock_nanosleep\"", FR(LIBC, "\"clock_nanosleep\"") \
-    "," FR(GUARD, "\"observer_main\"") "," FR(PROG, "\"stale_frame_of_the_job\"") "," \
-    FR(LIBC, "null"))
-#define HARNESS TH(203, "fakecuda-s1", "\"futex\"", FR(LIBC, "\"pthread_cond_wait\"") "," \
-    FR(FAKE, "\"stream_worker\"") "," FR(LIBC, "null"))
-#define LOADER TH(204, "loader", "null", FR(PROG, "\"decode_batch\"") "," \
-    FR(PROG, "\"loader_main\"") "," FR(LIBC, "null"))
-#define IDLE_POOL TH(205, "pool", "\"futex\"", FR(LIBC, "null") "," \
-    FR(LIBC, "\"pthread_cond_timedwait\"") "," FR(PROG, "\"pool_main\"") "," FR(LIBC, "null"))
+#define MAIN_STUCK                                                                   \
+    TH(200, "train", "\"clock_nanosleep\"",                                          \
+       FR(LIBC, "\"clock_nanosleep\"") "," FR(PROG, "\"job_stuck_in_main\"") "," FR( \
+           PROG, "\"main\"") "," FR(LIBC, "\"__libc_start_main\"") "," FR(PROG, "\"_start\""))
+#define COMM_CONDWAIT                                                 \
+    TH(201, "comm", "\"futex\"",                                      \
+       FR(LIBC, "null") "," FR(LIBC, "\"pthread_cond_wait\"") "," FR( \
+           PROG, "\"comm_main\"") "," FR(LIBC, "null"))
+#define COMM_BUSY                                                                     \
+    TH(201, "comm", "\"clock_nanosleep\"",                                            \
+       FR(LIBC, "\"clock_nanosleep\"") "," FR(PROG, "\"comm_throttle\"") "," FR(PROG, \
+                                                                                "\"comm_main\""))
+#define COMM_FUTEX               \
+    TH(201, "comm", "\"futex\"", \
+       FR(LIBC, "null") "," FR(FAKE, "\"fake_collective_wait\"") "," FR(LIBC, "null"))
+#define WATCHDOG                                                                  \
+    TH(202, "ncclguard-wd", "\"clock_nanosleep\"",                                \
+       FR(LIBC, "\"clock_nanosleep\"") "," FR(GUARD, "\"observer_main\"") "," FR( \
+           PROG, "\"stale_frame_of_the_job\"") "," FR(LIBC, "null"))
+#define HARNESS                         \
+    TH(203, "fakecuda-s1", "\"futex\"", \
+       FR(LIBC, "\"pthread_cond_wait\"") "," FR(FAKE, "\"stream_worker\"") "," FR(LIBC, "null"))
+#define LOADER                \
+    TH(204, "loader", "null", \
+       FR(PROG, "\"decode_batch\"") "," FR(PROG, "\"loader_main\"") "," FR(LIBC, "null"))
+#define IDLE_POOL                                                          \
+    TH(205, "pool", "\"futex\"",                                           \
+       FR(LIBC, "null") "," FR(LIBC, "\"pthread_cond_timedwait\"") "," FR( \
+           PROG, "\"pool_main\"") "," FR(LIBC, "null"))
 /* Python: the interpreter's C frames */
-#define PY_MAIN TH(200, "python3", "\"clock_nanosleep\"", FR(LIBC, "\"clock_nanosleep\"") "," \
-    FR(PYLIB, "\"time_sleep\"") "," FR(PYLIB, "\"_PyEval_EvalFrameDefault\"") "," \
-    FR(PYLIB, "\"Py_RunMain\"") "," FR(LIBC, "\"__libc_start_main\"") "," FR(PROG, "\"_start\""))
-#define PY_COMM TH(201, "python3", "\"futex\"", FR(LIBC, "null") "," \
-    FR(LIBC, "\"pthread_cond_timedwait\"") "," FR(PYLIB, "\"PyThread_acquire_lock_timed\"") \
-    "," FR(PYLIB, "\"_PyEval_EvalFrameDefault\"") "," FR(LIBC, "null"))
+#define PY_MAIN                                                                                                              \
+    TH(200, "python3", "\"clock_nanosleep\"",                                                                                \
+       FR(LIBC, "\"clock_nanosleep\"") "," FR(PYLIB, "\"time_sleep\"") "," FR(PYLIB, "\"_PyEval_EvalFrameDefault\"") "," FR( \
+           PYLIB, "\"Py_RunMain\"") "," FR(LIBC, "\"__libc_start_main\"") "," FR(PROG,                                       \
+                                                                                 "\"_start\""))
+#define PY_COMM                                                                                   \
+    TH(201, "python3", "\"futex\"",                                                               \
+       FR(LIBC, "null") "," FR(LIBC, "\"pthread_cond_timedwait\"") "," FR(                        \
+           PYLIB,                                                                                 \
+           "\"PyThread_acquire_lock_timed\"") "," FR(PYLIB,                                       \
+                                                     "\"_PyEval_EvalFrameDefault\"") "," FR(LIBC, \
+                                                                                            "null"))
 #define PF(file, line, fn) "{\"file\":\"" file "\",\"line\":" #line ",\"function\":\"" fn "\"}"
-#define PT(tid, frames) "{\"thread_id\":\"00007f0000000" #tid "\",\"tid\":" #tid \
-    ",\"frames\":[" frames "]}"
-#define PYT_MAIN PT(200, PF("/opt/job/train.py", 96, "stuck_in_training_step") "," \
-    PF("/opt/job/train.py", 106, "train") "," PF("/opt/job/train.py", 112, "<module>"))
-#define PYT_COMM_IDLE PT(201, PF("/usr/lib/python3.13/threading.py", 359, "wait") "," \
-    PF("/usr/lib/python3.13/queue.py", 202, "get") "," PF("/opt/job/train.py", 87, "comm_loop") \
-    "," PF("/usr/lib/python3.13/threading.py", 992, "run"))
-#define PYT_COMM_BUSY PT(201, PF("/opt/job/train.py", 80, "pack_bucket") "," \
-    PF("/opt/job/train.py", 87, "comm_loop") "," PF("/usr/lib/python3.13/threading.py", 992, "run"))
-#define PYTHON(threads) "{\"method\":\"debug_offsets\",\"why\":null,\"threads\":[" threads \
-    "],\"raw\":null}"
+#define PT(tid, frames) \
+    "{\"thread_id\":\"00007f0000000" #tid "\",\"tid\":" #tid ",\"frames\":[" frames "]}"
+#define PYT_MAIN                                                          \
+    PT(200, PF("/opt/job/train.py", 96, "stuck_in_training_step") "," PF( \
+                "/opt/job/train.py", 106, "train") "," PF("/opt/job/train.py", 112, "<module>"))
+#define PYT_COMM_IDLE                                                   \
+    PT(201, PF("/usr/lib/python3.13/threading.py", 359, "wait") "," PF( \
+                "/usr/lib/python3.13/queue.py", 202,                    \
+                "get") "," PF("/opt/job/train.py", 87,                  \
+                              "comm_loop") "," PF("/usr/lib/python3.13/threading.py", 992, "run"))
+#define PYT_COMM_BUSY                                                                             \
+    PT(201, PF("/opt/job/train.py", 80,                                                           \
+               "pack_bucket") "," PF("/opt/job/train.py", 87,                                     \
+                                     "comm_loop") "," PF("/usr/lib/python3.13/threading.py", 992, \
+                                                         "run"))
+#define PYTHON(threads) \
+    "{\"method\":\"debug_offsets\",\"why\":null,\"threads\":[" threads "],\"raw\":null}"
 
 static const char *op_json(int seq, const char *state, const char *flags, int thread)
 {
     static char buf[2][1024];
     static int k;
     char *b = buf[k++ & 1];
-    snprintf(b, sizeof buf[0], "{\"index\":%d,\"comm\":\"00000000000000aa\",\"comm_rank\":0,"
+    snprintf(b, sizeof buf[0],
+             "{\"index\":%d,\"comm\":\"00000000000000aa\",\"comm_rank\":0,"
              "\"comm_nranks\":2,\"seq\":%d,\"p2p_seq\":null,\"op\":\"AllReduce\",\"count\":1024,"
              "\"datatype\":\"float32\",\"bytes\":4096,\"redop\":\"sum\",\"root\":null,"
              "\"peer\":null,\"stream\":\"0000000000000007\",\"group\":null,\"thread\":%d,"
              "\"enqueue_ns\":%d000000000,\"enqueue_mono_ns\":1,\"state\":\"%s\","
              "\"gpu_start_ns\":null,\"gpu_end_ns\":null,\"seen_start_ns\":null,"
              "\"seen_end_ns\":null,\"times\":null,\"result\":0,\"flags\":[%s],\"marker\":null,"
-             "\"stack\":null}", seq, seq, thread, 1700000000 + seq, state, flags);
+             "\"stack\":null}",
+             seq, seq, thread, 1700000000 + seq, state, flags);
     return b;
 }
 
@@ -92,7 +119,9 @@ static struct dr_dump *parse(int rank, const char *ops, int last_seq, int done_s
 {
     size_t cap = 1 << 16;
     char *buf = calloc(1, cap + NG_JSON_PADDING);
-    int n = snprintf(buf, cap, "{\"schema\":\"ncclguard.dump/2.1\",\"reason\":\"%s\","
+    int n = snprintf(
+        buf, cap,
+        "{\"schema\":\"ncclguard.dump/2.1\",\"reason\":\"%s\","
         "\"incident\":\"1-r0@h\",\"time_ns\":1700000100000000000,\"host\":\"h\",\"pid\":%d,"
         "\"rank\":%d,\"local_rank\":%d,\"job\":\"j\",\"versions\":{\"ncclguard\":\"0.1.0\","
         "\"nccl\":22809,\"cuda_driver\":13000,\"python\":null},\"env\":{},\"config\":null,"
@@ -101,13 +130,14 @@ static struct dr_dump *parse(int rank, const char *ops, int last_seq, int done_s
         "\"device\":0,\"name\":\"world\",\"state\":\"ready\",\"blocking\":true,\"parent\":null,"
         "\"created_ns\":1,\"last_seq\":%d,\"last_completed_seq\":%d,\"last_async_error\":0,"
         "\"peers\":[]}],\"stack_table\":null,\"stacks\":[],\"threads\":[%s],\"python\":%s,"
-        "\"ras\":null}", rank ? "trigger" : "timeout", rank ? 200 : 100, rank, rank, ops, rank,
-        last_seq, done_seq, threads, python ? python : "null");
+        "\"ras\":null}",
+        rank ? "trigger" : "timeout", rank ? 200 : 100, rank, rank, ops, rank, last_seq, done_seq,
+        threads, python ? python : "null");
     ck_assert_int_lt(n, (int)cap);
     char err[256] = "";
     ng_jparser *p = ng_jparser_new(NG_JSON_SIMDJSON);
     struct dr_dump *d = dr_parse(p, buf, (size_t)n, rank ? "r1.json" : "r0.json", 0, err,
-                                      sizeof err);
+                                 sizeof err);
     ng_jparser_free(p);
     free(buf);
     ck_assert_msg(d != NULL, "rank %d: %s", rank, err);
@@ -140,8 +170,9 @@ static char *verdict(const char *threads, const char *python)
 
 START_TEST(idle_comm_thread_shows_main_and_busy_threads)
 {
-    char *l = verdict(MAIN_STUCK "," COMM_CONDWAIT "," WATCHDOG "," HARNESS "," IDLE_POOL ","
-                      LOADER, NULL);
+    char *l = verdict(MAIN_STUCK "," COMM_CONDWAIT "," WATCHDOG "," HARNESS "," IDLE_POOL
+                                 "," LOADER,
+                      NULL);
     HAS(l, "; thread comm (201) idle in a wait (futex), in comm_main; main thread in "
            "job_stuck_in_main \xe2\x86\x90 main; thread loader (204) in decode_batch "
            "\xe2\x86\x90 loader_main");
@@ -149,8 +180,8 @@ START_TEST(idle_comm_thread_shows_main_and_busy_threads)
     HASNT(l, "__libc");
     HASNT(l, "stale_frame_of_the_job"); /* ncclguard's thread */
     HASNT(l, "observer_main");
-    HASNT(l, "stream_worker");          /* the harness's */
-    HASNT(l, "pool_main");              /* idle */
+    HASNT(l, "stream_worker"); /* the harness's */
+    HASNT(l, "pool_main");     /* idle */
     free(l);
 }
 END_TEST
@@ -221,4 +252,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return ng_check_run(suite()); }
+int main(void)
+{
+    return ng_check_run(suite());
+}

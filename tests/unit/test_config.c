@@ -280,21 +280,21 @@ END_TEST
 
 START_TEST(grammar_bad_lines_are_reported_and_skipped)
 {
-    load("timeout = 100\n"          /* 1: fine */
-         "timeout = soon\n"         /* 2: bad value */
-         "timout = 5\n"             /* 3: typo */
-         "just words\n"             /* 4: no '=' */
-         "[env.default]\n"          /* 5 */
-         "NCCL IB = 1\n"            /* 6: bad name */
-         "NCCLGUARD_TIMEOUT = 9\n"  /* 7: a setting in env */
-         "NCCL_X = \"open\n"        /* 8: unterminated quote */
-         "[nonsense]\n"             /* 9: unknown section */
-         "anything = goes\n"        /* 10: skipped silently */
-         "[ncclguard\n"             /* 11: bad header */
-         "ring = 3\n"               /* 12: skipped (section ignored), no message */
-         "[ncclguard]\n"            /* 13 */
-         "ring = 3\n"               /* 14: out of range */
-         "kill_exit = 7\n",         /* 15: fine */
+    load("timeout = 100\n"         /* 1: fine */
+         "timeout = soon\n"        /* 2: bad value */
+         "timout = 5\n"            /* 3: typo */
+         "just words\n"            /* 4: no '=' */
+         "[env.default]\n"         /* 5 */
+         "NCCL IB = 1\n"           /* 6: bad name */
+         "NCCLGUARD_TIMEOUT = 9\n" /* 7: a setting in env */
+         "NCCL_X = \"open\n"       /* 8: unterminated quote */
+         "[nonsense]\n"            /* 9: unknown section */
+         "anything = goes\n"       /* 10: skipped silently */
+         "[ncclguard\n"            /* 11: bad header */
+         "ring = 3\n"              /* 12: skipped (section ignored), no message */
+         "[ncclguard]\n"           /* 13 */
+         "ring = 3\n"              /* 14: out of range */
+         "kill_exit = 7\n",        /* 15: fine */
          NULL, NULL);
     const struct ng_settings *s = ncclguard_settings();
     ck_assert(s->timeout == 100);
@@ -305,7 +305,8 @@ START_TEST(grammar_bad_lines_are_reported_and_skipped)
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "section ignored"), 2);
     ck_assert_int_eq(capture_count(-1, "site.conf:2: timeout: 'soon' is not a duration"), 1);
     ck_assert_int_eq(capture_count(-1, "site.conf:3: unknown setting 'timout'; did you mean "
-                                       "'timeout'?; line ignored"), 1);
+                                       "'timeout'?; line ignored"),
+                     1);
     ck_assert_int_eq(capture_count(-1, "site.conf:6:"), 1);
     ck_assert_int_eq(capture_count(-1, "site.conf:7: NCCLGUARD_TIMEOUT is a setting"), 1);
     ck_assert_int_eq(capture_count(-1, "site.conf:8: a quoted value"), 1);
@@ -326,8 +327,10 @@ START_TEST(range_bounds_are_inclusive)
     static const struct {
         const char *text;
         long long want;
-    } cases[] = {{"kill_exit = 1\n", 1}, {"kill_exit = 255\n", 255},
-                 {"kill_exit = 0\n", 124}, {"kill_exit = 256\n", 124}};
+    } cases[] = {{"kill_exit = 1\n", 1},
+                 {"kill_exit = 255\n", 255},
+                 {"kill_exit = 0\n", 124},
+                 {"kill_exit = 256\n", 124}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         load(cases[i].text, NULL, NULL);
         ck_assert_int_eq(ncclguard_settings()->kill_exit, cases[i].want);
@@ -391,12 +394,13 @@ static void fake_sysroot(int n, const char *model, int ib)
     char path[256], cmd[1024];
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/root/proc/driver/nvidia/gpus/0000:%02x:00.0", dir, i);
-        snprintf(cmd, sizeof cmd, "mkdir -p %s && printf 'Model: \\t\\t %s\\nIRQ: 1\\n' > "
-                 "%s/information", path, model, path);
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s && printf 'Model: \\t\\t %s\\nIRQ: 1\\n' > "
+                 "%s/information",
+                 path, model, path);
         ck_assert_int_eq(system(cmd), 0);
     }
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/root/sys/class/infiniband%s", dir,
-             ib ? "/mlx5_0" : "");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/root/sys/class/infiniband%s", dir, ib ? "/mlx5_0" : "");
     ck_assert_int_eq(system(cmd), 0);
     snprintf(path, sizeof path, "%s/root", dir);
     setenv("NCCLGUARD_TEST_SYSROOT", path, 1);
@@ -565,10 +569,10 @@ START_TEST(env_rules_precedence)
          "D_FORBID\n"
          "E_* = no E\n",
          "[env.default]\n"
-         "A_DEF = user\n"      /* user beats a site default */
-         "C_FORCE = user\n"    /* refused: the site forces C */
-         "D_FORBID = user\n"   /* refused: the site forbids D */
-         "E_X = user\n"        /* refused: matches the site's E_* */
+         "A_DEF = user\n"    /* user beats a site default */
+         "C_FORCE = user\n"  /* refused: the site forces C */
+         "D_FORBID = user\n" /* refused: the site forbids D */
+         "E_X = user\n"      /* refused: matches the site's E_* */
          "F_USER = user\n"
          "[env.force]\n"
          "B_DEF = user-force\n", /* user force replaces a site default */
@@ -606,7 +610,8 @@ START_TEST(lock_rules)
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "lock: unknown setting 'nosuchkey'"), 1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "'lock' is only allowed in the site file"), 1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_KILL_AT=3 ignored (environment): "
-                                                "the site locked kill_at"), 1);
+                                                "the site locked kill_at"),
+                     1);
 }
 END_TEST
 
@@ -627,25 +632,34 @@ START_TEST(lock_list_unknown_name_first)
     ck_assert_int_eq(s->origin[NG_KEY_ABORT_AT].locked, 1);
     ck_assert_int_eq(s->origin[NG_KEY_KILL_AT].locked, 0);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:1: lock: unknown setting "
-                                                "'nosuchkey' (the others are locked)"), 1);
+                                                "'nosuchkey' (the others are locked)"),
+                     1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:2: lock: unknown setting "
-                                                "'alsonot'"), 1);
+                                                "'alsonot'"),
+                     1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "site.conf:2: lock: unknown setting "
-                                                "'notthis'"), 1);
+                                                "'notthis'"),
+                     1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "lock: unknown setting"), 3);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "timeout is locked by the site file"), 1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "abort_at is locked by the site file"), 1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_TIMEOUT=9 ignored (environment): "
-                                                "the site locked timeout"), 1);
+                                                "the site locked timeout"),
+                     1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCLGUARD_ABORT_AT=4 ignored (environment): "
-                                                "the site locked abort_at"), 1);
+                                                "the site locked abort_at"),
+                     1);
 }
 END_TEST
 
 START_TEST(env_variables_checked)
 {
-    char *envp[] = {"NCCLGUARD_TIMOUT=5", "NCCLGUARD_RING=abc", "NCCLGUARD_SLOW_MS=250",
-                    "NCCLGUARD_CONFIG=/x", "NCCLGUARD_TEST_ANYTHING=1", "NCCLGUARD_DUMP_DIR=",
+    char *envp[] = {"NCCLGUARD_TIMOUT=5",
+                    "NCCLGUARD_RING=abc",
+                    "NCCLGUARD_SLOW_MS=250",
+                    "NCCLGUARD_CONFIG=/x",
+                    "NCCLGUARD_TEST_ANYTHING=1",
+                    "NCCLGUARD_DUMP_DIR=",
                     NULL};
     load(NULL, NULL, envp);
     const struct ng_settings *s = ncclguard_settings();
@@ -793,17 +807,28 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {values_parse, lines_limits, open_refuses_unsafe_files,
+    const TTest *tests[] = {values_parse,
+                            lines_limits,
+                            open_refuses_unsafe_files,
                             grammar_entries_and_comments,
-                            grammar_bad_lines_are_reported_and_skipped, range_bounds_are_inclusive,
-                            grammar_messages_are_capped, binary_file_refused_whole,
+                            grammar_bad_lines_are_reported_and_skipped,
+                            range_bounds_are_inclusive,
+                            grammar_messages_are_capped,
+                            binary_file_refused_whole,
                             refused_file_gives_one_message_and_defaults,
-                            quiet_processes_log_at_debug, conditions_match_facts,
-                            conditions_unknown_facts_and_errors, conditional_sections_in_files,
-                            job_file_adds_never_removes, env_rules_precedence, lock_rules,
+                            quiet_processes_log_at_debug,
+                            conditions_match_facts,
+                            conditions_unknown_facts_and_errors,
+                            conditional_sections_in_files,
+                            job_file_adds_never_removes,
+                            env_rules_precedence,
+                            lock_rules,
                             lock_list_unknown_name_first,
-                            env_variables_checked, defaults_and_derived_values,
-                            timeouts_scale_with_size, each_op_has_its_own_timeout, json_object,
+                            env_variables_checked,
+                            defaults_and_derived_values,
+                            timeouts_scale_with_size,
+                            each_op_has_its_own_timeout,
+                            json_object,
                             NULL};
     Suite *s = ng_check_suite("config", "config", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);

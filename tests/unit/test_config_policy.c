@@ -127,7 +127,8 @@ START_TEST(forbid_removes_names_and_patterns)
     ck_assert_int_eq(change("NCCL_IB_MTU")->outcome, NG_OUT_ABSENT);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCL_TIMEOUT removed (site forbid, "), 1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "was '1800'): not an NCCL variable; set "
-                                                "timeout in [ncclguard]"), 1);
+                                                "timeout in [ncclguard]"),
+                     1);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, "removed"), 3);
 }
 END_TEST
@@ -194,8 +195,7 @@ START_TEST(child_with_other_conditions_replaces_parent_default)
     ck_assert_str_eq(getenv("NCCL_IB_TIMEOUT"), "23");
     ck_assert_int_eq(change("NCCL_IB_TIMEOUT")->outcome, NG_OUT_REPLACED);
     ck_assert_int_eq(capture_count(NG_LOG_INFO, "NCCL_IB_TIMEOUT=23 (site default, "), 1);
-    ck_assert_int_eq(capture_count(NG_LOG_INFO, "was '22', from the parent process's policy"),
-                     1);
+    ck_assert_int_eq(capture_count(NG_LOG_INFO, "was '22', from the parent process's policy"), 1);
     ck_assert_str_eq(getenv("NCCL_USER_SET"), "mine"); /* the user's own value stays */
     ck_assert_int_eq(change("NCCL_USER_SET")->outcome, NG_OUT_KEPT);
 }
@@ -330,14 +330,20 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {default_sets_unset_variable, default_keeps_user_value,
-                            force_overrides_user_value, forbid_removes_names_and_patterns,
+    const TTest *tests[] = {default_sets_unset_variable,
+                            default_keeps_user_value,
+                            force_overrides_user_value,
+                            forbid_removes_names_and_patterns,
                             forbid_pattern_beyond_the_change_list,
                             second_application_changes_nothing,
                             child_with_other_conditions_replaces_parent_default,
-                            user_change_after_parent_is_respected, only_local_rank_zero_talks,
-                            no_config_file_changes_nothing, user_file_from_xdg,
-                            disable_applies_nothing, dry_run_leaves_environment, json_lists_changes,
+                            user_change_after_parent_is_respected,
+                            only_local_rank_zero_talks,
+                            no_config_file_changes_nothing,
+                            user_file_from_xdg,
+                            disable_applies_nothing,
+                            dry_run_leaves_environment,
+                            json_lists_changes,
                             NULL};
     Suite *s = ng_check_suite("config_policy", "policy", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);

@@ -37,11 +37,13 @@ static struct ng_audit audit;
 static void known_like_2_28(void)
 {
     static const char *const names[] = {
-        "NCCL_BUFFSIZE",    "NCCL_IB_TC",         "NCCL_MIN_NRINGS",    "NCCL_MAX_NRINGS",
-        "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS",    "NCCL_MAX_CTAS",
-        "NCCL_DEBUG",       "NCCL_IB_DISABLE",    "NCCL_IB_HCA",        "NCCL_P2P_DISABLE",
-        "NCCL_P2P_LEVEL",   "NCCL_LAUNCH_MODE",   "NCCL_PROXY_DUMP_SIGNAL", "NCCL_NTHREADS",
-        "NCCL_COMM_ID",     "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_TIMEOUT",
+        "NCCL_BUFFSIZE",      "NCCL_IB_TC",         "NCCL_MIN_NRINGS",
+        "NCCL_MAX_NRINGS",    "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS",
+        "NCCL_MIN_CTAS",      "NCCL_MAX_CTAS",      "NCCL_DEBUG",
+        "NCCL_IB_DISABLE",    "NCCL_IB_HCA",        "NCCL_P2P_DISABLE",
+        "NCCL_P2P_LEVEL",     "NCCL_LAUNCH_MODE",   "NCCL_PROXY_DUMP_SIGNAL",
+        "NCCL_NTHREADS",      "NCCL_COMM_ID",       "NCCL_SOCKET_IFNAME",
+        "NCCL_NET_GDR_LEVEL", "NCCL_IB_TIMEOUT",
     };
     memset(&known, 0, sizeof known);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -90,11 +92,15 @@ static void expect_recipe_common(const char *v)
     expect("NCCL_BUFFSIZE", NG_FIND_VALUE, NG_SEV_WARNING,
            "NCCL_BUFFSIZE=1048576 (1 MiB) is below NCCL's default of 4194304 (4 MiB)");
     ck_assert_ptr_null(about("NCCL_IB_TC"));
-    snprintf(what, sizeof what, "NCCL_IB_MTU=4096 is not read by NCCL %s (environment): NCCL "
-             "uses the active MTU", v);
+    snprintf(what, sizeof what,
+             "NCCL_IB_MTU=4096 is not read by NCCL %s (environment): NCCL "
+             "uses the active MTU",
+             v);
     expect("NCCL_IB_MTU", NG_FIND_MYTH, NG_SEV_WARNING, what);
-    snprintf(what, sizeof what, "NCCL_MAX_RINGS=8 is not read by NCCL %s (environment): did "
-             "you mean NCCL_MAX_NCHANNELS?", v);
+    snprintf(what, sizeof what,
+             "NCCL_MAX_RINGS=8 is not read by NCCL %s (environment): did "
+             "you mean NCCL_MAX_NCHANNELS?",
+             v);
     expect("NCCL_MAX_RINGS", NG_FIND_UNKNOWN, NG_SEV_WARNING, what);
 }
 
@@ -129,10 +135,16 @@ END_TEST
 
 START_TEST(misparsed_values)
 {
-    char *env[] = {"NCCL_NTHREADS=08",       "NCCL_BUFFSIZE=1e6",    "NCCL_IB_TIMEOUT=010",
-                   "NCCL_MAX_NCHANNELS=4M",  "NCCL_MIN_NCHANNELS=0x10", "NCCL_IB_TC=-1",
-                   "NCCL_MIN_CTAS=99999999999999999999", "NCCL_COMM_ID=10.0.0.1:1234",
-                   "NCCL_MAX_CTAS=1.5",      NULL};
+    char *env[] = {"NCCL_NTHREADS=08",
+                   "NCCL_BUFFSIZE=1e6",
+                   "NCCL_IB_TIMEOUT=010",
+                   "NCCL_MAX_NCHANNELS=4M",
+                   "NCCL_MIN_NCHANNELS=0x10",
+                   "NCCL_IB_TC=-1",
+                   "NCCL_MIN_CTAS=99999999999999999999",
+                   "NCCL_COMM_ID=10.0.0.1:1234",
+                   "NCCL_MAX_CTAS=1.5",
+                   NULL};
     ncclguard_envaudit(&known, "2.28.9", env, &audit);
     expect("NCCL_NTHREADS", NG_FIND_MISPARSE, NG_SEV_WARNING,
            "NCCL_NTHREADS=08 is read by NCCL as 0 (environment): NCCL reads a leading 0 as "
@@ -169,7 +181,7 @@ END_TEST
 
 START_TEST(contradictions)
 {
-    char *env[] = {"NCCL_IB_DISABLE=1", "NCCL_IB_HCA=mlx5_0", "NCCL_P2P_DISABLE=1",
+    char *env[] = {"NCCL_IB_DISABLE=1",  "NCCL_IB_HCA=mlx5_0",        "NCCL_P2P_DISABLE=1",
                    "NCCL_P2P_LEVEL=NVL", "NCCL_PROXY_DUMP_SIGNAL=12", NULL};
     ncclguard_envaudit(&known, "2.28.9", env, &audit);
     expect("NCCL_IB_HCA", NG_FIND_CONFLICT, NG_SEV_WARNING,
@@ -187,8 +199,13 @@ END_TEST
 START_TEST(debug_settings_and_retired_names)
 {
     ncclguard_known_add(&known, "NCCL_CHECKS_DISABLE", 19);
-    char *env[] = {"NCCL_DEBUG=info", "NCCL_LAUNCH_MODE=GROUP", "NCCL_CHECKS_DISABLE=1",
-                   "NCCL_LL_THRESHOLD=0", "NCCL_IB_GDR_LEVEL=2", "NCCL_SOCKET_IFNAME=", NULL};
+    char *env[] = {"NCCL_DEBUG=info",
+                   "NCCL_LAUNCH_MODE=GROUP",
+                   "NCCL_CHECKS_DISABLE=1",
+                   "NCCL_LL_THRESHOLD=0",
+                   "NCCL_IB_GDR_LEVEL=2",
+                   "NCCL_SOCKET_IFNAME=",
+                   NULL};
     ncclguard_envaudit(&known, "2.28.9", env, &audit);
     expect("NCCL_DEBUG", NG_FIND_DEBUG, NG_SEV_WARNING, "use WARN in production");
     expect("NCCL_LAUNCH_MODE", NG_FIND_DEBUG, NG_SEV_WARNING, "PARALLEL");
@@ -255,8 +272,10 @@ START_TEST(provenance_of_policy_values)
     unlink(path);
     ncclguard_envaudit(&known, "2.28.9", environ, &audit);
     char want[128];
-    snprintf(want, sizeof want, "NCCL_MIN_NRINGS=4 is a deprecated alias of NCCL_MIN_NCHANNELS "
-             "in NCCL 2.28.9 (site default, %s:2)", path);
+    snprintf(want, sizeof want,
+             "NCCL_MIN_NRINGS=4 is a deprecated alias of NCCL_MIN_NCHANNELS "
+             "in NCCL 2.28.9 (site default, %s:2)",
+             path);
     expect("NCCL_MIN_NRINGS", NG_FIND_DEPRECATED, NG_SEV_WARNING, want);
 }
 END_TEST
@@ -287,18 +306,21 @@ START_TEST(scan_without_section_headers)
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     const char data[] = "\0NCCL_SEGMENT_NAME\0xNCCL_NOT_WHOLE\0NCCL_lower\0NCCL_TAIL";
-    Elf64_Ehdr eh = {.e_type = ET_DYN, .e_machine = EM_X86_64, .e_version = EV_CURRENT,
-                     .e_phoff = sizeof eh, .e_ehsize = sizeof eh,
-                     .e_phentsize = sizeof(Elf64_Phdr), .e_phnum = 2};
+    Elf64_Ehdr eh = {.e_type = ET_DYN,
+                     .e_machine = EM_X86_64,
+                     .e_version = EV_CURRENT,
+                     .e_phoff = sizeof eh,
+                     .e_ehsize = sizeof eh,
+                     .e_phentsize = sizeof(Elf64_Phdr),
+                     .e_phnum = 2};
     memcpy(eh.e_ident, ELFMAG, SELFMAG);
     eh.e_ident[EI_CLASS] = ELFCLASS64;
     eh.e_ident[EI_DATA] = ELFDATA2LSB;
     eh.e_ident[EI_VERSION] = EV_CURRENT;
     size_t off = sizeof eh + 2 * sizeof(Elf64_Phdr);
-    Elf64_Phdr ph[2] = {{.p_type = PT_LOAD, .p_flags = PF_R, .p_offset = off,
-                         .p_filesz = sizeof data - 1},
-                        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = off,
-                         .p_filesz = sizeof data - 1}};
+    Elf64_Phdr ph[2] = {
+        {.p_type = PT_LOAD, .p_flags = PF_R, .p_offset = off, .p_filesz = sizeof data - 1},
+        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = off, .p_filesz = sizeof data - 1}};
     ck_assert_int_eq(write(fd, &eh, sizeof eh), (ssize_t)sizeof eh);
     ck_assert_int_eq(write(fd, ph, sizeof ph), (ssize_t)sizeof ph);
     ck_assert_int_eq(write(fd, data, sizeof data - 1), (ssize_t)(sizeof data - 1));
@@ -357,8 +379,7 @@ START_TEST(first_comm_hook)
     ck_assert_ptr_nonnull(strstr(path, "libnccl.so"));
     ncclguard_envaudit_at_first_comm();
     int runs = _i == 0 || _i == 2;
-    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCL_MAX_RINGS=8 is not read by NCCL 2.28"),
-                     runs);
+    ck_assert_int_eq(capture_count(NG_LOG_WARN, "NCCL_MAX_RINGS=8 is not read by NCCL 2.28"), runs);
     ck_assert_int_eq(capture_count(NG_LOG_WARN, ""), runs ? 5 : 0);
     ck_assert_int_eq(capture_count(NG_LOG_INFO, "NCCL_IBEXT_DISABLE=1"), runs);
     capture_reset();
@@ -370,12 +391,20 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {recipe_against_2_28_names, recipe_against_a_smaller_library,
-                            misparsed_values, buffsize_values, contradictions,
-                            debug_settings_and_retired_names, typos_get_suggestions,
-                            empty_known_list_skips_unknown_checks, findings_are_bounded,
-                            provenance_of_policy_values, scan_own_binary,
-                            scan_without_section_headers, scan_real_nccl, NULL};
+    const TTest *tests[] = {recipe_against_2_28_names,
+                            recipe_against_a_smaller_library,
+                            misparsed_values,
+                            buffsize_values,
+                            contradictions,
+                            debug_settings_and_retired_names,
+                            typos_get_suggestions,
+                            empty_known_list_skips_unknown_checks,
+                            findings_are_bounded,
+                            provenance_of_policy_values,
+                            scan_own_binary,
+                            scan_without_section_headers,
+                            scan_real_nccl,
+                            NULL};
     Suite *s = ng_check_suite("envaudit", "envaudit", 60, tests, &t);
     tcase_add_checked_fixture(t, setup, NULL);
     tcase_add_loop_test(t, first_comm_hook, 0, 4);

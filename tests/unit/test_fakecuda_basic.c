@@ -237,22 +237,47 @@ END_TEST
 START_TEST(test_exports_real_names_only)
 {
     static const char *const want[] = {
-        "cuInit", "cuCtxCreate_v4", "cuCtxCreate_v2", "cuCtxDestroy_v2", "cuCtxPushCurrent_v2",
-        "cuCtxPopCurrent_v2", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2",
-        "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuMemAlloc_v2", "cuMemFree_v2",
-        "cuStreamGetCtx", "cuStreamGetCtx_v2", "cuStreamGetCtx_ptsz", "cuStreamGetCtx_v2_ptsz",
-        "cuEventElapsedTime", "cuEventElapsedTime_v2", "cuStreamBeginCapture_v2",
-        "cuStreamBeginCapture_v2_ptsz", "cuGetProcAddress", "cuGetProcAddress_v2",
-        "cuGraphInstantiateWithFlags", "cuGraphLaunch_ptsz", "cuEventRecord_ptsz",
-        "cuLaunchHostFunc_ptsz", "cuStreamQuery_ptsz", "cuStreamSynchronize_ptsz",
-        "cuMemcpyHtoD_v2_ptds", "cuMemsetD32_v2_ptds", "cuMemcpyDtoHAsync_v2_ptsz",
-        "cuStreamGetCaptureInfo_v3", "cuThreadExchangeStreamCaptureMode",
-        "fakecuda_test_kernel", "fakecuda_test_spin", "fakecuda_live_threads",
+        "cuInit",
+        "cuCtxCreate_v4",
+        "cuCtxCreate_v2",
+        "cuCtxDestroy_v2",
+        "cuCtxPushCurrent_v2",
+        "cuCtxPopCurrent_v2",
+        "cuDevicePrimaryCtxRelease_v2",
+        "cuDevicePrimaryCtxReset_v2",
+        "cuStreamDestroy_v2",
+        "cuEventDestroy_v2",
+        "cuMemAlloc_v2",
+        "cuMemFree_v2",
+        "cuStreamGetCtx",
+        "cuStreamGetCtx_v2",
+        "cuStreamGetCtx_ptsz",
+        "cuStreamGetCtx_v2_ptsz",
+        "cuEventElapsedTime",
+        "cuEventElapsedTime_v2",
+        "cuStreamBeginCapture_v2",
+        "cuStreamBeginCapture_v2_ptsz",
+        "cuGetProcAddress",
+        "cuGetProcAddress_v2",
+        "cuGraphInstantiateWithFlags",
+        "cuGraphLaunch_ptsz",
+        "cuEventRecord_ptsz",
+        "cuLaunchHostFunc_ptsz",
+        "cuStreamQuery_ptsz",
+        "cuStreamSynchronize_ptsz",
+        "cuMemcpyHtoD_v2_ptds",
+        "cuMemsetD32_v2_ptds",
+        "cuMemcpyDtoHAsync_v2_ptsz",
+        "cuStreamGetCaptureInfo_v3",
+        "cuThreadExchangeStreamCaptureMode",
+        "fakecuda_test_kernel",
+        "fakecuda_test_spin",
+        "fakecuda_live_threads",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(dlsym(RTLD_DEFAULT, want[i]) != NULL, "%s is not exported", want[i]);
-    static const char *const hidden[] = { "fc_enter", "fc_queue_push", "fc_complain",
-                                          "fc_handle_new", "fc_cfg" };
+    static const char *const hidden[] = {"fc_enter", "fc_queue_push", "fc_complain",
+                                         "fc_handle_new", "fc_cfg"};
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
         ck_assert_msg(dlsym(RTLD_DEFAULT, hidden[i]) == NULL, "%s is exported", hidden[i]);
 }
@@ -275,10 +300,8 @@ START_TEST(test_get_proc_address_versions)
     ck_assert_ptr_eq(proc("cuEventDestroy", 13000, 0, &st),
                      dlsym(RTLD_DEFAULT, "cuEventDestroy_v2"));
     ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
-    ck_assert_ptr_eq(proc("cuEventDestroy", 3000, 0, &st),
-                     dlsym(RTLD_DEFAULT, "cuEventDestroy"));
-    ck_assert_ptr_eq(proc("cuStreamGetCtx", 12000, 0, &st),
-                     dlsym(RTLD_DEFAULT, "cuStreamGetCtx"));
+    ck_assert_ptr_eq(proc("cuEventDestroy", 3000, 0, &st), dlsym(RTLD_DEFAULT, "cuEventDestroy"));
+    ck_assert_ptr_eq(proc("cuStreamGetCtx", 12000, 0, &st), dlsym(RTLD_DEFAULT, "cuStreamGetCtx"));
     ck_assert_ptr_eq(proc("cuStreamGetCtx", 12050, 0, &st),
                      dlsym(RTLD_DEFAULT, "cuStreamGetCtx_v2"));
     ck_assert_ptr_eq(proc("cuEventElapsedTime", 12080, 0, &st),
@@ -332,11 +355,17 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_calls_fail_before_cuinit, test_devices_follow_env, test_no_device,
-                            test_no_current_context_rejected, test_context_stack,
-                            test_destroyed_handles_rejected, test_primary_context,
-                            test_error_strings, test_exports_real_names_only,
-                            test_get_proc_address_versions, test_host_function_may_not_call_cuda,
+    const TTest *tests[] = {test_calls_fail_before_cuinit,
+                            test_devices_follow_env,
+                            test_no_device,
+                            test_no_current_context_rejected,
+                            test_context_stack,
+                            test_destroyed_handles_rejected,
+                            test_primary_context,
+                            test_error_strings,
+                            test_exports_real_names_only,
+                            test_get_proc_address_versions,
+                            test_host_function_may_not_call_cuda,
                             NULL};
     return ng_check_run(ng_check_suite("fakecuda_basic", "basic", 120, tests, NULL));
 }

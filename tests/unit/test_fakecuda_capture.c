@@ -19,8 +19,10 @@ static void end_ok_and_launch(CUstream s, CUstream on, int times, CUgraph *g_out
     for (int i = 0; i < times; i++) CU_OK(cuGraphLaunch(x, on));
     CU_OK(cuStreamSynchronize(on));
     CU_OK(cuGraphExecDestroy(x));
-    if (g_out) *g_out = g;
-    else CU_OK(cuGraphDestroy(g));
+    if (g_out)
+        *g_out = g;
+    else
+        CU_OK(cuGraphDestroy(g));
 }
 
 START_TEST(test_captured_work_runs_at_each_launch)
@@ -40,7 +42,7 @@ START_TEST(test_captured_work_runs_at_each_launch)
     ck_assert_uint_ne(id, 0);
     ck_assert_ptr_nonnull(building);
     for (int i = 0; i < 3; i++) {
-        e[i] = (struct fct_entry){ &log, i };
+        e[i] = (struct fct_entry){&log, i};
         CU_OK(cuLaunchHostFunc(s, fct_append, &e[i]));
         CU_OK(cuLaunchHostFunc(s, fct_bump, &count));
     }
@@ -178,7 +180,7 @@ static CUresult cross_thread(CUstreamCaptureMode capture_mode, CUstreamCaptureMo
     CUevent ev = fct_event(0);
     CU_OK(cuEventRecord(ev, s));
     CU_OK(cuEventSynchronize(ev));
-    *c = (struct capturer){ .ctx = ctx, .mode = capture_mode };
+    *c = (struct capturer){.ctx = ctx, .mode = capture_mode};
     sem_init(&c->began, 0, 0);
     sem_init(&c->probed, 0, 0);
     CUstreamCaptureMode m = b_mode;
@@ -308,7 +310,7 @@ START_TEST(test_end_capture_on_wrong_thread)
 {
     CUcontext ctx = fct_init_ctx();
     (void)ctx;
-    struct ender e = { NULL, CUDA_SUCCESS };
+    struct ender e = {NULL, CUDA_SUCCESS};
     CU_OK(cuStreamCreate(&e.s, 0));
     CU_OK(cuStreamBeginCapture(e.s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     pthread_t t;
@@ -426,16 +428,20 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {test_captured_work_runs_at_each_launch,
-                            test_captured_event_not_queryable, test_external_event_record_node,
+                            test_captured_event_not_queryable,
+                            test_external_event_record_node,
                             test_own_unsafe_call_invalidates,
                             test_cross_thread_global_breaks_capture,
                             test_cross_thread_thread_local_is_exempt,
                             test_cross_thread_relaxed_is_exempt,
                             test_cross_thread_capture_not_global_is_ignored,
-                            test_legacy_stream_implicit_dependency, test_capture_misuse,
-                            test_end_capture_on_wrong_thread, test_fork_join_streams_in_capture,
+                            test_legacy_stream_implicit_dependency,
+                            test_capture_misuse,
+                            test_end_capture_on_wrong_thread,
+                            test_fork_join_streams_in_capture,
                             test_wait_on_uncaptured_event_is_isolation,
-                            test_test_kernels_obey_capture, test_capture_on_per_thread_stream,
+                            test_test_kernels_obey_capture,
+                            test_capture_on_per_thread_stream,
                             NULL};
     return ng_check_run(ng_check_suite("fakecuda_capture", "capture", 180, tests, NULL));
 }

@@ -96,7 +96,7 @@ static void *hammer_thread(void *arg)
 
 START_TEST(test_fork_while_other_threads_call_cuda)
 {
-    struct hammer h = { fct_init_ctx(), 0, 0 };
+    struct hammer h = {fct_init_ctx(), 0, 0};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, hammer_thread, &h);
     for (int i = 0; i < 20; i++) {

@@ -16,7 +16,7 @@ START_TEST(test_fifo_order)
     static struct fct_log log;
     static struct fct_entry e[2000];
     for (int i = 0; i < 2000; i++) {
-        e[i] = (struct fct_entry){ &log, i };
+        e[i] = (struct fct_entry){&log, i};
         if (i % 3 == 0) CU_OK(fakecuda_test_kernel(s, 1000)); /* interleave other work */
         CU_OK(cuLaunchHostFunc(s, fct_append, &e[i]));
     }
@@ -244,7 +244,7 @@ START_TEST(test_per_thread_default_stream)
 {
     CUcontext ctx = fct_init_ctx();
     int release = 0;
-    struct ptds_probe a = { ctx, 0, 0, 0, &release, 0 }, b = { ctx, 0, 0, 0, NULL, 0 };
+    struct ptds_probe a = {ctx, 0, 0, 0, &release, 0}, b = {ctx, 0, 0, 0, NULL, 0};
     int base = fakecuda_live_threads();
     pthread_t ta, tb;
     pthread_create(&ta, NULL, ptds_thread, &a);
@@ -395,7 +395,7 @@ START_TEST(test_sync_copy_waits_for_blocking_streams)
     CU_OK(cuMemsetD8(d, 0, 64));
     CU_OK(fakecuda_test_spin(b, &release));
     CU_OK(cuMemsetD8Async(d, 7, 64, b));
-    struct release_later rl = { &release };
+    struct release_later rl = {&release};
     pthread_t t;
     pthread_create(&t, NULL, release_after_quiet, &rl);
     unsigned char out[64];
@@ -456,7 +456,7 @@ START_TEST(test_stall_env)
     setenv("FAKECUDA_STALL_AFTER_OPS", "2", 1);
     fct_init_ctx();
     CUstream s = fct_stream(0);
-    int ran[3] = { 0, 0, 0 };
+    int ran[3] = {0, 0, 0};
     for (int i = 0; i < 3; i++) CU_OK(cuLaunchHostFunc(s, fct_set, &ran[i]));
     ck_assert(fct_wait_int(&ran[1], 1));
     fct_sleep_ms(FCT_QUIET_MS);
@@ -523,7 +523,7 @@ static void start_blocked(struct blocking_call *c, pthread_t *t)
 /* cuEventSynchronize on an event behind a kernel that never ends blocks the host with it. */
 START_TEST(test_event_synchronize_blocks_while_stalled)
 {
-    struct blocking_call c = { .ctx = fct_init_ctx(), .sync = true };
+    struct blocking_call c = {.ctx = fct_init_ctx(), .sync = true};
     volatile int release = 0;
     pthread_t t;
     CU_OK(cuStreamCreate(&c.s, 0));
@@ -542,7 +542,7 @@ END_TEST
 START_TEST(test_queue_depth_blocks_enqueue)
 {
     setenv("FAKECUDA_QUEUE_DEPTH", "2", 1);
-    struct blocking_call c = { .ctx = fct_init_ctx() };
+    struct blocking_call c = {.ctx = fct_init_ctx()};
     volatile int release = 0;
     int ran = 0;
     CUstream other;
@@ -569,7 +569,7 @@ END_TEST
 START_TEST(test_queue_depth_bounded_by_default)
 {
     unsetenv("FAKECUDA_QUEUE_DEPTH");
-    struct blocking_call c = { .ctx = fct_init_ctx() };
+    struct blocking_call c = {.ctx = fct_init_ctx()};
     volatile int release = 0;
     int ran = 0;
     pthread_t t;
@@ -618,18 +618,28 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {test_fifo_order, test_event_not_ready_until_reached,
-                            test_elapsed_time_lower_bound, test_elapsed_refuses_untimed_events,
-                            test_thread_call_counters, test_rerecord_moves_event,
-                            test_stream_wait_event, test_legacy_waits_for_blocking_streams_only,
-                            test_blocking_streams_wait_for_legacy, test_per_thread_default_stream,
+    const TTest *tests[] = {test_fifo_order,
+                            test_event_not_ready_until_reached,
+                            test_elapsed_time_lower_bound,
+                            test_elapsed_refuses_untimed_events,
+                            test_thread_call_counters,
+                            test_rerecord_moves_event,
+                            test_stream_wait_event,
+                            test_legacy_waits_for_blocking_streams_only,
+                            test_blocking_streams_wait_for_legacy,
+                            test_per_thread_default_stream,
                             test_stream_destroy_lets_work_finish,
-                            test_event_of_other_context_rejected, test_ctx_synchronize, test_memory,
+                            test_event_of_other_context_rejected,
+                            test_ctx_synchronize,
+                            test_memory,
                             test_sync_copy_waits_for_blocking_streams,
-                            test_record_and_query_allocate_nothing, test_op_delay_env,
-                            test_stall_env, test_event_synchronize_blocks_while_stalled,
+                            test_record_and_query_allocate_nothing,
+                            test_op_delay_env,
+                            test_stall_env,
+                            test_event_synchronize_blocks_while_stalled,
                             test_queue_depth_blocks_enqueue,
-                            test_queue_depth_bounded_by_default, NULL};
+                            test_queue_depth_bounded_by_default,
+                            NULL};
     Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, tests, &tc);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
     tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);

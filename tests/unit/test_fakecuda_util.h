@@ -35,7 +35,7 @@ static inline double fct_now(void)
 
 static inline void fct_sleep_ms(long ms)
 {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
@@ -64,8 +64,14 @@ static inline CUevent fct_event(unsigned flags)
     return ev;
 }
 
-static inline int fct_load(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void fct_store(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline int fct_load(const int *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void fct_store(int *p, int v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 
 /* Polls until *p == want or the deadline passes; returns whether it got there. */
 static inline bool fct_wait_int(const int *p, int want)
@@ -85,7 +91,10 @@ static inline void CUDA_CB fct_bump(void *arg)
 }
 
 /* Host function: sets the int it is given to 1. */
-static inline void CUDA_CB fct_set(void *arg) { fct_store(arg, 1); }
+static inline void CUDA_CB fct_set(void *arg)
+{
+    fct_store(arg, 1);
+}
 
 /* An ordered log that host functions append to. */
 struct fct_log {
@@ -104,6 +113,5 @@ static inline void CUDA_CB fct_append(void *arg)
     int i = __atomic_fetch_add(&e->log->n, 1, __ATOMIC_ACQ_REL);
     if (i < 4096) e->log->v[i] = e->value;
 }
-
 
 #endif

@@ -61,12 +61,11 @@ START_TEST(version_and_unique_ids)
 }
 END_TEST
 
-#define EXPECT(call, result, text)                                                   \
-    do {                                                                             \
-        ck_assert_int_eq((call), (result));                                          \
-        ck_assert_msg(strstr(ncclGetLastError(NULL), (text)) != NULL,                 \
-                      "%s: last error '%s' lacks '%s'", #call, ncclGetLastError(NULL), \
-                      (text));                                                       \
+#define EXPECT(call, result, text)                                                              \
+    do {                                                                                        \
+        ck_assert_int_eq((call), (result));                                                     \
+        ck_assert_msg(strstr(ncclGetLastError(NULL), (text)) != NULL,                           \
+                      "%s: last error '%s' lacks '%s'", #call, ncclGetLastError(NULL), (text)); \
     } while (0)
 
 START_TEST(arguments_are_checked_like_nccl)
@@ -203,14 +202,12 @@ START_TEST(read_only_data_names_only_the_variables_read)
     fclose(f);
     bool blocking = false, debug = false, profiler = false, envplugin = false;
     for (size_t i = 0; i + 5 < n; i++) {
-        if (memcmp(data + i, "NCCL_", 5))
-            continue;
+        if (memcmp(data + i, "NCCL_", 5)) continue;
         size_t k = i + 5;
-        while (k < n && ((data[k] >= 'A' && data[k] <= 'Z') || (data[k] >= '0' && data[k] <= '9')
-                         || data[k] == '_'))
+        while (k < n && ((data[k] >= 'A' && data[k] <= 'Z') || (data[k] >= '0' && data[k] <= '9') ||
+                         data[k] == '_'))
             k++;
-        if (k == i + 5)
-            continue;
+        if (k == i + 5) continue;
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)(k - i), data + i);
         if (!strcmp(name, "NCCL_COMM_BLOCKING"))
@@ -266,12 +263,12 @@ END_TEST
 /* ---- call log ---- */
 
 /* One call of (nearly) every API, in a fixed order; run in a fresh exec'd process. */
-#define STEP(x)                                                                      \
-    do {                                                                             \
-        if (x) {                                                                     \
-            fprintf(stderr, "calllog scenario: %s failed\n", #x);                     \
-            return 1;                                                                \
-        }                                                                            \
+#define STEP(x)                                                   \
+    do {                                                          \
+        if (x) {                                                  \
+            fprintf(stderr, "calllog scenario: %s failed\n", #x); \
+            return 1;                                             \
+        }                                                         \
     } while (0)
 
 static int calllog_scenario(void)
@@ -381,8 +378,7 @@ START_TEST(call_log_is_identical_across_runs)
         "ncclCommInitAll comm=[comm#2,comm#3] ndev=2 devlist=null -> 0 thread=",
         "ncclCommDestroy comm=comm#0 -> 0 thread="};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        ck_assert_msg(strstr(one, lines[i]) != NULL, "log lacks: %s\n--- log:\n%s", lines[i],
-                          one);
+        ck_assert_msg(strstr(one, lines[i]) != NULL, "log lacks: %s\n--- log:\n%s", lines[i], one);
     ck_assert_msg(strstr(one, "0x7f") == NULL && strstr(one, "0x5") == NULL,
                   "an address leaked into the log");
     free(one);
@@ -393,13 +389,16 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "calllog-child"))
-        return calllog_scenario();
-    const TTest *tests[] = {error_strings_are_nccls, version_and_unique_ids,
-                            arguments_are_checked_like_nccl, group_simulate_end_launches_nothing,
+    if (argc > 1 && !strcmp(argv[1], "calllog-child")) return calllog_scenario();
+    const TTest *tests[] = {error_strings_are_nccls,
+                            version_and_unique_ids,
+                            arguments_are_checked_like_nccl,
+                            group_simulate_end_launches_nothing,
                             only_nccl_names_are_exported,
-                            read_only_data_names_only_the_variables_read, noop_enqueues_nothing,
-                            nccl_debug_warn_prints_warnings, call_log_is_identical_across_runs,
+                            read_only_data_names_only_the_variables_read,
+                            noop_enqueues_nothing,
+                            nccl_debug_warn_prints_warnings,
+                            call_log_is_identical_across_runs,
                             NULL};
     return ng_check_run(ng_check_suite("fakenccl_api", "api", 120, tests, NULL));
 }

@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const ncclDataType_t all_types[] = {
-    ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
-    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+static const ncclDataType_t all_types[] = {ncclInt8,     ncclUint8,      ncclInt32,
+                                           ncclUint32,   ncclInt64,      ncclUint64,
+                                           ncclFloat16,  ncclFloat32,    ncclFloat64,
+                                           ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 #define NTYPES (int)(sizeof all_types / sizeof all_types[0])
 
 struct args {
@@ -41,8 +42,7 @@ static long input(ncclRedOp_t op, int r, int n, size_t i)
 static long expected(ncclRedOp_t op, int n, size_t i)
 {
     long sum = 0;
-    for (int r = 0; r < n; r++)
-        sum += input(op, r, n, i);
+    for (int r = 0; r < n; r++) sum += input(op, r, n, i);
     switch (op) {
     case ncclSum: return sum;
     case ncclProd: return 2;
@@ -100,8 +100,7 @@ static void allreduce_big_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     float *buf = malloc(count * sizeof *buf);
-    for (size_t i = 0; i < count; i++)
-        buf[i] = (float)((i % 1000) * (rank + 1));
+    for (size_t i = 0; i < count; i++) buf[i] = (float)((i % 1000) * (rank + 1));
     FNT_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
     fnt_sync(s);
     float factor = (float)(n * (n + 1) / 2);
@@ -129,8 +128,7 @@ static void broadcast_rank(int rank, int n, void *arg)
             send[i] = rank == root ? (int32_t)(i * 3 + (size_t)root) : -1;
             recv[i] = -7;
         }
-        FNT_NCCL(ncclBroadcast(rank == root ? send : NULL, recv, count, ncclInt32, root, comm,
-                               s));
+        FNT_NCCL(ncclBroadcast(rank == root ? send : NULL, recv, count, ncclInt32, root, comm, s));
         FNT_NCCL(ncclBcast(send, count, ncclInt32, root, comm, s)); /* in place */
         fnt_sync(s);
         for (size_t i = 0; i < count; i++) {
@@ -188,8 +186,7 @@ static void allgather_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t count = a->count;
     uint16_t *send = malloc(count * 2), *recv = malloc(count * 2 * (size_t)n);
-    for (size_t i = 0; i < count; i++)
-        send[i] = (uint16_t)(rank * 1000 + (int)(i % 1000));
+    for (size_t i = 0; i < count; i++) send[i] = (uint16_t)(rank * 1000 + (int)(i % 1000));
     FNT_NCCL(ncclAllGather(send, recv, count, ncclFloat16, comm, s)); /* bits only: any type */
     /* in place: my block already sits at recv2 + rank * count */
     uint16_t *recv2 = malloc(count * 2 * (size_t)n);
@@ -220,8 +217,7 @@ static void reducescatter_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     size_t rc = a->count, total = rc * (size_t)n;
     int64_t *send = malloc(total * 8), *recv = malloc(rc * 8);
-    for (size_t i = 0; i < total; i++)
-        send[i] = (int64_t)(i * 10 + (size_t)rank);
+    for (size_t i = 0; i < total; i++) send[i] = (int64_t)(i * 10 + (size_t)rank);
     FNT_NCCL(ncclReduceScatter(send, recv, rc, ncclInt64, ncclSum, comm, s));
     fnt_sync(s);
     for (size_t i = 0; i < rc; i++) {
@@ -231,8 +227,7 @@ static void reducescatter_rank(int rank, int n, void *arg)
                   (long long)want);
     }
     /* in place, with max: recvbuff == sendbuff + rank * recvcount */
-    for (size_t i = 0; i < total; i++)
-        send[i] = (int64_t)((i + (size_t)rank) % 7);
+    for (size_t i = 0; i < total; i++) send[i] = (int64_t)((i + (size_t)rank) % 7);
     FNT_NCCL(ncclReduceScatter(send, send + (size_t)rank * rc, rc, ncclInt64, ncclMax, comm, s));
     fnt_sync(s);
     for (size_t i = 0; i < rc; i++) {
@@ -290,14 +285,12 @@ static void gather_scatter_rank(int rank, int n, void *arg)
     size_t c = a->count, total = c * (size_t)n;
     int8_t *mine = malloc(c), *all = malloc(total), *got = malloc(c);
     for (int root = 0; root < n; root++) {
-        for (size_t i = 0; i < c; i++)
-            mine[i] = (int8_t)(rank * 10 + (int)(i % 10));
+        for (size_t i = 0; i < c; i++) mine[i] = (int8_t)(rank * 10 + (int)(i % 10));
         memset(all, -1, total);
         FNT_NCCL(ncclGather(mine, rank == root ? all : NULL, c, ncclInt8, root, comm, s));
         fnt_sync(s);
         for (size_t x = 0; rank == root && x < total; x++)
-            FNT_CHECK(all[x] == (int8_t)((int)(x / c) * 10 + (int)(x % c % 10)), "gather [%zu]",
-                      x);
+            FNT_CHECK(all[x] == (int8_t)((int)(x / c) * 10 + (int)(x % c % 10)), "gather [%zu]", x);
         for (size_t x = 0; x < total; x++)
             all[x] = (int8_t)(root + (int)(x / c) * 3 + (int)(x % 5));
         FNT_NCCL(ncclScatter(rank == root ? all : NULL, got, c, ncclInt8, root, comm, s));
@@ -329,10 +322,9 @@ static void premulsum_rank(int rank, int n, void *arg)
     ncclRedOp_t imm, dev;
     FNT_NCCL(ncclRedOpCreatePreMulSum(&imm, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
     FNT_NCCL(ncclRedOpCreatePreMulSum(&dev, dev_scalar, ncclFloat32, ncclScalarDevice, comm));
-    scalar = 100; /* immediate: the value at creation counts */
+    scalar = 100;                          /* immediate: the value at creation counts */
     *dev_scalar = (float)(2 * (rank + 1)); /* device: the value at execution counts */
-    for (size_t i = 0; i < count; i++)
-        send[i] = (float)(i % 13);
+    for (size_t i = 0; i < count; i++) send[i] = (float)(i % 13);
     FNT_NCCL(ncclAllReduce(send, recv, count, ncclFloat32, imm, comm, s));
     fnt_sync(s);
     float tri = (float)(n * (n + 1) / 2);
@@ -390,12 +382,10 @@ static void memalloc_rank(int rank, int n, void *arg)
     void *reg;
     FNT_NCCL(ncclMemAlloc((void **)&buf, 64 * sizeof *buf));
     FNT_NCCL(ncclCommRegister(comm, buf, 64 * sizeof *buf, &reg));
-    for (int i = 0; i < 64; i++)
-        buf[i] = rank + i;
+    for (int i = 0; i < 64; i++) buf[i] = rank + i;
     FNT_NCCL(ncclAllReduce(buf, buf, 64, ncclInt32, ncclMin, comm, s));
     fnt_sync(s);
-    for (int i = 0; i < 64; i++)
-        FNT_CHECK(buf[i] == i, "[%d] = %d", i, buf[i]);
+    for (int i = 0; i < 64; i++) FNT_CHECK(buf[i] == i, "[%d] = %d", i, buf[i]);
     FNT_NCCL(ncclCommDeregister(comm, reg));
     FNT_CHECK(ncclCommDeregister(comm, reg) == ncclInvalidArgument, "double deregister");
     FNT_NCCL(ncclMemFree(buf));
@@ -411,11 +401,17 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {allreduce_in_place_many_chunks, broadcast_and_bcast_every_root,
-                            reduce_every_root_and_op, allgather_in_rank_order,
-                            reducescatter_blocks_and_in_place, alltoall_blocks_and_in_place,
-                            gather_and_scatter_every_root, premulsum_immediate_and_device_scalars,
-                            zero_count_ops_complete, memalloc_register_buffers, NULL};
+    const TTest *tests[] = {allreduce_in_place_many_chunks,
+                            broadcast_and_bcast_every_root,
+                            reduce_every_root_and_op,
+                            allgather_in_rank_order,
+                            reducescatter_blocks_and_in_place,
+                            alltoall_blocks_and_in_place,
+                            gather_and_scatter_every_root,
+                            premulsum_immediate_and_device_scalars,
+                            zero_count_ops_complete,
+                            memalloc_register_buffers,
+                            NULL};
     Suite *s = ng_check_suite("fakenccl_coll", "coll", 240, tests, &tc);
     tcase_add_loop_test(tc, allreduce_every_type_and_op, 0, 4);
     return ng_check_run(s);

@@ -108,8 +108,7 @@ START_TEST(every_read_is_the_plugins_answer)
     ck_assert_ptr_nonnull(d);
     for (struct dirent *e; (e = readdir(d));) {
         char *t = strncmp(e->d_name, "trace.", 6) ? NULL : read_in(e->d_name);
-        if (t && strstr(t, "start Coll func=AllReduce seq=0"))
-            traces++;
+        if (t && strstr(t, "start Coll func=AllReduce seq=0")) traces++;
         free(t);
     }
     closedir(d);

@@ -223,8 +223,12 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {fail_op_nth_call_on_one_rank, fail_group_end_drops_the_group,
-                            delay_slows_one_ranks_stream, delay_rank_follows_the_rank_variable,
-                            async_error_after_n_ops, async_error_result_and_later_ops_fail, NULL};
+    const TTest *tests[] = {fail_op_nth_call_on_one_rank,
+                            fail_group_end_drops_the_group,
+                            delay_slows_one_ranks_stream,
+                            delay_rank_follows_the_rank_variable,
+                            async_error_after_n_ops,
+                            async_error_result_and_later_ops_fail,
+                            NULL};
     return ng_check_run(ng_check_suite("fakenccl_faults", "faults", 240, tests, NULL));
 }

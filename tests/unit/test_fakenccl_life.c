@@ -71,8 +71,8 @@ static void nonblocking_rank(int rank, int n, void *arg)
         FNT_CHECK(st == ncclInProgress, "init completed without its peer (%d)", st);
         /* using it before init completed is NCCL's "Attempt to use communicator before..." */
         FNT_CHECK(ncclCommCount(comm, &count) == ncclInvalidArgument, "count accepted");
-        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ==
-                      ncclInvalidArgument, "op accepted during init");
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInvalidArgument,
+                  "op accepted during init");
         FNT_CHECK(strstr(ncclGetLastError(comm), "Attempt to use communicator") != NULL,
                   "last error: %s", ncclGetLastError(comm));
         fnt_set_flag(&sh->flag, 1);
@@ -112,7 +112,8 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
     FNT_CHECK(ncclCommInitRank(&comm, n, sh->id, rank) == ncclInProgress, "not in progress");
     FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "init failed");
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, CU_STREAM_PER_THREAD) ==
-                  ncclInProgress, "op not in progress");
+                  ncclInProgress,
+              "op not in progress");
     FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "op failed");
     FNT_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
     FNT_CHECK(out == n, "out = %d", out);
@@ -156,8 +157,7 @@ static void split_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclAllGather(&rank, gathered, 1, ncclInt32, child, s));
     fnt_sync(s);
     int want = 0;
-    for (int r = rank % 2; r < n; r += 2)
-        want += r;
+    for (int r = rank % 2; r < n; r += 2) want += r;
     FNT_CHECK(out == want, "sum %d want %d", out, want);
     for (int k = 0; k < count; k++) /* in child rank order: parent ranks descending */
         FNT_CHECK(gathered[k] == n - 2 + rank % 2 - 2 * k, "gathered[%d] = %d", k, gathered[k]);
@@ -205,8 +205,7 @@ static void shrink_rank(int rank, int n, void *arg)
     out = allreduce_sum(rank, small, s);
     FNT_CHECK(out == 0 + 1 + 3, "out %d", out);
     /* small rank 1 (parent rank 1) dies; the others are stuck in an AllReduce with it */
-    if (me == 1)
-        _exit(0);
+    if (me == 1) _exit(0);
     FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
     FNT_CU(cuEventRecord(ev, s));
     fnt_sleep_ms(300);
@@ -248,8 +247,8 @@ static void abort_rank(int rank, int n, void *arg)
         FNT_NCCL(ncclCommAbort(comm));
         FNT_CU(cuEventSynchronize(ev)); /* its own op ended */
         /* the handle is gone: every later call on it is refused */
-        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) ==
-                      ncclInvalidArgument, "op on an aborted comm accepted");
+        FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInvalidArgument,
+                  "op on an aborted comm accepted");
         FNT_CHECK(ncclCommGetAsyncError(comm, &st) == ncclInvalidArgument, "async accepted");
         FNT_CHECK(ncclCommAbort(comm) == ncclInvalidArgument, "double abort accepted");
         fnt_set_flag(&sh->flag, 1);
@@ -264,8 +263,7 @@ static void abort_rank(int rank, int n, void *arg)
     FNT_CHECK(st == ncclSuccess, "a peer's abort was reported: async error %d", st);
     /* each rank gets out by aborting on its own */
     FNT_NCCL(ncclCommAbort(comm));
-    if (rank == 1)
-        FNT_CU(cuEventSynchronize(ev));
+    if (rank == 1) FNT_CU(cuEventSynchronize(ev));
     FNT_CHECK(out == 0, "the aborted op wrote a result");
 }
 
@@ -406,8 +404,7 @@ static void destroy_waits_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     int v = 1, out = 0;
     pthread_t t;
-    if (rank == 1)
-        FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
+    if (rank == 1) FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     if (rank == 0) {
         struct destroy_arg d = {comm, 0};
@@ -488,7 +485,8 @@ static void *caller(void *p)
     int version;
     while (!__atomic_load_n(&stop_calls, __ATOMIC_ACQUIRE)) {
         if (__atomic_load_n(&calls_made, __ATOMIC_RELAXED) -
-                __atomic_load_n(&calls_at_fork, __ATOMIC_ACQUIRE) >= CALLS_PER_FORK) {
+                __atomic_load_n(&calls_at_fork, __ATOMIC_ACQUIRE) >=
+            CALLS_PER_FORK) {
             sched_yield();
             continue;
         }
@@ -527,8 +525,7 @@ START_TEST(fork_child_starts_clean)
         while (__atomic_load_n(&calls_made, __ATOMIC_ACQUIRE) - calls_at_fork < CALLS_PER_FORK / 2)
             sched_yield();
         pid_t pid = fork();
-        if (pid == 0)
-            _exit(fork_child());
+        if (pid == 0) _exit(fork_child());
         __atomic_store_n(&calls_at_fork, __atomic_load_n(&calls_made, __ATOMIC_RELAXED),
                          __ATOMIC_RELEASE);
         int st;
@@ -555,8 +552,7 @@ START_TEST(fork_child_refuses_parent_comm)
         alarm(60);
         ncclComm_t fresh;
         ncclUniqueId id2;
-        int bad = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, NULL) !=
-                  ncclInvalidArgument;
+        int bad = ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, NULL) != ncclInvalidArgument;
         bad |= ncclGetUniqueId(&id2) != ncclSuccess;
         bad |= ncclCommInitRank(&fresh, 1, id2, 0) != ncclUnhandledCudaError;
         _exit(bad);
@@ -602,13 +598,18 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {nonblocking_init_op_group_finalize, nccl_comm_blocking_env,
-                            split_membership_and_results, shrink_membership_and_abort_mode,
-                            abort_is_local, abort_notify_gives_remote_error_after_delay,
+    const TTest *tests[] = {nonblocking_init_op_group_finalize,
+                            nccl_comm_blocking_env,
+                            split_membership_and_results,
+                            shrink_membership_and_abort_mode,
+                            abort_is_local,
+                            abort_notify_gives_remote_error_after_delay,
                             revoke_ends_pending_ops_and_keeps_handle,
                             destroy_and_finalize_wait_for_outstanding_ops,
-                            use_after_destroy_is_rejected_loudly, fork_child_starts_clean,
-                            fork_child_refuses_parent_comm, killed_ranks_leave_nothing_behind,
+                            use_after_destroy_is_rejected_loudly,
+                            fork_child_starts_clean,
+                            fork_child_refuses_parent_comm,
+                            killed_ranks_leave_nothing_behind,
                             NULL};
     return ng_check_run(ng_check_suite("fakenccl_life", "life", 240, tests, NULL));
 }

@@ -52,8 +52,7 @@ static void first_launch_rank(int rank, int n, void *arg)
     ncclComm_t comm = nb_init(sh, rank, n);
     ncclResult_t st;
     int v = rank + 1, out = 0;
-    if (rank == 1)
-        FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not check");
+    if (rank == 1) FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "rank 0 did not check");
     FNT_CHECK(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s) == ncclInProgress,
               "the first op did not return ncclInProgress");
     if (rank == 0) {
@@ -82,8 +81,7 @@ static void seeded_rank(int rank, int n, void *arg)
     struct shared *sh = arg;
     char seed[16];
     snprintf(seed, sizeof seed, "%d", sh->seed);
-    if (sh->seed >= 0)
-        setenv("FAKENCCL_NB_SEED", seed, 1);
+    if (sh->seed >= 0) setenv("FAKENCCL_NB_SEED", seed, 1);
     CUstream s = fnt_setup_rank(rank);
     ncclComm_t comm = nb_init(sh, rank, n);
     for (int i = 0; i < NB_OPS; i++) {
@@ -111,8 +109,7 @@ START_TEST(nb_seed_mixes_results_deterministically)
         ck_assert_int_eq(fnt_run(1, seeded_rank, sh), 0);
     }
     int quick = 0;
-    for (int i = 0; i < NB_OPS; i++)
-        quick += sh->results[0][i] == ncclSuccess;
+    for (int i = 0; i < NB_OPS; i++) quick += sh->results[0][i] == ncclSuccess;
     ck_assert_int_eq(sh->results[0][0], ncclInProgress);
     ck_assert_int_gt(quick, 0);
     ck_assert_int_lt(quick, NB_OPS - 1);
@@ -127,8 +124,7 @@ START_TEST(without_seed_ops_are_in_progress)
     struct shared *sh = new_shared();
     sh->seed = -1;
     ck_assert_int_eq(fnt_run(1, seeded_rank, sh), 0);
-    for (int i = 0; i < NB_OPS; i++)
-        ck_assert_int_eq(sh->results[0][i], ncclInProgress);
+    for (int i = 0; i < NB_OPS; i++) ck_assert_int_eq(sh->results[0][i], ncclInProgress);
 }
 END_TEST
 
@@ -233,7 +229,9 @@ int main(void)
 {
     const TTest *tests[] = {first_launch_waits_for_every_rank,
                             nb_seed_mixes_results_deterministically,
-                            without_seed_ops_are_in_progress, nonblocking_simulate_end_launches,
-                            overlapping_calls_on_one_comm_are_reported, NULL};
+                            without_seed_ops_are_in_progress,
+                            nonblocking_simulate_end_launches,
+                            overlapping_calls_on_one_comm_are_reported,
+                            NULL};
     return ng_check_run(ng_check_suite("fakenccl_nb", "nb", 240, tests, NULL));
 }

@@ -27,8 +27,7 @@ struct args {
 static int count(const char *text, const char *needle)
 {
     int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
     return n;
 }
 
@@ -66,15 +65,15 @@ static void job_rank(int rank, int n, void *arg)
     FNT_CHECK(strstr(t, want), "init with rank and size: %s", t);
     const char *parent = a->version >= 5 ? "CollApi" : "Group";
     for (int i = 0; i < 3; i++) {
-        snprintf(want, sizeof want, "start Coll func=AllReduce seq=%d rank=%d parent=%s\n", i,
-                 rank, parent);
+        snprintf(want, sizeof want, "start Coll func=AllReduce seq=%d rank=%d parent=%s\n", i, rank,
+                 parent);
         FNT_CHECK(strstr(t, want), "missing '%s' in %s", want, t);
     }
     snprintf(want, sizeof want, "start Coll func=Broadcast seq=0 rank=%d parent=%s\n", rank,
              parent);
     FNT_CHECK(strstr(t, want), "seqNumber per type: missing '%s' in %s", want, t);
-    snprintf(want, sizeof want, "start P2p func=Send peer=%d rank=%d parent=%s\n", 1 - rank,
-             rank, a->version >= 5 ? "P2pApi" : "Group");
+    snprintf(want, sizeof want, "start P2p func=Send peer=%d rank=%d parent=%s\n", 1 - rank, rank,
+             a->version >= 5 ? "P2pApi" : "Group");
     FNT_CHECK(strstr(t, want), "missing '%s' in %s", want, t);
     FNT_CHECK(count(t, "start KernelCh parent=Coll\n") == 4, "4 KernelCh under Coll: %s", t);
     FNT_CHECK(count(t, "start KernelCh parent=P2p\n") == 2, "2 KernelCh under P2p: %s", t);
@@ -200,8 +199,7 @@ static void widen_rank(int rank, int n, void *arg)
     CUstream s;
     ncclComm_t comm = fnt_join(rank, n, a->id, &s);
     float buf[8] = {0}, out[8];
-    for (int i = 0; i < 4; i++)
-        FNT_NCCL(ncclAllReduce(buf, out, 8, ncclFloat32, ncclSum, comm, s));
+    for (int i = 0; i < 4; i++) FNT_NCCL(ncclAllReduce(buf, out, 8, ncclFloat32, ncclSum, comm, s));
     fnt_sync(s);
     FNT_NCCL(ncclCommDestroy(comm));
     char *t = rank_trace(a);
@@ -227,9 +225,13 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {short_name_gets_the_prefix_and_v5, newest_version_first_v6,
-                            path_and_fallback_to_v4, static_plugin_is_the_global_scope,
-                            none_and_unset_load_nothing, mask_is_read_again_at_each_event, NULL};
+    const TTest *tests[] = {short_name_gets_the_prefix_and_v5,
+                            newest_version_first_v6,
+                            path_and_fallback_to_v4,
+                            static_plugin_is_the_global_scope,
+                            none_and_unset_load_nothing,
+                            mask_is_read_again_at_each_event,
+                            NULL};
     Suite *s = ng_check_suite("fakenccl_profiler", "profiler", 120, tests, &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return ng_check_run(s);

@@ -50,16 +50,14 @@ static void peers_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     CUevent ev = fnt_event();
     int v = rank + 1, out = 0;
-    if (rank == 1)
-        FNT_CU(fakecuda_test_spin(s, &sh->release));
+    if (rank == 1) FNT_CU(fakecuda_test_spin(s, &sh->release));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuEventRecord(ev, s));
     __atomic_fetch_add(&sh->enqueued, 1, __ATOMIC_ACQ_REL);
     FNT_CHECK(fnt_wait_flag(&sh->enqueued, n, 30), "peers did not enqueue");
     stays_pending(ev, 500); /* (out is the stream's to write now: not read until done) */
     __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL); /* every rank checked: release */
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30))
-        fnt_set_flag(&sh->release, 1);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
     FNT_CU(cuEventSynchronize(ev));
     FNT_CHECK(out == n * (n + 1) / 2, "out = %d", out);
     FNT_NCCL(ncclCommDestroy(comm));
@@ -81,8 +79,7 @@ static void late_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     CUevent ev = fnt_event();
     int v = rank + 1, out = 0;
-    if (rank == 2)
-        FNT_CHECK(fnt_wait_flag(&sh->go, 1, 30), "never told to go");
+    if (rank == 2) FNT_CHECK(fnt_wait_flag(&sh->go, 1, 30), "never told to go");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuEventRecord(ev, s));
     if (rank == 0) {
@@ -195,8 +192,7 @@ static void ring_rank(int rank, int n, void *arg)
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     size_t count = 300000;
     int32_t *send = malloc(count * 4), *recv = malloc(count * 4), self = rank * 7, got = -1;
-    for (size_t i = 0; i < count; i++)
-        send[i] = (int32_t)((size_t)rank * count + i);
+    for (size_t i = 0; i < count; i++) send[i] = (int32_t)((size_t)rank * count + i);
     for (int round = 0; round < 2; round++) {
         memset(recv, 0, count * 4);
         FNT_NCCL(ncclGroupStart());
@@ -287,8 +283,7 @@ static void two_streams_rank(int rank, int n, void *arg)
     FNT_CU(cuEventSynchronize(before)); /* s2 runs: only the op waits */
     stays_pending(after, 300);
     __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30))
-        fnt_set_flag(&sh->release, 1);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
     fnt_sync(s2);
     FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
     FNT_NCCL(ncclGroupStart());
@@ -329,8 +324,7 @@ static void joined_streams_rank(int rank, int n, void *arg)
     stays_pending(after, 300);
     FNT_CHECK(oa == 0, "the op on s1 ran before s2 reached the group");
     __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30))
-        fnt_set_flag(&sh->release, 1);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
     fnt_sync(s1);
     FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
     fnt_sync(s2);
@@ -514,8 +508,7 @@ START_TEST(init_all_in_one_process)
     ck_assert_int_eq(ncclCommCuDevice(two[0], &dev), ncclSuccess);
     ck_assert_int_eq(dev, 5);
     ck_assert_int_eq(ncclCommInitAll(two + 0, 2, dup), ncclInvalidUsage);
-    for (int i = 0; i < N; i++)
-        ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
+    for (int i = 0; i < N; i++) ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
 }
 END_TEST
 
@@ -543,8 +536,7 @@ static void *thread_rank(void *p)
         t->r = ncclAllReduce(&v, &t->out, 1, ncclInt32, ncclSum, comm, s);
     if (t->r == ncclSuccess && cuStreamSynchronize(s) != CUDA_SUCCESS)
         t->r = ncclUnhandledCudaError;
-    if (t->r == ncclSuccess)
-        t->r = ncclCommDestroy(comm);
+    if (t->r == ncclSuccess) t->r = ncclCommDestroy(comm);
     return NULL;
 }
 
@@ -608,13 +600,19 @@ END_TEST
 int main(void)
 {
     const TTest *tests[] = {op_completes_only_when_all_peers_arrived,
-                            missing_rank_keeps_peers_waiting, mismatch_hangs_every_rank_and_says_so,
-                            send_recv_mismatch_hangs_both, send_recv_ring_in_a_group,
-                            group_spans_two_comms_and_two_streams, one_comm_serializes_its_streams,
+                            missing_rank_keeps_peers_waiting,
+                            mismatch_hangs_every_rank_and_says_so,
+                            send_recv_mismatch_hangs_both,
+                            send_recv_ring_in_a_group,
+                            group_spans_two_comms_and_two_streams,
+                            one_comm_serializes_its_streams,
                             group_on_two_streams_is_one_launch,
                             group_streams_wait_for_the_whole_launch,
-                            group_launches_at_outermost_end, group_state_is_per_thread,
-                            init_all_in_one_process, ranks_as_threads,
-                            captured_allreduce_runs_at_each_graph_launch, NULL};
+                            group_launches_at_outermost_end,
+                            group_state_is_per_thread,
+                            init_all_in_one_process,
+                            ranks_as_threads,
+                            captured_allreduce_runs_at_each_graph_launch,
+                            NULL};
     return ng_check_run(ng_check_suite("fakenccl_sync", "sync", 240, tests, NULL));
 }

@@ -24,16 +24,14 @@ int fnt_rank = -1;
 void fnt_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     char msg[1024];
-    int n = snprintf(msg, sizeof msg, "rank %d: %s:%d: check failed: %s: ", fnt_rank, file,
-                     line, cond);
-    if (n > (int)sizeof msg / 2)
-        n = (int)sizeof msg / 2;
+    int n = snprintf(msg, sizeof msg, "rank %d: %s:%d: check failed: %s: ", fnt_rank, file, line,
+                     cond);
+    if (n > (int)sizeof msg / 2) n = (int)sizeof msg / 2;
     va_list ap;
     va_start(ap, fmt);
     n += vsnprintf(msg + n, sizeof msg - (size_t)n - 2, fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof msg - 2)
-        n = (int)sizeof msg - 2;
+    if (n > (int)sizeof msg - 2) n = (int)sizeof msg - 2;
     msg[n++] = '\n';
     (void)!write(2, msg, (size_t)n);
     _exit(1);
@@ -56,21 +54,18 @@ void fnt_spawn(struct fnt_job *job, int rank, int nranks, fnt_rank_fn fn, void *
     }
     job->pid[rank] = pid;
     job->status[rank] = -1;
-    if (job->n <= rank)
-        job->n = rank + 1;
+    if (job->n <= rank) job->n = rank + 1;
 }
 
 void fnt_start(struct fnt_job *job, int nranks, fnt_rank_fn fn, void *arg)
 {
     memset(job, 0, sizeof *job);
-    for (int r = 0; r < nranks; r++)
-        fnt_spawn(job, r, nranks, fn, arg);
+    for (int r = 0; r < nranks; r++) fnt_spawn(job, r, nranks, fn, arg);
 }
 
 static bool reap(struct fnt_job *job, int r, bool block)
 {
-    if (job->pid[r] <= 0)
-        return true; /* reaped, or never started (status stays as it was) */
+    if (job->pid[r] <= 0) return true; /* reaped, or never started (status stays as it was) */
     int st;
     pid_t p = waitpid(job->pid[r], &st, block ? 0 : WNOHANG);
     if (p == job->pid[r]) {
@@ -84,25 +79,20 @@ static bool reap(struct fnt_job *job, int r, bool block)
 void fnt_kill_all(struct fnt_job *job)
 {
     for (int r = 0; r < job->n; r++)
-        if (job->pid[r] > 0)
-            kill(job->pid[r], SIGKILL);
-    for (int r = 0; r < job->n; r++)
-        reap(job, r, true);
+        if (job->pid[r] > 0) kill(job->pid[r], SIGKILL);
+    for (int r = 0; r < job->n; r++) reap(job, r, true);
 }
 
 int fnt_wait(struct fnt_job *job, int timeout_s)
 {
     for (int waited = 0;; waited += 10) {
         bool all = true;
-        for (int r = 0; r < job->n; r++)
-            all &= reap(job, r, false);
-        if (all)
-            break;
+        for (int r = 0; r < job->n; r++) all &= reap(job, r, false);
+        if (all) break;
         if (waited >= timeout_s * 1000) {
             for (int r = 0; r < job->n; r++)
                 if (job->pid[r] > 0)
-                    fprintf(stderr, "rank %d: still running after %d s; killed\n", r,
-                            timeout_s);
+                    fprintf(stderr, "rank %d: still running after %d s; killed\n", r, timeout_s);
             fnt_kill_all(job);
             break;
         }
@@ -113,8 +103,7 @@ int fnt_wait(struct fnt_job *job, int timeout_s)
         int st = job->status[r];
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
             failed++;
-            if (WIFSIGNALED(st))
-                fprintf(stderr, "rank %d: killed by signal %d\n", r, WTERMSIG(st));
+            if (WIFSIGNALED(st)) fprintf(stderr, "rank %d: killed by signal %d\n", r, WTERMSIG(st));
         }
     }
     return failed;
@@ -130,8 +119,7 @@ int fnt_run(int nranks, fnt_rank_fn fn, void *arg)
 bool fnt_still_running(struct fnt_job *job, int rank, int wait_ms)
 {
     for (int waited = 0; waited < wait_ms; waited += 10) {
-        if (reap(job, rank, false))
-            return false;
+        if (reap(job, rank, false)) return false;
         fnt_sleep_ms(10);
     }
     return !reap(job, rank, false);
@@ -165,8 +153,7 @@ ncclComm_t fnt_join(int rank, int nranks, ncclUniqueId id, CUstream *s)
 {
     ncclComm_t comm;
     CUstream stream = fnt_setup_rank(rank);
-    if (s)
-        *s = stream;
+    if (s) *s = stream;
     FNT_NCCL(ncclCommInitRank(&comm, nranks, id, rank));
     return comm;
 }
@@ -181,8 +168,7 @@ CUevent fnt_event(void)
 ncclUniqueId fnt_unique_id(void)
 {
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess)
-        abort();
+    if (ncclGetUniqueId(&id) != ncclSuccess) abort();
     return id;
 }
 
@@ -202,8 +188,7 @@ void fnt_sync(CUstream s)
 bool fnt_wait_flag(volatile int *flag, int value, int timeout_s)
 {
     for (int waited = 0; waited < timeout_s * 1000; waited++) {
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value)
-            return true;
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value) return true;
         fnt_sleep_ms(1);
     }
     return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value;
@@ -221,8 +206,7 @@ void fnt_stderr_begin(void)
 {
     snprintf(capture_path, sizeof capture_path, "/tmp/fnt-stderr-XXXXXX");
     int fd = mkstemp(capture_path);
-    if (fd < 0)
-        abort();
+    if (fd < 0) abort();
     fflush(stderr);
     saved_stderr = dup(2);
     dup2(fd, 2);
@@ -243,8 +227,7 @@ char *fnt_stderr_end(void)
 char *fnt_read_file(const char *path)
 {
     FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
@@ -259,8 +242,7 @@ char *fnt_read_file(const char *path)
         }
     }
     fclose(f);
-    if (buf)
-        buf[n] = '\0';
+    if (buf) buf[n] = '\0';
     return buf;
 }
 
@@ -273,15 +255,16 @@ struct mini {
 static const struct mini *mini_of(ncclDataType_t t)
 {
     static const struct mini f16 = {5, 10, 15}, e4m3 = {4, 3, 7}, e5m2 = {5, 2, 15};
-    return t == ncclFloat16 ? &f16 : t == ncclFloat8e4m3 ? &e4m3 : t == ncclFloat8e5m2 ? &e5m2
-                                                                                       : NULL;
+    return t == ncclFloat16      ? &f16
+           : t == ncclFloat8e4m3 ? &e4m3
+           : t == ncclFloat8e5m2 ? &e5m2
+                                 : NULL;
 }
 
 /* Encodes a small non-negative integer exactly (the tests only use those). */
 static uint32_t mini_from_int(long k, const struct mini *m)
 {
-    if (k <= 0)
-        return 0;
+    if (k <= 0) return 0;
     int e = 63 - __builtin_clzl((unsigned long)k);
     long rest = k - (1L << e);
     uint32_t mant = e <= m->mbits ? (uint32_t)(rest << (m->mbits - e))
@@ -301,9 +284,15 @@ static double mini_to_double(uint32_t c, const struct mini *m)
 size_t fnt_size(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
     default: return 4;
     }
 }
@@ -345,7 +334,7 @@ double fnt_get(const void *buf, size_t i, ncclDataType_t t)
     case ncclFloat32: return *(const float *)p;
     case ncclFloat64: return *(const double *)p;
     case ncclBfloat16: {
-        uint32_t u = (uint32_t)*(const uint16_t *)p << 16;
+        uint32_t u = (uint32_t) * (const uint16_t *)p << 16;
         float f;
         memcpy(&f, &u, 4);
         return f;
@@ -360,8 +349,7 @@ ncclResult_t fnt_poll_async(ncclComm_t comm)
     ncclResult_t st = ncclInProgress;
     for (int t = 0; t < 30000 && st == ncclInProgress; t++) {
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
-        if (st == ncclInProgress)
-            fnt_sleep_ms(1);
+        if (st == ncclInProgress) fnt_sleep_ms(1);
     }
     return st;
 }

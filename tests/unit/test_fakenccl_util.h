@@ -24,23 +24,22 @@
 #define FNT_TIMEOUT_S 60
 
 /* Fails the current rank (child process): prints where and why, exits 1. */
-#define FNT_CHECK(cond, ...)                                                         \
-    do {                                                                             \
-        if (!(cond))                                                                 \
-            fnt_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);                        \
+#define FNT_CHECK(cond, ...)                                           \
+    do {                                                               \
+        if (!(cond)) fnt_fail(__FILE__, __LINE__, #cond, __VA_ARGS__); \
     } while (0)
 /* Checks that an NCCL call returned ncclSuccess. */
-#define FNT_NCCL(call)                                                               \
-    do {                                                                             \
-        ncclResult_t fnt_r_ = (call);                                                \
-        FNT_CHECK(fnt_r_ == ncclSuccess, "%s returned %d (%s)", #call, (int)fnt_r_,  \
-                  ncclGetLastError(NULL));                                           \
+#define FNT_NCCL(call)                                                              \
+    do {                                                                            \
+        ncclResult_t fnt_r_ = (call);                                               \
+        FNT_CHECK(fnt_r_ == ncclSuccess, "%s returned %d (%s)", #call, (int)fnt_r_, \
+                  ncclGetLastError(NULL));                                          \
     } while (0)
 /* Checks that a CUDA driver call returned CUDA_SUCCESS. */
-#define FNT_CU(call)                                                                 \
-    do {                                                                             \
-        CUresult fnt_c_ = (call);                                                    \
-        FNT_CHECK(fnt_c_ == CUDA_SUCCESS, "%s returned %d", #call, (int)fnt_c_);     \
+#define FNT_CU(call)                                                             \
+    do {                                                                         \
+        CUresult fnt_c_ = (call);                                                \
+        FNT_CHECK(fnt_c_ == CUDA_SUCCESS, "%s returned %d", #call, (int)fnt_c_); \
     } while (0)
 
 void fnt_fail(const char *file, int line, const char *cond, const char *fmt, ...)

@@ -23,8 +23,10 @@ struct rec {
 static const char *const colours[] = {"red", "green", "blue"};
 static const char *const flag_names[] = {"slow", "timeout"};
 
-#define FIELD(name, kind, nullable, member, size, null_as, names) \
-    {name, kind, nullable, offsetof(struct rec, member), size, null_as, names}
+#define FIELD(name, kind, nullable, member, size, null_as, names)                \
+    {                                                                            \
+        name, kind, nullable, offsetof(struct rec, member), size, null_as, names \
+    }
 static const struct ng_jfield fields[] = {
     FIELD("i64", NG_JF_I64, 1, i64, 0, -7, NULL),
     FIELD("i32", NG_JF_I32, 0, i32, 0, 0, NULL),
@@ -236,4 +238,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return ng_check_run(suite()); }
+int main(void)
+{
+    return ng_check_run(suite());
+}

@@ -21,7 +21,10 @@
 static char g_dir[64];
 static struct an g_an;
 
-static void setup(void) { ng_check_tmpdir(g_dir, sizeof g_dir, "render"); }
+static void setup(void)
+{
+    ng_check_tmpdir(g_dir, sizeof g_dir, "render");
+}
 
 static void teardown(void)
 {
@@ -52,7 +55,10 @@ static char *printed(void (*fn)(const struct an *, FILE *))
     return text;
 }
 
-static void print_json(const struct an *a, FILE *f) { ck_assert_int_eq(rn_print_json(a, f), 0); }
+static void print_json(const struct an *a, FILE *f)
+{
+    ck_assert_int_eq(rn_print_json(a, f), 0);
+}
 
 /* The JSON document of the analysis. */
 static json_t *analysis_json(void)
@@ -178,14 +184,19 @@ END_TEST
 static Suite *suite(void)
 {
     TCase *tc;
-    const TTest *const tests[] = {
-        json_names_the_missing_rank_and_its_op, json_has_no_dump_for_a_rank_without_one,
-        json_has_no_op_for_a_crash,
-        text_starts_with_the_verdict_and_groups_ranks, healthy_text_and_json,
-        html_escapes_every_markup_character, NULL};
+    const TTest *const tests[] = {json_names_the_missing_rank_and_its_op,
+                                  json_has_no_dump_for_a_rank_without_one,
+                                  json_has_no_op_for_a_crash,
+                                  text_starts_with_the_verdict_and_groups_ranks,
+                                  healthy_text_and_json,
+                                  html_escapes_every_markup_character,
+                                  NULL};
     Suite *s = ng_check_suite("render_output", "printers", 30, tests, &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }
 
-int main(void) { return ng_check_run(suite()); }
+int main(void)
+{
+    return ng_check_run(suite());
+}

@@ -151,8 +151,8 @@ static void run_checker(const char *dump, const char *expect)
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     int status = pclose(p);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "checker failed on %s:\n%s",
-                  dump, out);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "checker failed on %s:\n%s", dump,
+                  out);
 }
 
 /* ---- the scenario of the round trip ---- */
@@ -176,19 +176,18 @@ static const struct row rows[NRECORDS] = {
     {NG_OP_ALLREDUCE, NG_OP_SCHEDULED, ncclFloat32, ncclSum, -1, 0, 0, 0, 0, 0}, /* dropped */
     {NG_OP_ALLREDUCE, NG_OP_COMPLETED, ncclFloat32, ncclSum, -1, 0, 0, 0, 0, 0},
     {NG_OP_ALLREDUCE, NG_OP_COMPLETED, ncclFloat32, ncclSum, -1, 0, 0, 0, 0, 0},
-    {NG_OP_BROADCAST, NG_OP_COMPLETED, ncclBfloat16, -1, 2, NG_REC_FIRST, "Broadcast",
-     "bfloat16", "null", "[\"first\"]"},
+    {NG_OP_BROADCAST, NG_OP_COMPLETED, ncclBfloat16, -1, 2, NG_REC_FIRST, "Broadcast", "bfloat16",
+     "null", "[\"first\"]"},
     {NG_OP_SEND, NG_OP_STARTED, ncclUint8, -1, 3, 0, "Send", "uint8", "null", "[]"},
     {NG_OP_RECV, NG_OP_STARTED, ncclUint8, -1, 0, 0, "Recv", "uint8", "null", "[]"},
     {NG_OP_ALLREDUCE, NG_OP_COMPLETED, ncclFloat16, ncclProd, -1, 0, "AllReduce", "float16",
      "\"prod\"", "[]"},
-    {NG_OP_REDUCE, NG_OP_FAILED, ncclFloat64, ncclMax, 0, 0, "Reduce", "float64", "\"max\"",
-     "[]"},
+    {NG_OP_REDUCE, NG_OP_FAILED, ncclFloat64, ncclMax, 0, 0, "Reduce", "float64", "\"max\"", "[]"},
     {NG_OP_ALLGATHER, NG_OP_ABORTED, ncclInt8, -1, -1, 0, "AllGather", "int8", "null", "[]"},
     {NG_OP_REDUCESCATTER, NG_OP_CAPTURED, ncclInt64, ncclMin, -1, 0, "ReduceScatter", "int64",
      "\"min\"", "[]"},
-    {NG_OP_ALLTOALL, NG_OP_COMPLETED, ncclUint64, -1, -1, NG_REC_SLOW, "AlltoAll", "uint64",
-     "null", "[\"slow\"]"},
+    {NG_OP_ALLTOALL, NG_OP_COMPLETED, ncclUint64, -1, -1, NG_REC_SLOW, "AlltoAll", "uint64", "null",
+     "[\"slow\"]"},
     {NG_OP_GATHER, NG_OP_COMPLETED, ncclInt32, -1, 1, 0, "Gather", "int32", "null", "[]"},
     {NG_OP_SCATTER, NG_OP_SCHEDULED, ncclUint32, -1, 1, NG_REC_DEFERRED, "Scatter", "uint32",
      "null", "[\"deferred\"]"},
@@ -203,8 +202,8 @@ static const struct row rows[NRECORDS] = {
     {NG_OP_ALLREDUCE, NG_OP_SCHEDULED, ncclFloat32, ncclSum, -1, 0, "AllReduce", "float32",
      "\"sum\"", "[]"},
     /* appended scheduled, then advanced to started with its GPU start time */
-    {NG_OP_ALLREDUCE, NG_OP_STARTED, ncclFloat32, ncclSum, -1, 0, "AllReduce", "float32",
-     "\"sum\"", "[]"},
+    {NG_OP_ALLREDUCE, NG_OP_STARTED, ncclFloat32, ncclSum, -1, 0, "AllReduce", "float32", "\"sum\"",
+     "[]"},
 };
 
 /* Dump order: in flight newest first, then the others newest first. */
@@ -339,15 +338,16 @@ static void expect_op(FILE *f, int i)
     fprintf(f, "\"stream\":\"%016llx\",", (unsigned long long)r.stream);
     opt_int(f, "group", (int64_t)r.group_id, r.group_id == 0);
     fprintf(f, "\"thread\":%llu,\"enqueue_ns\":%lld,\"enqueue_mono_ns\":%lld,\"state\":\"%s\",",
-            (unsigned long long)r.thread_id, (long long)r.enqueue_ns,
-            (long long)r.enqueue_mono_ns, ng_op_state_name(w->state));
+            (unsigned long long)r.thread_id, (long long)r.enqueue_ns, (long long)r.enqueue_mono_ns,
+            ng_op_state_name(w->state));
     opt_int(f, "gpu_start_ns", r.gpu_start_ns, r.gpu_start_ns == 0);
     opt_int(f, "gpu_end_ns", r.gpu_end_ns, r.gpu_end_ns == 0);
     opt_int(f, "seen_start_ns", r.seen_start_ns, r.seen_start_ns == 0);
     opt_int(f, "seen_end_ns", r.seen_end_ns, r.seen_end_ns == 0);
-    fprintf(f, "\"times\":%s,", r.gpu_start_ns || r.gpu_end_ns     ? "\"sampled\""
-                               : r.seen_start_ns || r.seen_end_ns ? "\"discovered\""
-                                                                  : "null");
+    fprintf(f, "\"times\":%s,",
+            r.gpu_start_ns || r.gpu_end_ns     ? "\"sampled\""
+            : r.seen_start_ns || r.seen_end_ns ? "\"discovered\""
+                                               : "null");
     fprintf(f, "\"result\":%lld,\"flags\":%s,", (long long)r.result, w->flags_json);
     opt_int(f, "marker", r.marker, r.marker < 0);
     opt_int(f, "stack", r.stack, r.stack < 0);
@@ -368,8 +368,9 @@ static void write_expectation(const char *path, const char *reason, int64_t t_lo
             "\"env\":{\"RANK\":\"3\",\"LOCAL_RANK\":\"1\",\"NCCL_DEBUG\":\"WARN\"}},\n",
             reason, id->host, (int)getpid(), NCCLGUARD_VERSION);
     fprintf(f, "\"time_ns\":[%lld,%lld],\n", (long long)t_lo, (long long)t_hi);
-    fprintf(f, "\"flight\":{\"capacity\":%d,\"recorded\":%d,\"overwritten\":%d,"
-               "\"dropped_inflight\":1},\n",
+    fprintf(f,
+            "\"flight\":{\"capacity\":%d,\"recorded\":%d,\"overwritten\":%d,"
+            "\"dropped_inflight\":1},\n",
             CAPACITY, NRECORDS, NRECORDS - CAPACITY);
     fprintf(f,
             "\"comms\":[{\"id\":\"5f3a1c0000000001\",\"rank\":1,\"nranks\":4,\"device\":5,"
@@ -525,8 +526,10 @@ START_TEST(checker_reads_1x_and_rejects_3)
     make_root();
     char three[PATH_MAX];
     path_of(three, "three.json");
-    fmt_path(cmd, "sed 's#ncclguard.dump/1.2#ncclguard.dump/3#' '%s' > '%s' && "
-             "python3 '%s' schema '%s' >/dev/null 2>&1", old, three, checker, three);
+    fmt_path(cmd,
+             "sed 's#ncclguard.dump/1.2#ncclguard.dump/3#' '%s' > '%s' && "
+             "python3 '%s' schema '%s' >/dev/null 2>&1",
+             old, three, checker, three);
     int rc = system(cmd);
     ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "a /3 dump was accepted (%d)", rc);
 }
@@ -717,8 +720,7 @@ static int lock_files(const char *node)
     DIR *d = opendir(node);
     ck_assert_msg(d != NULL, "cannot open %s", node);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += !strncmp(e->d_name, "poller-", 7);
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "poller-", 7);
     closedir(d);
     return n;
 }
@@ -904,8 +906,8 @@ START_TEST(hostile_host_and_long_job_are_sanitised)
     init_dump();
     char path[PATH_MAX], want[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
-    fmt_path(want, "%s/ncclguard-%.64s/ncclguard-rx-_hidden_.._x_y_-%d.json", root,
-             job, (int)getpid());
+    fmt_path(want, "%s/ncclguard-%.64s/ncclguard-rx-_hidden_.._x_y_-%d.json", root, job,
+             (int)getpid());
     ck_assert_str_eq(path, want);
     ck_assert_int_eq(entries(root), 2); /* the dump dir and the empty TMPDIR */
     ck_assert_int_eq(entries(getenv("TMPDIR")), 0);
@@ -1098,18 +1100,30 @@ int main(void)
     strcpy(checker, repo);
     strcat(checker, "/tests/unit/check_dump.py");
     TCase *tc;
-    const TTest *tests[] = {round_trip, ops_bytes_as_printf_writes_them, schema_header_docs_agree,
-                            checker_reads_1x_and_rejects_3, large_dump_streams_through_the_buffer,
-                            dump_while_writers_append, comm_counters_cover_the_listed_ops,
-                            later_dump_replaces_earlier, symlink_at_final_name_not_followed,
-                            symlink_at_temp_name_not_followed, unwritable_dir_falls_back_to_tmpdir,
-                            foreign_fallback_dir_is_refused, hostile_job_id_stays_inside,
+    const TTest *tests[] = {round_trip,
+                            ops_bytes_as_printf_writes_them,
+                            schema_header_docs_agree,
+                            checker_reads_1x_and_rejects_3,
+                            large_dump_streams_through_the_buffer,
+                            dump_while_writers_append,
+                            comm_counters_cover_the_listed_ops,
+                            later_dump_replaces_earlier,
+                            symlink_at_final_name_not_followed,
+                            symlink_at_temp_name_not_followed,
+                            unwritable_dir_falls_back_to_tmpdir,
+                            foreign_fallback_dir_is_refused,
+                            hostile_job_id_stays_inside,
                             hostile_host_and_long_job_are_sanitised,
                             second_concurrent_dump_is_refused_and_config_hook,
-                            config_hook_that_writes_nothing_gives_null, fork_child_may_dump,
-                            dump_from_signal_handler, dump_before_init_fails,
-                            dump_dir_from_config_file, relative_dir_is_resolved_at_init,
-                            no_poller_lock_after_exit, non_poller_waits_for_the_lock_to_go, NULL};
+                            config_hook_that_writes_nothing_gives_null,
+                            fork_child_may_dump,
+                            dump_from_signal_handler,
+                            dump_before_init_fails,
+                            dump_dir_from_config_file,
+                            relative_dir_is_resolved_at_init,
+                            no_poller_lock_after_exit,
+                            non_poller_waits_for_the_lock_to_go,
+                            NULL};
     Suite *s = ng_check_suite("shim_dump", "dump", 60, tests, &tc);
     tcase_add_checked_fixture(tc, NULL, cleanup);
     return ng_check_run(s);

@@ -323,9 +323,13 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {append_copy_and_wrap, copy_derives_the_rest, drop_without_events,
-                            advance_is_compare_and_swap, deferral_end_belongs_to_its_record,
+    const TTest *tests[] = {append_copy_and_wrap,
+                            copy_derives_the_rest,
+                            drop_without_events,
+                            advance_is_compare_and_swap,
+                            deferral_end_belongs_to_its_record,
                             watchdog_values_never_reach_a_newer_record,
-                            concurrent_writers_and_reader, NULL};
+                            concurrent_writers_and_reader,
+                            NULL};
     return ng_check_run(ng_check_suite("flight", "ring", 120, tests, NULL));
 }

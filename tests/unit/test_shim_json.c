@@ -211,8 +211,9 @@ START_TEST(escape_at_every_position)
     static const struct {
         char c;
         const char *esc;
-    } special[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\x01', "\\u0001"},
-                   {'\x1f', "\\u001f"}, {'\x80', "\\ufffd"}, {'\xff', "\\ufffd"}};
+    } special[] = {{'"', "\\\""},       {'\\', "\\\\"},      {'\n', "\\n"},
+                   {'\x01', "\\u0001"}, {'\x1f', "\\u001f"}, {'\x80', "\\ufffd"},
+                   {'\xff', "\\ufffd"}};
     for (size_t len = 0; len <= 24; len++) {
         char in[32], want[64];
         for (size_t i = 0; i < len; i++) in[i] = (char)('a' + i);
@@ -238,14 +239,14 @@ START_TEST(string_utf8)
     check_string("\xc2\x80\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf", 12,
                  "\"\xc2\x80\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\"\n");
     /* invalid: one replacement per byte that starts no valid sequence */
-    check_string("a\x80z", 3, "\"a\\ufffdz\"\n");               /* stray continuation */
-    check_string("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"\n");         /* overlong '/' */
+    check_string("a\x80z", 3, "\"a\\ufffdz\"\n");                   /* stray continuation */
+    check_string("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"\n");            /* overlong '/' */
     check_string("\xe0\x80\xaf", 3, "\"\\ufffd\\ufffd\\ufffd\"\n"); /* overlong, 3 bytes */
     check_string("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"\n"); /* surrogate D800 */
     check_string("\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\"\n"); /* > 10FFFF */
     check_string("\xff\xfe", 2, "\"\\ufffd\\ufffd\"\n");
-    check_string("x\xe2\x82", 3, "\"x\\ufffd\\ufffd\"\n");      /* truncated at the end */
-    check_string("\xe2\x82z", 3, "\"\\ufffd\\ufffdz\"\n");      /* truncated in the middle */
+    check_string("x\xe2\x82", 3, "\"x\\ufffd\\ufffd\"\n"); /* truncated at the end */
+    check_string("\xe2\x82z", 3, "\"\\ufffd\\ufffdz\"\n"); /* truncated in the middle */
 }
 END_TEST
 
@@ -284,8 +285,8 @@ START_TEST(numbers_without_trailing_zeros)
     static const struct {
         double v;
         const char *want;
-    } cases[] = {{300, "300"}, {0.5, "0.5"}, {1.25, "1.25"}, {1.2346, "1.235"},
-                 {-2, "-2"}, {1e9, "1000000000"}, {0, "0"}};
+    } cases[] = {{300, "300"}, {0.5, "0.5"},        {1.25, "1.25"}, {1.2346, "1.235"},
+                 {-2, "-2"},   {1e9, "1000000000"}, {0, "0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[64];
         struct ng_json j;
@@ -416,12 +417,14 @@ START_TEST(hex_as_printf_writes_it)
 {
     uint64_t state = 0x243f6a8885a308d3u;
     for (int i = 0; i < 20000; i++) {
-        uint64_t v = i == 0 ? 0 : i == 1 ? UINT64_MAX : i == 2 ? 0x0123456789abcdefu
-                                                               : next_value(&state);
+        uint64_t v = i == 0   ? 0
+                     : i == 1 ? UINT64_MAX
+                     : i == 2 ? 0x0123456789abcdefu
+                              : next_value(&state);
         char doc[64], want[64];
         both_ways(doc, sizeof doc, HEX, v);
-        snprintf(want, sizeof want, "[\"%016llx\",{\"v\":\"%016llx\"}]\n",
-                 (unsigned long long)v, (unsigned long long)v);
+        snprintf(want, sizeof want, "[\"%016llx\",{\"v\":\"%016llx\"}]\n", (unsigned long long)v,
+                 (unsigned long long)v);
         ck_assert_str_eq(doc, want);
     }
 }
@@ -436,12 +439,18 @@ static void record_members(struct ng_json *j, struct ng_json_run *run, int i)
                                     s = NG_JSON_KEY("s"), f = NG_JSON_KEY("flags"),
                                     longest = NG_JSON_KEY("a_key_of_twenty_nine_bytes___");
     static const char *const strings[] = {
-        "plain", "", NULL, "needs \"escapes\"", "caf\xc3\xa9", "bad \xff byte",
+        "plain",
+        "",
+        NULL,
+        "needs \"escapes\"",
+        "caf\xc3\xa9",
+        "bad \xff byte",
         "123456789012345678901234567890123456789012345678",  /* NG_JSON_RUN_STRING_MAX */
         "1234567890123456789012345678901234567890123456789", /* one more: the writer's */
     };
     _Static_assert(sizeof("1234567890123456789012345678901234567890123456789") ==
-                       NG_JSON_RUN_STRING_MAX + 2, "the strings straddle the limit");
+                       NG_JSON_RUN_STRING_MAX + 2,
+                   "the strings straddle the limit");
     _Static_assert(sizeof("a_key_of_twenty_nine_bytes___") == NG_JSON_KEY_MAX + 1,
                    "the longest key fills its block");
     const char *str = strings[i % (sizeof strings / sizeof strings[0])];
@@ -523,8 +532,7 @@ START_TEST(runs_write_what_the_calls_write)
     ck_assert_ptr_nonnull(strstr(want, "\"s\":\"needs \\\"escapes\\\"\"")); /* as written */
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
         char *got = records_doc(caps[i], 1);
-        ck_assert_msg(!strcmp(got, want), "buffer of %zu: the runs wrote other bytes",
-                      caps[i]);
+        ck_assert_msg(!strcmp(got, want), "buffer of %zu: the runs wrote other bytes", caps[i]);
         free(got);
     }
     free(want);
@@ -652,8 +660,8 @@ static void deepest(struct ng_json *j)
 START_TEST(misuse_is_sticky_einval)
 {
     void (*bad[])(struct ng_json *) = {value_without_key, key_in_array, key_without_value,
-                                        wrong_end,         left_open,    two_values,
-                                        nothing,           too_deep};
+                                       wrong_end,         left_open,    two_values,
+                                       nothing,           too_deep};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int err;
         char *out;
@@ -731,12 +739,21 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {exact_across_flushes, newline_layout, string_escapes,
-                            escape_at_every_position, string_utf8, memory_and_count_modes,
-                            numbers_without_trailing_zeros, format_helpers,
-                            integers_as_printf_writes_them, hex_as_printf_writes_it,
-                            runs_write_what_the_calls_write, runs_refused_where_members_cannot_go,
-                            quote_for_json_lines, misuse_is_sticky_einval,
-                            write_errors_are_reported, NULL};
+    const TTest *tests[] = {exact_across_flushes,
+                            newline_layout,
+                            string_escapes,
+                            escape_at_every_position,
+                            string_utf8,
+                            memory_and_count_modes,
+                            numbers_without_trailing_zeros,
+                            format_helpers,
+                            integers_as_printf_writes_them,
+                            hex_as_printf_writes_it,
+                            runs_write_what_the_calls_write,
+                            runs_refused_where_members_cannot_go,
+                            quote_for_json_lines,
+                            misuse_is_sticky_einval,
+                            write_errors_are_reported,
+                            NULL};
     return ng_check_run(ng_check_suite("shim_json", "json", 0, tests, NULL));
 }

@@ -596,9 +596,9 @@ START_TEST(reused_handle_names_new_comm)
         ncclguard_comm_attach(c, h);
         for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
             struct ng_op_ticket t;
-            ck_assert_int_eq(
-                ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat, ncclSum, -1),
-                0);
+            ck_assert_int_eq(ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat,
+                                              ncclSum, -1),
+                             0);
             ncclguard_op_post(&t, ncclSuccess);
             ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
             ck_assert_uint_eq(r.comm_id, id);
@@ -680,7 +680,7 @@ static long sleep_ms(void)
  * lower bounds the code holds to, not measurements. */
 START_TEST(observer_sleeps_a_second_at_rest)
 {
-    start(1024); /* NCCLGUARD_POLL_MS: 100 */
+    start(1024);                       /* NCCLGUARD_POLL_MS: 100 */
     ck_assert_int_eq(sleep_ms(), 100); /* idle from now */
     struct timespec second = {1, 100000000};
     nanosleep(&second, NULL);
@@ -783,15 +783,23 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {lane_oldest_first, many_streams_and_comms, as_many_lanes_as_slots,
-                            overwritten_in_flight, overwritten_while_passes_run,
-                            comm_waits_for_its_other_stream, group_shares_marker,
-                            group_without_marker_untracked, group_end_without_marker,
+    const TTest *tests[] = {lane_oldest_first,
+                            many_streams_and_comms,
+                            as_many_lanes_as_slots,
+                            overwritten_in_flight,
+                            overwritten_while_passes_run,
+                            comm_waits_for_its_other_stream,
+                            group_shares_marker,
+                            group_without_marker_untracked,
+                            group_end_without_marker,
                             group_17th_stream_follows_its_group,
                             follower_keeps_its_share_of_the_marker,
                             group_legacy_stream_during_capture,
-                            deferred_op_passed_over, aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm, observer_sleeps_a_second_at_rest,
-                            per_thread_streams_are_lanes_of_their_own, NULL};
+                            deferred_op_passed_over,
+                            aborted_comm_ends_its_ops,
+                            reused_handle_names_new_comm,
+                            observer_sleeps_a_second_at_rest,
+                            per_thread_streams_are_lanes_of_their_own,
+                            NULL};
     return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
 }

@@ -184,7 +184,8 @@ START_TEST(lines_a_file_cannot_take_are_lost_counted_and_said_once)
     ck_assert_uint_eq(ncclguard_events_lost(), 50);
     const char *err = said();
     ck_assert_int_eq(count(err, "lines of the log are being lost (a write failed: File too "
-                                "large)"), 1);
+                                "large)"),
+                     1);
     ck_assert_int_eq(count(err, "lines of the event log are being lost (a write failed"), 1);
     ck_assert_int_eq(count(err, "counted in the exit summary"), 2);
     ck_assert_int_eq(count_in(log, "this one fits"), 1);
@@ -211,13 +212,14 @@ START_TEST(a_stuck_writer_never_blocks_the_callers)
     line[sizeof line - 1] = '\n';
     enum { LINES = 2000 }; /* 400 KB: far more than a pipe (64 KiB) and the queue take */
     int queued = 0;
-    for (int i = 0; i < LINES; i++) queued += ncclguard_spool_write(&sink, p[1], line,
-                                                                    sizeof line) == 0;
+    for (int i = 0; i < LINES; i++)
+        queued += ncclguard_spool_write(&sink, p[1], line, sizeof line) == 0;
     uint64_t lost = ng_atomic_load_relaxed(&sink.lost);
     ck_assert_uint_gt(lost, 0);
     ck_assert_uint_eq(lost, LINES - queued);
     ck_assert_int_eq(count(said(), "lines of the test file are being lost (the file has not "
-                                   "taken the lines queued before them)"), 1);
+                                   "taken the lines queued before them)"),
+                     1);
     /* the file comes back: everything queued is written, in whole lines */
     int fl = fcntl(p[0], F_GETFL);
     fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
@@ -244,10 +246,12 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {refuses_what_is_not_a_regular_file, creates_files_0600,
+    const TTest *tests[] = {refuses_what_is_not_a_regular_file,
+                            creates_files_0600,
                             log_to_a_fifo_falls_back_to_stderr_once,
                             lines_a_file_cannot_take_are_lost_counted_and_said_once,
-                            a_stuck_writer_never_blocks_the_callers, NULL};
+                            a_stuck_writer_never_blocks_the_callers,
+                            NULL};
     Suite *s = ng_check_suite("output", "output", 0, tests, &t);
     tcase_add_checked_fixture(t, setup, teardown);
     return ng_check_run(s);

@@ -48,7 +48,8 @@ __attribute__((noinline)) static int64_t checked(void)
     int want = n - i < st.depth ? n - i : st.depth;
     const uint64_t *pcs;
     int got = id >= 0 ? ncclguard_stack_frames(id, &pcs) : 0;
-    if (got != want) wrong++;
+    if (got != want)
+        wrong++;
     else
         for (int k = 0; k < got; k++)
             if (pcs[k] != (uint64_t)(uintptr_t)raw[i + k]) wrong++;
@@ -187,7 +188,6 @@ START_TEST(threads_agree)
     ck_assert_int_eq(st.used, PATHS);
 }
 END_TEST
-
 
 /* Paths of 3 levels: every pair shares its innermost frames, and the paths
  * that differ in bit 0 differ only in the last of their 7 frames (the
@@ -335,8 +335,8 @@ START_TEST(dl_site_after_reload)
     uint64_t site = pcs[0], caller = pcs[1];
     ck_assert_int_eq(dlclose(h), 0);
     h = open_site("libstackdl2.so", &f2);
-    ck_assert_msg(f1 == f2, "the second library is not where the first was (%p, %p)",
-                  (void *)f1, (void *)f2);
+    ck_assert_msg(f1 == f2, "the second library is not where the first was (%p, %p)", (void *)f1,
+                  (void *)f2);
     int64_t b = via_b(f2, caller);
     ck_assert_int_ge(b, 0);
     ck_assert_int_eq(ncclguard_stack_frames(b, &pcs), 2);
@@ -399,10 +399,11 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {one_id_per_stack,      depth_cuts_the_stack,  off_without_depth,
-                            full_table_keeps_what_it_has, threads_agree, shared_innermost_frames,
-                            recursion_depths,      stack_switch,          dl_site_after_reload,
-                            NULL};
+    const TTest *tests[] = {one_id_per_stack,     depth_cuts_the_stack,
+                            off_without_depth,    full_table_keeps_what_it_has,
+                            threads_agree,        shared_innermost_frames,
+                            recursion_depths,     stack_switch,
+                            dl_site_after_reload, NULL};
     Suite *s = ng_check_suite("stacks", "table", 60, tests, NULL);
     TCase *threads = tcase_create("threads"); /* CK_RUN_CASE=threads under TSan */
     tcase_set_timeout(threads, 120);

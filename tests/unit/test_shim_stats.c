@@ -95,7 +95,8 @@ START_TEST(slow_only_when_persistent)
         k = ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 40 * MS, 10, MS);
         ck_assert_int_eq(k.persistent, 0);
         ck_assert(near(k.median, 2 * MS, 0.1));
-        for (int i = 0; i < 7; i++) ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 2 * MS, 10, MS);
+        for (int i = 0; i < 7; i++)
+            ncclguard_stats_observe(9, NG_OP_ALLREDUCE, 4096, 2 * MS, 10, MS);
     }
     int reported = 0;
     for (int i = 0; i < 6; i++) /* now every op of the class takes 40 ms */
@@ -108,8 +109,12 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {warm_up_then_the_median, median_of_a_spread, classes_are_kept_apart,
-                            ageing_follows_a_drift, durations_out_of_range,
-                            slow_only_when_persistent, NULL};
+    const TTest *tests[] = {warm_up_then_the_median,
+                            median_of_a_spread,
+                            classes_are_kept_apart,
+                            ageing_follows_a_drift,
+                            durations_out_of_range,
+                            slow_only_when_persistent,
+                            NULL};
     return ng_check_run(ng_check_suite("stats", "stats", 0, tests, NULL));
 }

@@ -178,14 +178,22 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
     ck_assert_int_gt(ncclguard_threads_init(0), 0);
     ck_assert_int_eq(pipe(pipe_fd), 0);
     struct blocked t[] = {
-        {.fn = blocked_in_read, .function = "blocked_in_read", .syscall_nr = SYS_read,
+        {.fn = blocked_in_read,
+         .function = "blocked_in_read",
+         .syscall_nr = SYS_read,
          .from = "signal"},
-        {.fn = blocked_in_futex, .function = "blocked_in_futex", .syscall_nr = SYS_futex,
+        {.fn = blocked_in_futex,
+         .function = "blocked_in_futex",
+         .syscall_nr = SYS_futex,
          .from = "signal"},
-        {.fn = blocked_in_nanosleep, .function = "blocked_in_nanosleep",
-         .syscall_nr = SYS_clock_nanosleep, .from = "cfi"},
-        {.fn = blocked_in_timed_futex, .function = "blocked_in_timed_futex",
-         .syscall_nr = SYS_futex, .from = "cfi"},
+        {.fn = blocked_in_nanosleep,
+         .function = "blocked_in_nanosleep",
+         .syscall_nr = SYS_clock_nanosleep,
+         .from = "cfi"},
+        {.fn = blocked_in_timed_futex,
+         .function = "blocked_in_timed_futex",
+         .syscall_nr = SYS_futex,
+         .from = "cfi"},
         {.fn = spinning, .function = "spinning", .syscall_nr = -1, .from = "signal"},
         {.fn = spinning_masked, .function = NULL, .syscall_nr = -1, .from = "no_answer"},
     };
@@ -211,8 +219,8 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
     ck_assert_msg(t[2].rc == 0, "nanosleep returned %ld (errno %d)", t[2].rc, t[2].err);
     ck_assert_msg(t[2].took_ns >= SLEEP_NS, "nanosleep was cut short: %lld ns",
                   (long long)t[2].took_ns);
-    ck_assert_msg(t[3].rc == -1 && t[3].err == ETIMEDOUT, "timed futex: %ld (errno %d)",
-                  t[3].rc, t[3].err);
+    ck_assert_msg(t[3].rc == -1 && t[3].err == ETIMEDOUT, "timed futex: %ld (errno %d)", t[3].rc,
+                  t[3].err);
     ck_assert_msg(t[3].took_ns >= SLEEP_NS, "timed futex wait was cut short: %lld ns",
                   (long long)t[3].took_ns);
 
@@ -235,8 +243,10 @@ START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
         else
             ck_assert_int_eq(v.npcs, 0);
         /* guesses only with a note, and only from an unwind from outside */
-        ck_assert_msg((v.first_guess < v.npcs) <= (v.stack_note != NULL), "%s: %d of %d guessed, "
-                      "no note", t[i].function ? t[i].function : "masked", v.first_guess, v.npcs);
+        ck_assert_msg((v.first_guess < v.npcs) <= (v.stack_note != NULL),
+                      "%s: %d of %d guessed, "
+                      "no note",
+                      t[i].function ? t[i].function : "masked", v.first_guess, v.npcs);
         if (strcmp(v.stack_from, "cfi") && strcmp(v.stack_from, "scan"))
             ck_assert_int_eq(v.first_guess, v.npcs);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

@@ -69,8 +69,7 @@ static uint64_t typed_op(int type, int comm, uint64_t stream, int64_t age_ns, ui
 }
 
 /* An AllReduce enqueued `age_ns` ago on `stream`. */
-static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first,
-                   int marker)
+static uint64_t op(int comm, uint64_t stream, int64_t age_ns, uint64_t bytes, int first, int marker)
 {
     return typed_op(NG_OP_ALLREDUCE, comm, stream, age_ns, bytes, first, marker);
 }
@@ -85,11 +84,11 @@ static int timed_out(uint64_t index)
 START_TEST(younger_first_timeout_behind_older)
 {
     load(NULL);
-    uint64_t first = op(1, 7, 5 * S, 8, 1, 1);   /* 5 s of 600 */
-    uint64_t second = op(1, 7, 3 * S, 8, 0, 1);  /* 3 s of 1, behind it */
-    uint64_t other = op(2, 7, 2 * S, 8, 0, 1);   /* another comm, same stream */
-    uint64_t bare = op(2, 7, 2 * S, 8, 0, 0);    /* no marker: never */
-    uint64_t fresh = op(1, 8, 0, 8, 0, 1);       /* not yet */
+    uint64_t first = op(1, 7, 5 * S, 8, 1, 1);  /* 5 s of 600 */
+    uint64_t second = op(1, 7, 3 * S, 8, 0, 1); /* 3 s of 1, behind it */
+    uint64_t other = op(2, 7, 2 * S, 8, 0, 1);  /* another comm, same stream */
+    uint64_t bare = op(2, 7, 2 * S, 8, 0, 0);   /* no marker: never */
+    uint64_t fresh = op(1, 8, 0, 8, 0, 1);      /* not yet */
     ncclguard_watchdog_poll_once();
     ck_assert(!timed_out(first));
     ck_assert(timed_out(second));
@@ -108,7 +107,7 @@ END_TEST
 
 START_TEST(size_scaled_timeouts)
 {
-    load("1000000000"); /* 1 GB/s: 1 s more per GB */
+    load("1000000000");                                   /* 1 GB/s: 1 s more per GB */
     uint64_t big = op(1, 7, 4 * S, 10000000000ULL, 0, 1); /* 4 s of 1 + 10 */
     uint64_t small = op(1, 7, 2 * S, 8, 0, 1);            /* 2 s of 1, younger */
     ncclguard_watchdog_poll_once();
@@ -177,7 +176,7 @@ START_TEST(idle_enforcer_sleeps_long)
     setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
     load_timeout("600", NULL);
     ck_assert_int_eq(ncclguard_dumper_start(), 0); /* else the enforcer ticks its checks */
-    op(1, 7, 0, 8, 0, 1); /* due in 600 s */
+    op(1, 7, 0, 8, 0, 1);                          /* due in 600 s */
     ncclguard_watchdog_poll_once();
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.passes, 1);
@@ -355,12 +354,17 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {younger_first_timeout_behind_older, size_scaled_timeouts,
-                            own_timeout_of_allreduce_applies, own_timeout_of_broadcast_applies,
+    const TTest *tests[] = {younger_first_timeout_behind_older,
+                            size_scaled_timeouts,
+                            own_timeout_of_allreduce_applies,
+                            own_timeout_of_broadcast_applies,
                             agenda_order,
-                            idle_enforcer_sleeps_long, op_appended_during_sleep_is_due_no_sooner,
-                            enforcer_rests_until_ops_arrive, observer_rest_after_a_burst,
+                            idle_enforcer_sleeps_long,
+                            op_appended_during_sleep_is_due_no_sooner,
+                            enforcer_rests_until_ops_arrive,
+                            observer_rest_after_a_burst,
                             enforcer_not_woken_while_ops_flow,
-                            markerless_group_ops_time_out_only_when_followed, NULL};
+                            markerless_group_ops_time_out_only_when_followed,
+                            NULL};
     return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
 }

@@ -41,7 +41,7 @@ int clock_gettime(clockid_t id, struct timespec *ts)
 }
 
 static char dir[64], dumps[128];
-static const int64_t start = 1700000000LL * S; /* the process starts */
+static const int64_t start = 1700000000LL * S;        /* the process starts */
 static const int64_t raised = 1700000100LL * S + 250; /* another rank raised the incident */
 
 /* Rank 0 of a job whose rank 1 raised an incident at `at`: its TRIGGER in the dump
@@ -66,8 +66,7 @@ static void setup_at(int64_t at)
     ncclguard_trigger_init();
     const char *trigger = ng_check_write(dumps, "TRIGGER", "r1@otherhost\n");
     ck_assert_int_eq(chmod(trigger, 0644), 0);
-    struct timespec t[2] = {{(time_t)(at / S), (long)(at % S)},
-                            {(time_t)(at / S), (long)(at % S)}};
+    struct timespec t[2] = {{(time_t)(at / S), (long)(at % S)}, {(time_t)(at / S), (long)(at % S)}};
     ck_assert_int_eq(utimensat(AT_FDCWD, trigger, t, 0), 0);
 }
 
@@ -148,6 +147,7 @@ int main(void)
                             timeout_at_the_window_starts_its_own,
                             timeout_right_after_the_raise_joins,
                             trigger_from_before_the_start_is_history,
-                            trigger_written_at_the_start_joins, NULL};
+                            trigger_written_at_the_start_joins,
+                            NULL};
     return ng_check_run(ng_check_suite("trigger", "trigger", 60, tests, NULL));
 }

@@ -92,8 +92,8 @@ START_TEST(one_verdict_per_incident)
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "step %d went wrong (status %#x)", WEXITSTATUS(status), status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "step %d went wrong (status %#x)",
+                  WEXITSTATUS(status), status);
     ck_assert(ng_check_rmtree(dir));
 }
 END_TEST

@@ -48,9 +48,7 @@
 #define TIMEOUT_MS 4000
 #define FINAL_MS (600 * 1000)
 
-enum {
-    T_NANOSLEEP, T_TIMED_FUTEX, T_FUTEX, T_EPOLL, T_RECV, T_READ, T_POLL, T_BUSY, T_FRAMED, NT
-};
+enum { T_NANOSLEEP, T_TIMED_FUTEX, T_FUTEX, T_EPOLL, T_RECV, T_READ, T_POLL, T_BUSY, T_FRAMED, NT };
 
 struct worker {
     const char *name;
@@ -82,8 +80,8 @@ static void verdict(struct worker *w, long rc, int err, int ok, const char *what
     if (ok)
         snprintf(w->verdict, sizeof w->verdict, "ok");
     else
-        snprintf(w->verdict, sizeof w->verdict, "CUT %s returned %ld errno %d after %lld ms",
-                 what, rc, err, (long long)((w->t_out - w->t_in) / 1000000));
+        snprintf(w->verdict, sizeof w->verdict, "CUT %s returned %ld errno %d after %lld ms", what,
+                 rc, err, (long long)((w->t_out - w->t_in) / 1000000));
 }
 
 static int lasted(const struct worker *w, int ms)

@@ -16,8 +16,7 @@ int main(void)
     CUdeviceptr buf;
     ncclComm_t comm;
     CUgraph graph = NULL;
-    if (one_rank_job(&s, &buf, 64, &comm) || cuStreamCreate(&blocking, CU_STREAM_DEFAULT))
-        return 2;
+    if (one_rank_job(&s, &buf, 64, &comm) || cuStreamCreate(&blocking, CU_STREAM_DEFAULT)) return 2;
     void *p = (void *)buf;
     if (cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_GLOBAL)) return 3;
     ncclResult_t r = ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, NULL);

@@ -74,8 +74,10 @@ static int job(const char *how)
         }
         int status = 0;
         if (waitpid(pid, &status, 0) != pid) return 9;
-        if (WIFSIGNALED(status)) printf("crash_mid_job: child died of signal %d\n", WTERMSIG(status));
-        else printf("crash_mid_job: child exited %d\n", WEXITSTATUS(status));
+        if (WIFSIGNALED(status))
+            printf("crash_mid_job: child died of signal %d\n", WTERMSIG(status));
+        else
+            printf("crash_mid_job: child exited %d\n", WEXITSTATUS(status));
         return 0;
     }
     crash_here(how);

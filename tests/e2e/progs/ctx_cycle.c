@@ -28,8 +28,8 @@ static int round_trip(CUdevice dev)
         if (ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s) || cuStreamSynchronize(s))
             return -1;
     usleep(300 * 1000); /* the watchdog polls this context's markers meanwhile */
-    if (ncclCommDestroy(comm) || cuMemFree(buf) || cuStreamDestroy(s) ||
-        cuCtxSetCurrent(NULL) || cuDevicePrimaryCtxRelease(dev))
+    if (ncclCommDestroy(comm) || cuMemFree(buf) || cuStreamDestroy(s) || cuCtxSetCurrent(NULL) ||
+        cuDevicePrimaryCtxRelease(dev))
         return -1;
     return 0;
 }

@@ -95,7 +95,8 @@ int main(int argc, char **argv)
 
     fakecuda_test_spin(sb, &release_b);
     if (ncclAllReduce(p, p, 4, ncclFloat, ncclSum, b, sb)) return 3;
-    wait_for(events, "\"event\":\"timeout\"", 2, "a later timeout is reported while the dump is held");
+    wait_for(events, "\"event\":\"timeout\"", 2,
+             "a later timeout is reported while the dump is held");
     if (ncclCommDestroy(c)) return 4;
     printf("dump_stall: ok ncclCommDestroy returned while the dump is held\n");
     if (abort_mode) {

@@ -13,14 +13,12 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2)
-        return 64;
+    if (argc != 2) return 64;
     setenv("NCCL_PROFILER_PLUGIN", argv[1], 1);
     CUstream s;
     CUdeviceptr buf;
     ncclComm_t comm;
-    if (one_rank_job(&s, &buf, 64, &comm))
-        return 2;
+    if (one_rank_job(&s, &buf, 64, &comm)) return 2;
     if (ncclAllReduce((void *)buf, (void *)buf, 16, ncclFloat32, ncclSum, comm, s) ||
         cuStreamSynchronize(s) || ncclCommDestroy(comm))
         return 2;

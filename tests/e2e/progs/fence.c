@@ -16,17 +16,17 @@
 #include "../../fakes/fakecuda.h"
 #include "one_rank.h"
 
-#define EXPECT(cond, what)                                  \
-    do {                                                    \
-        int ok_ = (cond);                                   \
+#define EXPECT(cond, what)                                    \
+    do {                                                      \
+        int ok_ = (cond);                                     \
         printf("fence: %s: %s\n", ok_ ? "ok" : "FAIL", what); \
-        failures += !ok_;                                   \
+        failures += !ok_;                                     \
     } while (0)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "abort") && strcmp(argv[1], "destroy") &&
-                      strcmp(argv[1], "wait")))
+    if (argc != 2 ||
+        (strcmp(argv[1], "abort") && strcmp(argv[1], "destroy") && strcmp(argv[1], "wait")))
         return 64;
     alarm(120);
     CUstream s;
@@ -51,7 +51,8 @@ int main(int argc, char **argv)
     EXPECT(text && strstr(text, "ncclguard aborted this communicator"),
            "ncclGetLastError(comm) explains the abort");
     EXPECT(ncclAllReduce((void *)buf, (void *)buf, 4, ncclFloat, ncclSum, comm, s) ==
-               ncclInvalidUsage, "a later AllReduce fails with ncclInvalidUsage");
+               ncclInvalidUsage,
+           "a later AllReduce fails with ncclInvalidUsage");
     text = ncclGetLastError(NULL);
     EXPECT(text && strstr(text, "ncclguard aborted"), "ncclGetLastError(NULL) explains it too");
     int n = -1;

@@ -23,8 +23,7 @@ int main(int argc, char **argv)
         ncclGroupSimulateEnd(&info))
         return 3;
     for (int i = 0; i < n; i++)
-        if (ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s) || cuStreamSynchronize(s))
-            return 4;
+        if (ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s) || cuStreamSynchronize(s)) return 4;
     printf("group_sim: simulated %.1f us, then %d AllReduce\n", info.estimatedTime, n);
     return ncclCommDestroy(comm) ? 5 : 0;
 }

@@ -159,9 +159,9 @@ static int probe(ncclComm_t comm, CUstream s)
 static int nested(ncclComm_t comm, CUstream s1, CUstream s2, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (ncclGroupStart() || all_reduce(comm, s1) || ncclGroupStart() ||
-            all_reduce(comm, s2) || bcast(comm, s2) || ncclGroupEnd() || ncclGroupStart() ||
-            ncclGroupEnd() || all_reduce(comm, s1) || ncclGroupEnd() || sync2(s1, s2))
+        if (ncclGroupStart() || all_reduce(comm, s1) || ncclGroupStart() || all_reduce(comm, s2) ||
+            bcast(comm, s2) || ncclGroupEnd() || ncclGroupStart() || ncclGroupEnd() ||
+            all_reduce(comm, s1) || ncclGroupEnd() || sync2(s1, s2))
             return 10;
     }
     return probe(comm, s1);
@@ -250,8 +250,7 @@ static int ends(CUstream s)
     for (size_t i = 0; i < sizeof each / sizeof each[0]; i++)
         if (all_reduce(each[i], s)) return 51;
     if (cuStreamSynchronize(s)) return 52;
-    if (ncclCommFinalize(fin) || ncclCommFinalize(findes) || ncclCommDestroy(findes))
-        return 53;
+    if (ncclCommFinalize(fin) || ncclCommFinalize(findes) || ncclCommDestroy(findes)) return 53;
     if (ncclCommDestroy(des) || ncclCommRevoke(rev, NCCL_REVOKE_DEFAULT)) return 54;
     /* the fake refuses the third ncclCommDestroy (FAKENCCL_FAIL_OP=CommDestroy, NTH=3) */
     if (ncclCommDestroy(refused) == ncclSuccess) return 55;
@@ -274,16 +273,22 @@ int main(int argc, char **argv)
     alarm(120);
     CUstream s1, s2;
     ncclComm_t comm;
-    if (one_rank_job(&s1, &buf, 64, &comm) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING))
-        return 2;
+    if (one_rank_job(&s1, &buf, 64, &comm) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)) return 2;
     int n = argc == 3 ? atoi(argv[2]) : 0, rc;
-    if (!strcmp(argv[1], "nested")) rc = nested(comm, s1, s2, n);
-    else if (!strcmp(argv[1], "single")) rc = single(comm, s1, s2, n);
-    else if (!strcmp(argv[1], "deferred")) rc = deferred(comm, s1, n);
-    else if (!strcmp(argv[1], "wide")) rc = wide(comm, n);
-    else if (!strcmp(argv[1], "timeouts")) rc = timeouts(comm, s1, argv[2]);
-    else if (!strcmp(argv[1], "ends")) rc = ends(s1);
-    else return 64;
+    if (!strcmp(argv[1], "nested"))
+        rc = nested(comm, s1, s2, n);
+    else if (!strcmp(argv[1], "single"))
+        rc = single(comm, s1, s2, n);
+    else if (!strcmp(argv[1], "deferred"))
+        rc = deferred(comm, s1, n);
+    else if (!strcmp(argv[1], "wide"))
+        rc = wide(comm, n);
+    else if (!strcmp(argv[1], "timeouts"))
+        rc = timeouts(comm, s1, argv[2]);
+    else if (!strcmp(argv[1], "ends"))
+        rc = ends(s1);
+    else
+        return 64;
     if (rc) return rc;
     return ncclCommDestroy(comm) ? 3 : 0;
 }

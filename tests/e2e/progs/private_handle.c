@@ -13,16 +13,15 @@
 
 typedef ncclResult_t (*uid_fn)(ncclUniqueId *);
 typedef ncclResult_t (*init_fn)(ncclComm_t *, int, ncclUniqueId, int);
-typedef ncclResult_t (*ar_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                              ncclComm_t, cudaStream_t);
+typedef ncclResult_t (*ar_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                              cudaStream_t);
 typedef ncclResult_t (*destroy_fn)(ncclComm_t);
 
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 5;
     void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return 3;
+    if (!h) return 3;
     uid_fn get_uid = (uid_fn)dlsym(h, "ncclGetUniqueId");
     init_fn init = (init_fn)dlsym(h, "ncclCommInitRank");
     ar_fn all_reduce = (ar_fn)dlsym(h, "ncclAllReduce");
@@ -39,10 +38,8 @@ int main(int argc, char **argv)
         init(&comm, 1, id, 0))
         return 2;
     for (int i = 0; i < n; i++)
-        if (all_reduce((void *)buf, (void *)buf, 16, ncclFloat32, ncclSum, comm, s))
-            return 2;
-    if (cuStreamSynchronize(s) || destroy(comm))
-        return 2;
+        if (all_reduce((void *)buf, (void *)buf, 16, ncclFloat32, ncclSum, comm, s)) return 2;
+    if (cuStreamSynchronize(s) || destroy(comm)) return 2;
     printf("private_handle: ok\n");
     return 0;
 }

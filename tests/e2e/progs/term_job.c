@@ -42,8 +42,10 @@ static void app_term_flags(int sig, siginfo_t *si, void *uc)
              !sigismember(&now, SIGTERM) && sigismember(&now, SIGUSR1);
     static const char good[] = "term_job: the application's handler ran as installed\n";
     static const char bad[] = "term_job: the application's handler ran with the wrong flags\n";
-    if (ok) write(2, good, sizeof good - 1);
-    else write(2, bad, sizeof bad - 1);
+    if (ok)
+        write(2, good, sizeof good - 1);
+    else
+        write(2, bad, sizeof bad - 1);
     _exit(ok ? 42 : 43);
 }
 

@@ -20,11 +20,9 @@ int main(int argc, char **argv)
     CUdeviceptr buf;
     ncclComm_t comm;
     static volatile int release;
-    if (one_rank_job(&s1, &buf, 64, &comm) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING))
-        return 2;
+    if (one_rank_job(&s1, &buf, 64, &comm) || cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING)) return 2;
     void *p = (void *)buf;
-    if (fakecuda_test_spin(s1, &release) ||
-        ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s1) ||
+    if (fakecuda_test_spin(s1, &release) || ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s1) ||
         ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, s2))
         return 3;
     sleep((unsigned)secs);
