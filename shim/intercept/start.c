@@ -34,6 +34,7 @@
 #include "evidence/trigger.h"
 #include "evidence/verdict.h"
 #include "intercept/exports.h"
+#include "intercept/loader.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -60,6 +61,7 @@ void ncclguard_process_init(void)
     ncclguard_log_init();             /* from the environment, for messages of the policy itself */
     if (another_copy_first()) return; /* tracking stays 0: every call passes through */
     ncclguard_policy_apply_at_start();
+    ncclguard_loader_watch();
     const struct ng_settings *s = ncclguard_settings();
     ncclguard_log_configure(s->log_level, s->log);
     ng_atomic_store_release(&ncclguard_tracking, !s->disable);

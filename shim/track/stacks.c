@@ -58,9 +58,9 @@ struct check {
     uint64_t val; /* the word there; for a rel check, the word minus sp */
 };
 struct site {
-    uint64_t adds, subs; /* the loader's counts when it was made */
-    int64_t id;          /* the stack's id in the table */
-    uintptr_t made_at;   /* capture's CFA when it was made: the checks are relative */
+    uint64_t epoch;    /* the count of unloads when it was made (see epoch_now) */
+    int64_t id;        /* the stack's id in the table */
+    uintptr_t made_at; /* capture's CFA when it was made: the checks are relative */
     int nchecks;
     int nrel; /* how many of the checks are rel (an rbp, minus capture's CFA) */
     int32_t rel_at[NG_STACKS_DEPTH_MAX]; /* the index of each rel check */
@@ -85,6 +85,14 @@ static size_t site_size;
 static struct site_bucket site_buckets[SITE_BUCKETS];
 static ng_atomic(int) sites_used;
 static ng_atomic(uint64_t) unwinds; /* counted on the slow path only: no line shared by hits */
+
+/* Unloads. Watched (every dlclose comes through intercept/loader.c), the epoch
+ * is unload_gen, bumped after each dlclose, and after an unload the loader
+ * counted but no dlclose of ours saw (subs_known, compared at each full
+ * unwind). Not watched, it is the loader's own count, asked at each capture. */
+static int unloads_watched; /* set in the constructor, before the first site */
+static ng_atomic(uint64_t) unload_gen;
+static ng_atomic(uint64_t) subs_known; /* the loader's count of unloads, last seen */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *ctx)
 {
@@ -138,17 +146,37 @@ void ncclguard_stacks_init(int want)
     ncclguard_stack_depth = want;
 }
 
-struct loader_count {
-    uint64_t adds, subs;
-};
-
-static int count_loads(struct dl_phdr_info *info, size_t size, void *ctx)
+static int count_unloads(struct dl_phdr_info *info, size_t size, void *ctx)
 {
-    struct loader_count *c = ctx;
     if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) return -1;
-    c->adds = info->dlpi_adds;
-    c->subs = info->dlpi_subs;
-    return 1; /* the first object is enough: the counts are the loader's */
+    *(uint64_t *)ctx = info->dlpi_subs;
+    return 1; /* the first object is enough: the count is the loader's */
+}
+
+/* The loader's count of unloads (dl_iterate_phdr takes and drops its lock). */
+static uint64_t loader_unloads(void)
+{
+    uint64_t subs = 0;
+    dl_iterate_phdr(count_unloads, &subs);
+    return subs;
+}
+
+void ncclguard_stacks_watch_unloads(void)
+{
+    ng_atomic_store_relaxed(&subs_known, loader_unloads());
+    unloads_watched = 1;
+}
+
+void ncclguard_stacks_unloaded(void)
+{
+    ng_atomic_store_relaxed(&subs_known, loader_unloads());
+    ng_atomic_add_seq_cst(&unload_gen, 1);
+}
+
+/* The epoch a site made now records, and a site must have to hold now. */
+static inline uint64_t epoch_now(void)
+{
+    return unloads_watched ? ng_atomic_load_acquire(&unload_gen) : loader_unloads();
 }
 
 static inline struct site *site_at(uint32_t i)
@@ -156,28 +184,52 @@ static inline struct site *site_at(uint32_t i)
     return (struct site *)(sites + (size_t)i * site_size);
 }
 
-/* 1 when the stack of the caller whose stack pointer is sp is the site's:
- * every check holds, in order (each read is then inside a frame the checks
- * before it proved live). */
+/* 1 when the n checks from c hold for the caller whose stack pointer is sp,
+ * checked in order: each read only once the one before it held, so inside a
+ * frame the checks before it proved live. Eight at a time, then the rest by a
+ * jump into the last seven. */
 #define HOLDS(c) (*(const uint64_t *)(sp + (uintptr_t)(c).off) == (c).val)
+__attribute__((no_sanitize("address"), always_inline)) static inline int
+run_holds(const struct check *c, int n, uintptr_t sp)
+{
+    for (; n >= 8; c += 8, n -= 8)
+        if (!HOLDS(c[0]) || !HOLDS(c[1]) || !HOLDS(c[2]) || !HOLDS(c[3]) || !HOLDS(c[4]) ||
+            !HOLDS(c[5]) || !HOLDS(c[6]) || !HOLDS(c[7]))
+            return 0;
+    const struct check *e = c + n;
+    switch (n) {
+    case 7:
+        if (!HOLDS(e[-7])) return 0; /* fall through */
+    case 6:
+        if (!HOLDS(e[-6])) return 0; /* fall through */
+    case 5:
+        if (!HOLDS(e[-5])) return 0; /* fall through */
+    case 4:
+        if (!HOLDS(e[-4])) return 0; /* fall through */
+    case 3:
+        if (!HOLDS(e[-3])) return 0; /* fall through */
+    case 2:
+        if (!HOLDS(e[-2])) return 0; /* fall through */
+    case 1: return HOLDS(e[-1]);
+    default: return 1;
+    }
+}
 
+/* 1 when the stack of the caller whose stack pointer is sp is the site's:
+ * every check holds, in order. An rbp check compares the word minus sp. */
 __attribute__((no_sanitize("address"))) static inline int site_holds(const struct site *st,
                                                                      uintptr_t sp)
 {
-    const struct check *c = st->checks, *end = c + st->nchecks;
-    const struct check *stop = st->nrel ? st->checks + st->rel_at[0] : end;
-    for (int r = 0;;) {
-        /* in order, each read only once the one before it held */
-        for (; stop - c >= 4; c += 4)
-            if (!HOLDS(c[0]) || !HOLDS(c[1]) || !HOLDS(c[2]) || !HOLDS(c[3])) return 0;
-        for (; c < stop; c++)
-            if (!HOLDS(c[0])) return 0;
-        if (c == end) return 1;
-        if (*(const uint64_t *)(sp + (uintptr_t)c->off) - sp != c->val) return 0; /* an rbp */
-        c++;
-        r++;
-        stop = r < st->nrel ? st->checks + st->rel_at[r] : end;
+    const struct check *c = st->checks;
+    if (!st->nrel) return run_holds(c, st->nchecks, sp); /* no rbp-based frame */
+    int done = 0;
+    for (int r = 0; r < st->nrel; r++) {
+        int at = st->rel_at[r];
+        if (!run_holds(c + done, at - done, sp)) return 0;
+        if (*(const uint64_t *)(sp + (uintptr_t)c[at].off) - sp != c[at].val) return 0;
+        done = at + 1;
     }
+    return run_holds(c + done, st->nchecks - done, sp);
 }
 
 /* The checks of a stack, from the frame record fp of capture itself: f[0] is
@@ -227,9 +279,11 @@ plan(struct site *st, void *const *fp, const uint64_t *f, int s, int n, int64_t 
     return 1;
 }
 
+/* A return address's bucket: its bits above the few that alignment fixes,
+ * folded (no multiply: the addresses of a job's call sites are spread enough). */
 static inline uint64_t slot(uint64_t key, int probe, unsigned n)
 {
-    return (ng_hash_word(NG_HASH_SEED, key) + (uint64_t)probe) & (n - 1);
+    return ((key ^ key >> 13 ^ key >> 27) + (uint64_t)probe) & (n - 1);
 }
 
 /* The offset of the innermost return address of the job's caller from
@@ -261,8 +315,7 @@ static void prefix_add(uint64_t capture_ra, uint64_t caller_ra, int64_t off)
 }
 
 /* Caches the stack id of the frames f[s..s+n-1] (see plan). */
-static void remember(void *const *fp, const uint64_t *f, int s, int n, int64_t id,
-                     const struct loader_count *lc)
+static void remember(void *const *fp, const uint64_t *f, int s, int n, int64_t id, uint64_t epoch)
 {
     uint64_t ra = f[s];
     for (int probe = 0; probe < SITE_PROBES; probe++) {
@@ -273,8 +326,7 @@ static void remember(void *const *fp, const uint64_t *f, int s, int n, int64_t i
         int i = ng_atomic_add_relaxed(&sites_used, 1);
         if (i >= SITES_MAX) return; /* the bucket stays claimed, never published */
         struct site *st = site_at((uint32_t)i);
-        st->adds = lc->adds;
-        st->subs = lc->subs;
+        st->epoch = epoch;
         st->id = id;
         int64_t off = -1;
         if (plan(st, fp, f, s, n, &off) && off >= 0)
@@ -363,46 +415,70 @@ static int64_t unwind(void *const *fp, const uint64_t **pcs_out, int *n_out, int
     return NG_NO_STACK;
 }
 
-int64_t ncclguard_stack_capture_at(void *caller_ra)
+/* The site of the stack at base, capture's CFA, whose innermost return
+ * address is ra: its stack id, else NG_NO_STACK, and *dead when a site of ra
+ * is one the cache cannot follow. */
+static inline int64_t site_find(uint64_t ra, uintptr_t base, uint64_t epoch, int *dead)
 {
-    void *const *fp = __builtin_frame_address(0);
-    uintptr_t base = (uintptr_t)fp + 16;
-    struct loader_count lc = {0, 0};
-    int dead = 0; /* a site of this address whose frames the cache cannot follow */
-    int64_t off = -1;
-    dl_iterate_phdr(count_loads, &lc);
-    if (sites) off = prefix_find((uint64_t)(uintptr_t)fp[1], (uint64_t)(uintptr_t)caller_ra);
-    if (off >= 0) {
-        uint64_t ra = *(const uint64_t *)(base + (uintptr_t)off);
-        for (int probe = 0; probe < SITE_PROBES; probe++) {
-            struct site_bucket *b = &site_buckets[slot(ra, probe, SITE_BUCKETS)];
-            uint64_t key = ng_atomic_load_acquire(&b->ra);
-            if (key == 0) break;
-            if (key != ra) continue;
-            uint32_t i = ng_atomic_load_acquire(&b->site);
-            if (i == 0) continue;
-            const struct site *st = site_at(i - 1);
-            if (st->adds != lc.adds || st->subs != lc.subs) continue;
-            if (st->nchecks < 0) {
-                dead = 1;
-                continue;
-            }
-            uintptr_t at = base; /* never st->made_at: the same site on any stack */
-            if (site_holds(st, at)) return st->id;
+    for (int probe = 0; probe < SITE_PROBES; probe++) {
+        struct site_bucket *b = &site_buckets[slot(ra, probe, SITE_BUCKETS)];
+        uint64_t key = ng_atomic_load_acquire(&b->ra);
+        if (key == 0) break;
+        if (key != ra) continue;
+        uint32_t i = ng_atomic_load_acquire(&b->site);
+        if (i == 0) continue;
+        const struct site *st = site_at(i - 1);
+        if (st->epoch != epoch) continue;
+        if (st->nchecks < 0) {
+            *dead = 1;
+            continue;
         }
+        if (site_holds(st, base)) return st->id; /* base, never made_at: any stack */
     }
+    return NG_NO_STACK;
+}
+
+/* A capture the cache did not answer: the full unwind, then a site for it. fp
+ * is ncclguard_stack_capture_at's frame record, live below this call. */
+__attribute__((noinline)) static int64_t capture_slow(void *const *fp, void *caller_ra,
+                                                      uint64_t epoch, int dead)
+{
     ng_atomic_add_relaxed(&unwinds, 1);
+    uint64_t subs = loader_unloads();
+    if (unloads_watched && subs != ng_atomic_load_relaxed(&subs_known)) {
+        /* an unload no dlclose of ours saw (a library bound to libc's own) */
+        ng_atomic_store_relaxed(&subs_known, subs);
+        ng_atomic_add_seq_cst(&unload_gen, 1);
+        epoch = epoch_now();
+    }
     void *raw[NG_STACKS_DEPTH_MAX + SHIM_FRAMES_MAX];
     const uint64_t *pcs;
     int n, skip;
-    int64_t id = unwind(fp, &pcs, &n, &skip, raw, lc.subs);
+    int64_t id = unwind(fp, &pcs, &n, &skip, raw, subs);
     if (id < 0 || !sites || dead) return id;
     int j = 0; /* raw[j]: the return address of capture's own frame */
     while (j < skip && (uintptr_t)raw[j] != (uintptr_t)fp[1]) j++;
     /* the prefix knows two levels: capture's caller and the caller's caller */
     if (j < skip && skip - j <= 2 && j + 1 < skip + n &&
         (uintptr_t)raw[j + 1] == (uintptr_t)caller_ra)
-        remember(fp, (const uint64_t *)(raw + j), skip - j, n, id, &lc);
+        remember(fp, (const uint64_t *)(raw + j), skip - j, n, id, epoch);
+    return id;
+}
+
+int64_t ncclguard_stack_capture_at(void *caller_ra)
+{
+    void *const *fp = __builtin_frame_address(0);
+    uintptr_t base = (uintptr_t)fp + 16;
+    int dead = 0; /* a site of this address whose frames the cache cannot follow */
+    uint64_t epoch = epoch_now();
+    int64_t off = sites ? prefix_find((uint64_t)(uintptr_t)fp[1], (uint64_t)(uintptr_t)caller_ra)
+                        : -1;
+    if (off >= 0) {
+        int64_t id = site_find(*(const uint64_t *)(base + (uintptr_t)off), base, epoch, &dead);
+        if (id >= 0) return id;
+    }
+    int64_t id = capture_slow(fp, caller_ra, epoch, dead);
+    __asm__ volatile("" : "+r"(id)); /* not a tail call: fp stays live */
     return id;
 }
 

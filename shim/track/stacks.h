@@ -62,6 +62,14 @@ void ncclguard_stacks_stats(struct ng_stacks_stats *out);
  * still being written. *pcs points into the table, which is never freed. */
 int ncclguard_stack_frames(int64_t id, const uint64_t **pcs);
 
+/* Unloads, for the cache of call sites (shim/track/README.md, "Enqueue
+ * stacks"): ncclguard_stacks_unloaded after every dlclose (intercept/loader.c,
+ * any thread). ncclguard_stacks_watch_unloads, in the constructor, says that
+ * every dlclose of the process comes through there: the cache then trusts its
+ * own count instead of asking the loader at every capture. */
+void ncclguard_stacks_watch_unloads(void);
+void ncclguard_stacks_unloaded(void);
+
 /* fork(): nothing to do, the child keeps the parent's stacks (same mappings). */
 
 #endif

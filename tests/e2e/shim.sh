@@ -4,14 +4,14 @@
 # NCCL, fork safety, the libunwind hazard, missing symbols, NCCLGUARD_DISABLE.
 source "$(dirname "$0")/lib.sh"
 
-# --- exports: the entry points of nccl_api.def, and the profiler plugin's -------------
+# --- exports: the entry points of nccl_api.def, the plugins', and dlclose ----------------
 expected=$(grep -oE '^NCCL_API(_VOID)?\((ncclResult_t|ng_cstr), [A-Za-z_]+, [A-Za-z]+|^NCCL_API_VOID\([A-Za-z]+' \
     shim/intercept/nccl_api.def | awk -F', ' '{print $NF}' | sed 's/.*(//; s/^/nccl/';
-    echo ncclProfiler_v5 ncclEnvPlugin_v1 | tr ' ' '\n') # the plugins' (intercept/)
+    echo ncclProfiler_v5 ncclEnvPlugin_v1 dlclose | tr ' ' '\n') # intercept/: the plugins', loader.c
 expected=$(echo "$expected" | sort)
 exported=$(nm -D --defined-only "$SHIM" | awk '{print $3}' | sort)
 if [ -n "$expected" ] && [ "$expected" = "$exported" ]; then
-    pass "exports are exactly the $(echo "$expected" | wc -l) NCCL entry points of nccl_api.def"
+    pass "exports are exactly the $(echo "$expected" | wc -l) entry points of nccl_api.def, the plugins and dlclose"
 else
     fail "exports" "$(diff <(echo "$expected") <(echo "$exported") | head -n 10)"
 fi

@@ -318,12 +318,25 @@ static void *open_site(const char *name, dl_site_fn *f)
     return h;
 }
 
+/* Unloads the library of handle h the way the mode under test says: through
+ * the process's dlclose (intercept/loader.c's, linked into this program), or
+ * past it, through libc's own, as a library bound to libc would. */
+enum unload { THROUGH_WRAPPER, PAST_WRAPPER };
+static void unload(void *h, enum unload how)
+{
+    int (*libc_dlclose)(void *) = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    ck_assert_ptr_nonnull(libc_dlclose);
+    ck_assert_int_eq(how == THROUGH_WRAPPER ? dlclose(h) : libc_dlclose(h), 0);
+}
+
 /* A library unloaded, and another loaded at the same address whose call site
  * is at the same address too but whose frame is larger, and filled where the
  * first one's caller's return address was with that same word: the second's
- * stack names its own caller. */
-START_TEST(dl_site_after_reload)
+ * stack names its own caller. An unload past the wrapper is seen at the next
+ * full unwind (here a capture of another stack, `between`). */
+static void reload_case(int watched, enum unload how, int between)
 {
+    if (watched) ncclguard_stacks_watch_unloads();
     init(2);
     dl_site_fn f1, f2;
     void *h = open_site("libstackdl1.so", &f1);
@@ -333,10 +346,15 @@ START_TEST(dl_site_after_reload)
     const uint64_t *pcs;
     ck_assert_int_eq(ncclguard_stack_frames(a, &pcs), 2);
     uint64_t site = pcs[0], caller = pcs[1];
-    ck_assert_int_eq(dlclose(h), 0);
+    unload(h, how);
     h = open_site("libstackdl2.so", &f2);
     ck_assert_msg(f1 == f2, "the second library is not where the first was (%p, %p)", (void *)f1,
                   (void *)f2);
+    if (between) {
+        uint64_t before = unwinds();
+        capture();
+        ck_assert_uint_eq(unwinds(), before + 1);
+    }
     int64_t b = via_b(f2, caller);
     ck_assert_int_ge(b, 0);
     ck_assert_int_eq(ncclguard_stack_frames(b, &pcs), 2);
@@ -347,6 +365,26 @@ START_TEST(dl_site_after_reload)
     ck_assert_int_eq(via_b(f2, caller), b); /* and from the cache, the same */
     ck_assert_uint_eq(unwinds(), before);
     dlclose(h);
+}
+
+/* Not watched (this program's dlclose is not the one the loader's lookups
+ * find): the loader's own count, asked at every capture. */
+START_TEST(dl_site_after_reload)
+{
+    reload_case(0, THROUGH_WRAPPER, 0);
+}
+END_TEST
+
+/* Watched: the wrapper's count of unloads alone. */
+START_TEST(dl_site_after_reload_watched)
+{
+    reload_case(1, THROUGH_WRAPPER, 0);
+}
+END_TEST
+
+START_TEST(dl_unload_past_wrapper_seen_at_next_unwind)
+{
+    reload_case(1, PAST_WRAPPER, 1);
 }
 END_TEST
 
@@ -399,11 +437,18 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {one_id_per_stack,     depth_cuts_the_stack,
-                            off_without_depth,    full_table_keeps_what_it_has,
-                            threads_agree,        shared_innermost_frames,
-                            recursion_depths,     stack_switch,
-                            dl_site_after_reload, NULL};
+    const TTest *tests[] = {one_id_per_stack,
+                            depth_cuts_the_stack,
+                            off_without_depth,
+                            full_table_keeps_what_it_has,
+                            threads_agree,
+                            shared_innermost_frames,
+                            recursion_depths,
+                            stack_switch,
+                            dl_site_after_reload,
+                            dl_site_after_reload_watched,
+                            dl_unload_past_wrapper_seen_at_next_unwind,
+                            NULL};
     Suite *s = ng_check_suite("stacks", "table", 60, tests, NULL);
     TCase *threads = tcase_create("threads"); /* CK_RUN_CASE=threads under TSan */
     tcase_set_timeout(threads, 120);
