@@ -71,10 +71,17 @@ check: deps
 	@B=$(B) SANITIZE=$(SANITIZE) tests/run
 
 # ThreadSanitizer on the threaded parts: the flight recorder's unit test, and
-# jobs with the watchdog polling, in a build of everything with -fsanitize=thread.
+# jobs with the watchdog polling, in a -fsanitize=thread build of what those run.
 tsan: deps
-	@$(MAKE) --no-print-directory all B=build-tsan SANITIZE=thread
+	@$(MAKE) --no-print-directory tsan-targets B=build-tsan SANITIZE=thread
 	@B=build-tsan SANITIZE=thread tests/run tsan
+
+# What tests/e2e/tsan.sh runs, and nothing else (it fails on a program missing here).
+TSAN_TARGETS = $(B)/libncclguard.so $(APPS_FAKE_LIBS) $(B)/apps/launch $(B)/apps/trainloop \
+    $(addprefix $(B)/tests/unit/test_shim_,flight observer markers stacks threads output) \
+    $(addprefix $(E2E_BIN)/,ring_wrap dump_stall libslowfs.so idle_wakes)
+.PHONY: tsan-targets
+tsan-targets: $(TSAN_TARGETS)
 
 # The mutation check (tests/mutations/README.md): long, not part of check or CI.
 mutate: deps
