@@ -57,7 +57,7 @@ struct run {
 static void on_bad(void *ctx, const char *path, const char *why)
 {
     struct run *r = ctx;
-    if (!r->stage) fprintf(stderr, "ncclguard export: %s: %s\n", path, why);
+    if (!r->stage) fprintf(stderr, "ncclguard export: %s: %s: nothing written\n", path, why);
     r->bad++;
 }
 
@@ -194,11 +194,8 @@ static int export_fr(const char *dir, const char *out)
         if (!r.failed && !r.bad && !r.dumps)
             fprintf(stderr, "ncclguard export: %s: no dump (%zu file(s) read)\n", dir, st.files);
         else if (r.no_rank)
-            fprintf(stderr, "ncclguard export: %s: %zu dump(s) name no rank, which FR needs\n",
-                    dir, r.no_rank);
-        else if (r.bad)
-            fprintf(stderr, "ncclguard export: %zu unusable file(s) in %s: nothing written\n",
-                    r.bad, dir);
+            fprintf(stderr, "ncclguard export: %s: %zu dump(s) name no rank, which FR needs\n", dir,
+                    r.no_rank);
         rc = EXIT_UNUSABLE;
         goto done;
     }

@@ -154,11 +154,21 @@ static const char *fr_op(int op)
 
 /* the dump's datatype names as c10's ScalarType names, which FR writes */
 static const char *const dtypes[][2] = {
-    {"uint8", "Byte"},        {"int8", "Char"},           {"int16", "Short"},
-    {"int32", "Int"},         {"int64", "Long"},          {"float16", "Half"},
-    {"float32", "Float"},     {"float64", "Double"},      {"bfloat16", "BFloat16"},
-    {"bool", "Bool"},         {"float8e4m3", "Float8_e4m3fn"}, {"float8e5m2", "Float8_e5m2"},
-    {"uint16", "UInt16"},     {"uint32", "UInt32"},       {"uint64", "UInt64"},
+    {"uint8", "Byte"},
+    {"int8", "Char"},
+    {"int16", "Short"},
+    {"int32", "Int"},
+    {"int64", "Long"},
+    {"float16", "Half"},
+    {"float32", "Float"},
+    {"float64", "Double"},
+    {"bfloat16", "BFloat16"},
+    {"bool", "Bool"},
+    {"float8e4m3", "Float8_e4m3fn"},
+    {"float8e5m2", "Float8_e5m2"},
+    {"uint16", "UInt16"},
+    {"uint32", "UInt32"},
+    {"uint64", "UInt64"},
 };
 
 static const char *c10_dtype(const char *name)
@@ -325,9 +335,7 @@ static void entry(struct rn_pk *p, const struct dr_dump *d, const struct dr_op *
     key(p, "output_dtypes");
     dtype_list(p, o->datatype);
     key(p, "state");
-    rn_pk_str(p, done                           ? "completed"
-                 : o->state == NG_OP_SCHEDULED ? "scheduled"
-                                               : "started");
+    rn_pk_str(p, done ? "completed" : o->state == NG_OP_SCHEDULED ? "scheduled" : "started");
     key(p, "time_discovered_started_ns");
     time_or_none(p, o->seen_start_ns);
     key(p, "time_discovered_completed_ns");
@@ -393,8 +401,7 @@ int rn_fr_write(const struct rn_fr *f, const struct dr_dump *d, struct rn_pk *p,
         const struct dr_op *o = ops[i];
         size_t pg = comm_index(d, o->comm);
         const struct group *g = pg == SIZE_MAX ? NULL : group_of(f, o->comm);
-        if (!g || !fr_op(o->op)[0] || o->state == NG_OP_CAPTURED ||
-            o->state == NG_OP_UNTRACKED) {
+        if (!g || !fr_op(o->op)[0] || o->state == NG_OP_CAPTURED || o->state == NG_OP_UNTRACKED) {
             n->left_out++;
             continue;
         }

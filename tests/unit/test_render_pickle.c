@@ -137,10 +137,16 @@ END_TEST
 
 START_TEST(the_reader_reads_back_what_it_wrote)
 {
-    static const int64_t ints[] = {0,         1,         255,       256,       65535,
-                                   65536,     -1,        -255,      -256,      -65536,
-                                   INT32_MAX, INT32_MIN, 1LL << 31, -(1LL << 31) - 1,
-                                   1LL << 40, -(1LL << 40), 1LL << 55, INT64_MAX, INT64_MIN};
+    static const int64_t ints[] = {0,         1,
+                                   255,       256,
+                                   65535,     65536,
+                                   -1,        -255,
+                                   -256,      -65536,
+                                   INT32_MAX, INT32_MIN,
+                                   1LL << 31, -(1LL << 31) - 1,
+                                   1LL << 40, -(1LL << 40),
+                                   1LL << 55, INT64_MAX,
+                                   INT64_MIN};
     const size_t n = sizeof ints / sizeof ints[0];
     struct rn_pk p;
     rn_pk_init(&p);
