@@ -149,7 +149,7 @@ static int check_out(const char *out)
     struct stat st;
     if (lstat(out, &st)) {
         if (errno == ENOENT) return 0;
-        fprintf(stderr, "ncclguard export: %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "ncclguard export: cannot write %s (%s)\n", out, strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
