@@ -31,11 +31,13 @@
 #define EXIT_WRITE 2
 #define EXIT_UNUSABLE 3
 #define FR_PREFIX "nccl_trace_rank_"
+#define USAGE_LINE "usage: ncclguard export --torch-fr DIR -o OUT"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: ncclguard export --torch-fr DIR -o OUT\n\n"
+            USAGE_LINE
+            "\n\n"
             "Writes each rank's dump in DIR as a PyTorch Flight Recorder dump (version %s),\n"
             "OUT/" FR_PREFIX "<rank>, for torchfrtrace (`torchfrtrace OUT`) or any\n"
             "tool that reads FR dumps; `ncclguard analyze OUT` reads them too. OUT must\n"
@@ -264,17 +266,16 @@ int cmd_export(int argc, char **argv)
         case 'h':
         case O_HELP: usage(stdout); return 0;
         default:
-            fprintf(stderr, "ncclguard export: bad option or value\n");
-            usage(stderr);
+            fprintf(stderr, "ncclguard export: bad option '%s'; " USAGE_LINE "\n",
+                    argv[optind - 1]);
             return CMD_EXIT_USAGE;
         }
     }
     if (!dir || !out || !out[0] || optind != argc) {
-        fprintf(stderr, "ncclguard export: %s\n",
+        fprintf(stderr, "ncclguard export: %s; " USAGE_LINE "\n",
                 optind != argc ? "unexpected argument"
                 : !dir         ? "needs --torch-fr DIR (the only format it writes)"
                                : "needs -o OUT");
-        usage(stderr);
         return CMD_EXIT_USAGE;
     }
     return export_fr(dir, out);

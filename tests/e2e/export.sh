@@ -159,9 +159,24 @@ bad "a corrupt dump" 3 "^ncclguard export: $f: .*: nothing written\$" \
     --torch-fr "$TMP/corrupt" -o "$TMP/o3"
 mkdir -p "$TMP/empty"
 bad "no dump" 3 "^ncclguard export: $TMP/empty: no dump" --torch-fr "$TMP/empty" -o "$TMP/o4"
-"$NG" export -o "$TMP/o5" >/dev/null 2>"$TMP/bad.err"
-[ $? = 64 ] && grep -q 'needs --torch-fr DIR' "$TMP/bad.err" && [ ! -e "$TMP/o5" ] &&
-    pass "usage: no --torch-fr is exit 64" || fail "usage" "$(head -n 2 "$TMP/bad.err")"
+one_usage() { # NAME ARGS...: exit 64, one line naming the usage, nothing written
+    local name=$1; shift
+    "$NG" export "$@" >/dev/null 2>"$TMP/bad.err"
+    local rc=$?
+    if [ $rc = 64 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] &&
+        grep -q '; usage: ncclguard export --torch-fr DIR -o OUT$' "$TMP/bad.err" &&
+        [ ! -e "$TMP/o5" ]; then
+        pass "usage: $name: exit 64, $(cut -c1-80 "$TMP/bad.err")"
+    else
+        fail "usage: $name" "exit $rc: $(head -n 2 "$TMP/bad.err")"
+    fi
+}
+one_usage "no --torch-fr" -o "$TMP/o5"
+one_usage "no -o" --torch-fr "$TMP/hang/dumps"
+one_usage "a bad option" --torch-fr "$TMP/hang/dumps" -o "$TMP/o5" --bogus
+one_usage "an extra argument" --torch-fr "$TMP/hang/dumps" -o "$TMP/o5" extra
+"$NG" export --help | grep -q "^usage: ncclguard export --torch-fr DIR -o OUT" &&
+    pass "--help prints the usage" || fail "--help" "$("$NG" export --help 2>&1 | head -n 2)"
 # an empty folder as OUT is filled
 mkdir -p "$TMP/given"
 "$NG" export --torch-fr "$TMP/mismatch/dumps" -o "$TMP/given" >/dev/null 2>&1 &&
