@@ -34,8 +34,8 @@ print(" ".join(str(c["rank"]) for c in json.load(sys.stdin)["verdict"]["culprits
     echo "---- ncclguard analyze $dir"
     "$NG" analyze "$dir" 2>/dev/null | head -n 1 | sed 's/^/  | /'
     echo "---- torchfrtrace $out (exit $rc; its findings)"
-    grep -E "^(Not all ranks|Collective sequence number|missing ranks|error msg|collective:|Too many)" \
-        "$TMP/$name.frtrace" | head -n 12 | sed 's/^/  | /'
+    local findings="^(Not all ranks|Collective sequence number|missing ranks|error msg|collective:)"
+    grep -E "$findings" "$TMP/$name.frtrace" | head -n 12 | sed 's/^/  | /'
     if [ $rc = 0 ] && ! grep -q '^Traceback' "$TMP/$name.frtrace"; then
         pass "$name: torchfrtrace loads the 4 exported files ($(head -n 1 "$TMP/$name.export" |
             cut -c1-80))"
