@@ -16,7 +16,7 @@ DUMPREAD_SRCS := $(filter-out cli/dump/symres.c,$(wildcard cli/json/*.c cli/dump
 DUMPREAD_BASE_SRCS := shim/base/infile.c shim/base/outfile.c
 DUMPREAD_OBJS := $(DUMPREAD_SRCS:%.c=$(B)/%.o) $(B)/cli/json/simdjson.o \
     $(DUMPREAD_BASE_SRCS:%.c=$(B)/cli/obj/%.o)
-# The model and its detectors, and the printers.
+# The model and its detectors, and the printers (the Flight Recorder export too).
 ANALYZE_SRCS := $(wildcard cli/analyze/*.c cli/render/*.c)
 CLI_SRCS := $(wildcard cli/cmd/*.c) $(ANALYZE_SRCS) cli/dump/symres.c
 

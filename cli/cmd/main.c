@@ -10,6 +10,7 @@
 #include "cmd/diagnose.h"
 #include "cmd/dump.h"
 #include "cmd/envcheck.h"
+#include "cmd/export.h"
 #include "cmd/report.h"
 #include "cmd/run.h"
 #include "cmd/trace.h"
@@ -31,6 +32,7 @@ static const struct {
     {"dump", cmd_dump, "ask processes on this node, or a whole job, for a dump now"},
     {"report", cmd_report,
      "write the analysis as one self-contained HTML file, with a picture per communicator"},
+    {"export", cmd_export, "write the dumps as PyTorch Flight Recorder dumps, for torchfrtrace"},
 };
 
 static void usage(FILE *out)

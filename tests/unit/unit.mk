@@ -44,8 +44,9 @@ $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS +=
     -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
 
 # Check suites of the analyzer's rules (test_analyze_*.c) and of its printers
-# (test_render_*.c): small dumps written by the test, read through the real reader;
-# linked with the command's objects (cli/cli.mk) but its main.
+# (test_render_*.c, the Flight Recorder export's pickle writer and mapping too:
+# test_render_pickle, test_render_fr): small dumps written by the test, read
+# through the real reader; linked with the command's objects (cli/cli.mk) but its main.
 ANALYZE_TEST_OBJS = $(filter-out $(B)/cli/cmd/main.o,$(CLI_OBJS))
 define ANALYZE_TEST
 	@mkdir -p $(dir $@)
