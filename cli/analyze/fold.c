@@ -16,6 +16,15 @@ static int in_flight(int state)
     return state == NG_OP_SCHEDULED || state == NG_OP_STARTED;
 }
 
+/* The stream an op is ordered in: CU_STREAM_PER_THREAD (cuda.h, 0x2) is a
+ * stream of each thread's own, the rest are one stream whichever thread
+ * enqueues (as shim/watch/lanes.c has them). */
+#define PER_THREAD_STREAM 0x2
+static uint64_t lane_of(const struct dr_op *o)
+{
+    return o->stream == PER_THREAD_STREAM ? o->thread << 2 | PER_THREAD_STREAM : o->stream;
+}
+
 /* Keeps in *fl the in-flight op with the lowest index. */
 static void keep_oldest(struct an_flight *fl, const struct dr_op *o, uint32_t comm)
 {
@@ -24,6 +33,7 @@ static void keep_oldest(struct an_flight *fl, const struct dr_op *o, uint32_t co
     fl->index = o->index;
     fl->seq = o->seq ? o->seq : o->p2p_seq;
     fl->stream = o->stream;
+    fl->lane = lane_of(o);
     fl->thread = o->thread;
     fl->enqueue_ns = o->enqueue_ns;
     fl->comm = comm;
@@ -92,7 +102,7 @@ static void add_inflight(struct an *a, struct an_rank *r, struct an_rcomm *rc,
         r->oldest_ns = o->enqueue_ns;
     uint32_t s;
     for (s = 0; s < r->nst; s++)
-        if (a->streams[r->st0 + s].stream == o->stream) break;
+        if (a->streams[r->st0 + s].lane == lane_of(o)) break;
     if (s == r->nst) {
         (void)PUSH(a->streams, a->nstreams, a->capstreams);
         r->nst++;

@@ -149,7 +149,7 @@ static void stream_blocker(const struct an *a, int32_t ri, const struct an_rcomm
 {
     const struct an_rank *r = &a->ranks[ri];
     for (uint32_t s = 0; s < r->nst; s++)
-        if (a->streams[r->st0 + s].stream == rc->fl.stream) *out = a->streams[r->st0 + s];
+        if (a->streams[r->st0 + s].lane == rc->fl.lane) *out = a->streams[r->st0 + s];
 }
 
 /* The oldest NCCL op in flight on another stream of rank ri than f->blocker's,
@@ -165,7 +165,7 @@ void an_stream_holder(const struct an *a, int32_t ri, struct an_finding *f)
     const struct an_flight *best = NULL;
     for (uint32_t s = 0; s < r->nst; s++) {
         const struct an_flight *o = &a->streams[r->st0 + s];
-        if (!o->present || o->comm == AN_NONE || o->stream == b->stream || o->index >= b->index)
+        if (!o->present || o->comm == AN_NONE || o->lane == b->lane || o->index >= b->index)
             continue;
         if (!best || o->index < best->index) best = o;
     }

@@ -89,6 +89,7 @@ struct an_thread {
 /* The oldest op in flight of one kind (per communicator, peer or stream). */
 struct an_flight {
     uint64_t index, seq, stream, thread; /* seq: p2p_seq for a point-to-point op */
+    uint64_t lane; /* the stream as the GPU orders it: per thread for CU_STREAM_PER_THREAD */
     int64_t enqueue_ns;
     uint32_t comm; /* an->comms index */
     int32_t peer;  /* comm rank, -1 for collectives */

@@ -76,7 +76,7 @@ static void not_started(struct an *a, uint32_t ci, int32_t qi, int32_t mi, const
     f.blocker = pq->fl;
     const struct an_rank *r = &a->ranks[qi];
     for (uint32_t s = 0; s < r->nst; s++)
-        if (a->streams[r->st0 + s].stream == pq->fl.stream) f.blocker = a->streams[r->st0 + s];
+        if (a->streams[r->st0 + s].lane == pq->fl.lane) f.blocker = a->streams[r->st0 + s];
     an_stream_holder(a, qi, &f);
     an_rank_name(a, mi, a->ranks[mi].rank, other, sizeof other);
     snprintf(buf, sizeof buf, "enqueued %s #%llu with %s on comm %s, but its GPU never started it",
@@ -113,7 +113,7 @@ static int at_head(const struct an *a, int32_t ri, const struct an_flight *fl)
 {
     const struct an_rank *r = &a->ranks[ri];
     for (uint32_t s = 0; s < r->nst; s++)
-        if (a->streams[r->st0 + s].stream == fl->stream)
+        if (a->streams[r->st0 + s].lane == fl->lane)
             return a->streams[r->st0 + s].index == fl->index;
     return 0;
 }

@@ -46,6 +46,7 @@ struct fopx {
     const char *redop;    /* NULL: sum for a collective, null for a send or receive */
     const char *root;     /* the root's JSON text, NULL: null */
     int result;           /* its ncclResult_t (a failed op's) */
+    int thread;           /* the enqueuing thread, 0: the rank's one (1000 + rank) */
 };
 
 struct fdop {
@@ -89,7 +90,7 @@ static inline struct fcomm *comm(struct fdump *d, const char *id, int rank, int 
 static inline struct fopx *op(struct fdump *d, struct fop o)
 {
     ck_assert_int_lt(d->nops, MAXF);
-    d->ops[d->nops] = (struct fdop){o, {NULL, NULL, NULL, 0}};
+    d->ops[d->nops] = (struct fdop){o, {NULL, NULL, NULL, 0, 0}};
     return &d->ops[d->nops++].x;
 }
 
@@ -140,8 +141,8 @@ static inline void ad_put_op(FILE *f, const struct fdump *d, const struct fdop *
             "\"seen_end_ns\":null,\"result\":%d,\"flags\":[%s],\"marker\":null}",
             first ? "" : ",\n", o->index, o->comm, c->rank, c->nranks, seq, p2p, o->op, count,
             x->datatype ? x->datatype : "float32", count * 4, redop, x->root ? x->root : "null",
-            peer, o->stream, 1000 + d->rank, t, t, o->state, start, end, x->result,
-            started && !d->untimed ? "\"timeout\"" : "");
+            peer, o->stream, x->thread ? x->thread : 1000 + d->rank, t, t, o->state, start, end,
+            x->result, started && !d->untimed ? "\"timeout\"" : "");
 }
 
 /* Writes d as DIR/ncclguard-rR-h-PID.json. */

@@ -269,6 +269,34 @@ START_TEST(scheduled_behind_a_newer_op_of_another_stream)
 }
 END_TEST
 
+/* The same two ops on CU_STREAM_PER_THREAD (0x2), each from a thread of its own:
+ * two streams, as the driver has them, not one. */
+START_TEST(per_thread_streams_of_two_threads_are_two_streams)
+{
+    struct fdump d0 = {.rank = 0}, d1 = {.rank = 1}, d2 = {.rank = 2};
+    const char *pt = "0000000000000002";
+    comm(&d0, W, 0, 2, 5, 4, NULL);
+    op(&d0, (struct fop){5, W, 5, 0, 0, "AllReduce", SW, "started", 0});
+    comm(&d1, W, 1, 2, 5, 4, NULL);
+    comm(&d1, S1, 0, 2, 3, 2, NULL);
+    op(&d1, (struct fop){5, W, 5, 0, 0, "AllReduce", pt, "scheduled", 0})->thread = 7001;
+    op(&d1, (struct fop){3, S1, 2, 0, 0, "ReduceScatter", pt, "completed", 0})->thread = 7002;
+    op(&d1, (struct fop){4, S1, 3, 0, 0, "ReduceScatter", pt, "started", 0})->thread = 7002;
+    comm(&d2, S1, 1, 2, 2, 2, NULL);
+    op(&d2, (struct fop){4, S1, 2, 0, 0, "ReduceScatter", ST, "completed", 0});
+    write_dump(&d0);
+    write_dump(&d1);
+    write_dump(&d2);
+    ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
+    const struct an_finding *f = NULL;
+    for (size_t i = 0; i < g_an.nfindings; i++)
+        if (g_an.findings[i].cause == AN_GPU_NOT_STARTED) f = &g_an.findings[i];
+    ck_assert_ptr_nonnull(f);
+    ck_assert(f->held.present);
+    ck_assert_uint_eq(f->held.index, 4);
+}
+END_TEST
+
 /* The wording: a rank whose stream waits on another stream's op is the culprit when
  * that op waits for nobody named (its partner left the op started). */
 START_TEST(inferred_wait_is_said_to_be_inferred)
@@ -429,6 +457,7 @@ int main(void)
                             one_finding_at_the_place_of_the_wait,
                             scheduled_behind_an_older_op_of_another_stream,
                             scheduled_behind_a_newer_op_of_another_stream,
+                            per_thread_streams_of_two_threads_are_two_streams,
                             inferred_wait_is_said_to_be_inferred,
                             p2p_link_broken_behind_stuck_streams,
                             p2p_link_whole_is_no_culprit,
