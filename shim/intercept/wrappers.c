@@ -57,11 +57,11 @@ static const ng_cstr ng_missing_error_string = "ncclguard: this NCCL lacks the f
     struct ng_init_ticket ng_t;                           \
     ncclguard_init_pre(&ng_t, out, nranks, rank, nids, ids, config);
 #define NG_POST_INIT(...) ncclguard_init_post(&ng_t, ng_r);
-#define NG_PRE_INIT_ALL(out, ndev) \
-    ncclguard_start();             \
-    struct ng_init_ticket ng_t;    \
+#define NG_PRE_INIT_ALL(out, ndev, devlist) \
+    ncclguard_start();                      \
+    struct ng_init_ticket ng_t;             \
     ncclguard_init_all_pre(&ng_t, out, ndev);
-#define NG_POST_INIT_ALL(out, ndev) ncclguard_init_all_post(&ng_t, ndev, ng_r);
+#define NG_POST_INIT_ALL(out, ndev, devlist) ncclguard_init_all_post(&ng_t, ndev, devlist, ng_r);
 #define NG_PRE_SPLIT(parent, color, out, config)                               \
     if (ncclguard_fenced(parent)) return ncclguard_fenced_result();            \
     ncclguard_start();                                                         \

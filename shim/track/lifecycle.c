@@ -141,9 +141,13 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
         ncclguard_track_wake(); /* a split child: the watchdog learns its size now */
 }
 
-void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r)
+void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, const int *devlist, ncclResult_t r)
 {
     if (r != ncclSuccess || !t->out) return;
+    /* Communicator i runs on device devlist[i] (i without a list), in that
+     * device's primary context, which the current one is only for one of them. */
+    if (ncclguard_track_mode != NG_TRACK_OFF)
+        for (int i = 0; i < ndev; i++) ncclguard_markers_prepare_device(devlist ? devlist[i] : i);
     uint64_t call = ng_atomic_add_relaxed(&init_all_calls, 1);
     pid_t pid = getpid();
     for (int i = 0; i < ndev; i++) {

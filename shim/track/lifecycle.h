@@ -41,7 +41,8 @@ void ncclguard_split_pre(struct ng_init_ticket *t, ncclComm_t parent, int color,
 void ncclguard_shrink_pre(struct ng_init_ticket *t, ncclComm_t parent, const int *excluded,
                           int nexcluded, ncclComm_t *out, const ncclConfig_t *config);
 void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r);
-void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, ncclResult_t r);
+void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, const int *devlist,
+                             ncclResult_t r);
 
 void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind);
 void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);

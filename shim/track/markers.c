@@ -62,6 +62,9 @@ static struct {
     CUresult (*event_synchronize)(CUevent);
     CUresult (*event_elapsed)(float *, CUevent, CUevent);
     CUresult (*exchange_capture_mode)(CUstreamCaptureMode *);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*primary_retain)(CUcontext *, CUdevice);
+    CUresult (*primary_release)(CUdevice);
 } cu;
 
 #define HOMES 16
@@ -120,6 +123,9 @@ static int resolve(void *lib)
         {"cuEventSynchronize", (void **)&cu.event_synchronize, 1},
         {"cuEventElapsedTime_v2", (void **)&cu.event_elapsed, 0},
         {"cuThreadExchangeStreamCaptureMode", (void **)&cu.exchange_capture_mode, 1},
+        {"cuDeviceGet", (void **)&cu.device_get, 0},
+        {"cuDevicePrimaryCtxRetain", (void **)&cu.primary_retain, 0},
+        {"cuDevicePrimaryCtxRelease_v2", (void **)&cu.primary_release, 0},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         *fns[i].slot = dlsym(lib, fns[i].name);
@@ -603,6 +609,23 @@ static void refresh_anchor(struct pool *p)
     take_anchor(p, now);
     CUcontext dummy;
     cu.ctx_pop(&dummy);
+}
+
+void ncclguard_markers_prepare_device(int ordinal)
+{
+    CUdevice dev;
+    CUcontext ctx = NULL;
+    if (ncclguard_markers_open() || !cu.device_get || !cu.primary_retain || !cu.primary_release ||
+        cu.device_get(&dev, ordinal) != CUDA_SUCCESS ||
+        cu.primary_retain(&ctx, dev) != CUDA_SUCCESS)
+        return;
+    int id;
+    if (ctx && !pool_of(ctx, &id) && cu.ctx_push(ctx) == CUDA_SUCCESS) {
+        create_pool(ctx);
+        CUcontext dummy;
+        cu.ctx_pop(&dummy);
+    }
+    cu.primary_release(dev);
 }
 
 void ncclguard_markers_maintain(void)

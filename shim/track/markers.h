@@ -34,6 +34,11 @@ int ncclguard_markers_driver_version(void);
  * communicator creation, off the hot path). */
 void ncclguard_markers_prepare_current(void);
 
+/* The same for the primary context of device `ordinal`, after ncclCommInitAll
+ * made its communicator there (NCCL's runtime holds that context then: the
+ * reference taken here is given back). */
+void ncclguard_markers_prepare_device(int ordinal);
+
 enum ng_marker_begin {
     NG_MARKER_OK,       /* *marker is set and its start event recorded (if `start`) */
     NG_MARKER_CAPTURED, /* the stream is capturing into a CUDA graph: no marker */

@@ -18,7 +18,7 @@ $(E2E_BIN)/call_each $(E2E_BIN)/fork_in_call $(E2E_BIN)/fence $(E2E_BIN)/ring_wr
         $(E2E_BIN)/capture_destroy $(E2E_BIN)/group_hang $(E2E_BIN)/ctx_cycle \
         $(E2E_BIN)/crash_mid_job $(E2E_BIN)/term_job $(E2E_BIN)/dump_stall \
         $(E2E_BIN)/idle_wakes $(E2E_BIN)/comm_thread $(E2E_BIN)/blocked_calls \
-        $(E2E_BIN)/env_after_start: $(E2E_BIN)/%: tests/e2e/progs/%.c \
+        $(E2E_BIN)/env_after_start $(E2E_BIN)/init_all: $(E2E_BIN)/%: tests/e2e/progs/%.c \
         tests/e2e/progs/one_rank.h $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(FAKE_LIBS)
@@ -61,7 +61,7 @@ $(E2E_BIN)/oldnccl/libnccl.so.2: tests/e2e/progs/old_nccl.c
 ALL += $(addprefix $(E2E_BIN)/,nccl_probe call_each fork_in_call fence ring_wrap paths missing_sym stuck_init \
     group_sim capture_implicit capture_destroy group_hang ctx_cycle two_streams crash_mid_job term_job \
     oldnccl/libnccl.so.2 libthrow.so dlopen_throw dump_stall libslowfs.so idle_wakes comm_thread blocked_calls two_threads env_after_start private_handle \
-    static_frames static_frames_stripped)
+    static_frames static_frames_stripped init_all)
 
 # private_handle: links no NCCL; it dlopens libnccl.so.2 and dlsyms on that handle (pynccl)
 $(E2E_BIN)/private_handle: tests/e2e/progs/private_handle.c $(B)/fakes/libnccl.so.2 $(B)/fakes/libcuda.so.1

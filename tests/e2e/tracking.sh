@@ -526,5 +526,26 @@ else
     tail -n 3 "$TMP/twostreams/out"
 fi
 
+# --- ncclCommInitAll: one process, two devices, the ops of both followed ----------------
+# The communicators run in each device's primary context, which the current one is
+# for device 0 only; the watchdog's poll is far off, so that only the pools made at
+# creation can give markers.
+mkdir -p "$TMP/initall"
+(cd "$TMP/initall" && FAKECUDA_DEVICES=2 NCCLGUARD_POLL_MS=60000 NCCLGUARD_DUMP_AT_EXIT=1 \
+    NCCLGUARD_DUMP_DIR=$TMP/initall/dumps under_shim "$E2E/init_all" 4 >"$TMP/initall/out" 2>&1)
+if grep -q 'init_all: done' "$TMP/initall/out" &&
+    python3 - "$TMP"/initall/dumps/*.json >"$TMP/initall/check" 2>&1 <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+states = sorted((o["comm_rank"], o["seq"], o["state"]) for o in ops)
+assert len(ops) == 8 and all(s == "completed" for _, _, s in states), states
+print("8 AllReduce ops on 2 devices, all completed")
+PY
+then
+    pass "ncclCommInitAll on two devices: $(cat "$TMP/initall/check")"
+else
+    fail "ncclCommInitAll on two devices" "$(tail -n 2 "$TMP/initall/check") $(tail -n 1 "$TMP/initall/out")"
+fi
+
 dumps_sane
 finish
