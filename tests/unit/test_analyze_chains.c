@@ -227,17 +227,21 @@ END_TEST
 
 /* World aa: ranks 0 and 1; split bb: ranks 1 and 2. Rank 1's world AllReduce #5 is
  * scheduled at the head of its world stream; its split op #3, on its tp stream at
- * index TP_INDEX, started and waits for rank 2, which never called it. */
-static void held_by_other_stream(int tp_index)
+ * index TP_INDEX, started and waits for rank 2, which never called it. PER_THREAD:
+ * rank 1's two streams are both CU_STREAM_PER_THREAD (0x2), each used by a thread
+ * of its own: two streams, as the driver has them, not one. */
+static void held_by_other_stream(int tp_index, int per_thread)
 {
     struct fdump d0 = {.rank = 0}, d1 = {.rank = 1}, d2 = {.rank = 2};
+    const char *sw = per_thread ? "0000000000000002" : SW, *st = per_thread ? sw : ST;
+    int tw = per_thread ? 7001 : 0, tt = per_thread ? 7002 : 0;
     comm(&d0, W, 0, 2, 5, 4, NULL);
     op(&d0, (struct fop){5, W, 5, 0, 0, "AllReduce", SW, "started", 0});
     comm(&d1, W, 1, 2, 5, 4, NULL);
     comm(&d1, S1, 0, 2, 3, 2, NULL);
-    op(&d1, (struct fop){5, W, 5, 0, 0, "AllReduce", SW, "scheduled", 0});
-    op(&d1, (struct fop){3, S1, 2, 0, 0, "ReduceScatter", ST, "completed", 0});
-    op(&d1, (struct fop){tp_index, S1, 3, 0, 0, "ReduceScatter", ST, "started", 0});
+    op(&d1, (struct fop){5, W, 5, 0, 0, "AllReduce", sw, "scheduled", 0})->thread = tw;
+    op(&d1, (struct fop){3, S1, 2, 0, 0, "ReduceScatter", st, "completed", 0})->thread = tt;
+    op(&d1, (struct fop){tp_index, S1, 3, 0, 0, "ReduceScatter", st, "started", 0})->thread = tt;
     comm(&d2, S1, 1, 2, 2, 2, NULL);
     op(&d2, (struct fop){4, S1, 2, 0, 0, "ReduceScatter", ST, "completed", 0});
     write_dump(&d0);
@@ -245,23 +249,28 @@ static void held_by_other_stream(int tp_index)
     write_dump(&d2);
 }
 
-START_TEST(scheduled_behind_an_older_op_of_another_stream)
+/* Rank 1's gpu_not_started finding says its stream most likely waits for op `index`. */
+static void held_at(uint64_t index)
 {
-    held_by_other_stream(4);
-    ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
-    /* and rank 1's finding says what its stream most likely waits for */
     const struct an_finding *f = NULL;
     for (size_t i = 0; i < g_an.nfindings; i++)
         if (g_an.findings[i].cause == AN_GPU_NOT_STARTED) f = &g_an.findings[i];
     ck_assert_ptr_nonnull(f);
     ck_assert(f->held.present);
-    ck_assert_uint_eq(f->held.index, 4);
+    ck_assert_uint_eq(f->held.index, index);
+}
+
+START_TEST(scheduled_behind_an_older_op_of_another_stream)
+{
+    held_by_other_stream(4, 0);
+    ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
+    held_at(4);
 }
 END_TEST
 
 START_TEST(scheduled_behind_a_newer_op_of_another_stream)
 {
-    held_by_other_stream(6); /* beside it: enqueued after the AllReduce, it holds nothing */
+    held_by_other_stream(6, 0); /* beside it: enqueued after the AllReduce, it holds nothing */
     ck_assert_str_eq(verdict(), "2 missing [2/missing/bb]; 1 gpu_not_started "
                                 "[1/gpu_not_started/aa]");
     ck_assert_ptr_nonnull(strstr(an_intern_get(&g_an.strs, g_an.culprits[1].text),
@@ -269,31 +278,11 @@ START_TEST(scheduled_behind_a_newer_op_of_another_stream)
 }
 END_TEST
 
-/* The same two ops on CU_STREAM_PER_THREAD (0x2), each from a thread of its own:
- * two streams, as the driver has them, not one. */
 START_TEST(per_thread_streams_of_two_threads_are_two_streams)
 {
-    struct fdump d0 = {.rank = 0}, d1 = {.rank = 1}, d2 = {.rank = 2};
-    const char *pt = "0000000000000002";
-    comm(&d0, W, 0, 2, 5, 4, NULL);
-    op(&d0, (struct fop){5, W, 5, 0, 0, "AllReduce", SW, "started", 0});
-    comm(&d1, W, 1, 2, 5, 4, NULL);
-    comm(&d1, S1, 0, 2, 3, 2, NULL);
-    op(&d1, (struct fop){5, W, 5, 0, 0, "AllReduce", pt, "scheduled", 0})->thread = 7001;
-    op(&d1, (struct fop){3, S1, 2, 0, 0, "ReduceScatter", pt, "completed", 0})->thread = 7002;
-    op(&d1, (struct fop){4, S1, 3, 0, 0, "ReduceScatter", pt, "started", 0})->thread = 7002;
-    comm(&d2, S1, 1, 2, 2, 2, NULL);
-    op(&d2, (struct fop){4, S1, 2, 0, 0, "ReduceScatter", ST, "completed", 0});
-    write_dump(&d0);
-    write_dump(&d1);
-    write_dump(&d2);
+    held_by_other_stream(4, 1);
     ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
-    const struct an_finding *f = NULL;
-    for (size_t i = 0; i < g_an.nfindings; i++)
-        if (g_an.findings[i].cause == AN_GPU_NOT_STARTED) f = &g_an.findings[i];
-    ck_assert_ptr_nonnull(f);
-    ck_assert(f->held.present);
-    ck_assert_uint_eq(f->held.index, 4);
+    held_at(4);
 }
 END_TEST
 
