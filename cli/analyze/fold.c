@@ -40,6 +40,7 @@ static void keep_oldest(struct an_flight *fl, const struct dr_op *o, uint32_t co
     fl->peer = o->seq ? -1 : o->peer;
     fl->op = o->op;
     fl->state = o->state;
+    fl->timed_out = (o->flags & DR_OP_TIMEOUT) != 0;
 }
 
 static int add_comms(struct an *a, struct an_rank *r, int32_t ri, const struct dr_dump *d)

@@ -204,11 +204,15 @@ static void one_comm(struct an *a, uint32_t ci, int64_t nodump, size_t n_nodump,
     if (a->nfindings == before && (int64_t)c->nmembers < c->nranks && !crashed &&
         n_nodump <= AN_MAX_ABSENT)
         absent_members(a, ci, &w, nodump, n_nodump);
-    if (a->nfindings > before || !w.started) return;
+    /* A communicator of one rank waits for no peer: its op that timed out before
+     * its GPU started it is not started, with no peer to compare it with. */
+    int alone = c->nranks == 1;
+    if (a->nfindings > before || (!w.started && !alone)) return;
     for (int64_t m = 0; m < c->nranks; m++) {
         if (c->member[m] < 0) continue;
         const struct an_rcomm *rc = an_rcomm_of(a, c->member[m], ci);
-        if (!rc || !rc->fl.present || rc->fl.seq != w.seq || rc->fl.state != NG_OP_SCHEDULED)
+        if (!rc || !rc->fl.present || rc->fl.seq != w.seq || rc->fl.state != NG_OP_SCHEDULED ||
+            (alone && !rc->fl.timed_out))
             continue;
         struct an_finding f;
         base_finding(a, &f, AN_GPU_NOT_STARTED, ci, &w);
@@ -242,5 +246,5 @@ void an_detect_collectives(struct an *a)
                 "culprit is named among the ranks without one",
                 n_nodump, (long long)a->world);
     for (uint32_t ci = 0; ci < a->ncomms; ci++)
-        if (a->comms[ci].nranks > 1) one_comm(a, ci, nodump, n_nodump, crashed);
+        if (a->comms[ci].nranks > 0) one_comm(a, ci, nodump, n_nodump, crashed);
 }

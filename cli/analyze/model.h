@@ -94,6 +94,7 @@ struct an_flight {
     uint32_t comm; /* an->comms index */
     int32_t peer;  /* comm rank, -1 for collectives */
     uint8_t op, state, present;
+    uint8_t timed_out; /* the shim's timeout fired on it (flags "timeout") */
 };
 
 struct an_peer {

@@ -11,8 +11,7 @@
 #  - hang gpu (any world size): rank 0's current stream spins in a kernel before an
 #    all_reduce, so its NCCL stream never starts the op: the shim's 2 s timeout
 #    dumps every rank; rank 0's op is scheduled (the ops before it completed);
-#    `ncclguard analyze` names rank 0, gpu_not_started (world size 2 or more), or, with
-#    one rank, says that ops are stuck and names no culprit (exit 2).
+#    `ncclguard analyze` names rank 0, gpu_not_started, at any world size.
 #  - hang host (world size 2 or more): rank 0 stops in load_batch before the
 #    all_reduce; `ncclguard analyze` names rank 0, missing, and its dump (from the
 #    cross-rank trigger) shows load_batch in its Python stack.
@@ -124,10 +123,9 @@ print(" ".join("%d:%s" % (c["rank"], c["cause"])
     fi
 }
 
-# With one rank there is no peer that started the op: analyze judges communicators of 2
-# ranks or more (cli/analyze/hang.c) and, for world size 1, says that ops are stuck
-# without naming a culprit; the dump below still shows the op scheduled.
-if [ "$world" -ge 2 ]; then hang gpu 0:gpu_not_started; else hang gpu stuck; fi
+# With one rank there is no peer that started the op: analyze names the rank whose op
+# timed out before its GPU started it (cli/analyze/hang.c, a communicator of one rank).
+hang gpu 0:gpu_not_started
 if out=$(python3 - "$TMP"/hang-gpu/dumps/ncclguard-r0-*.json <<'PY' 2>&1
 import json, sys
 d = json.load(open(sys.argv[1]))

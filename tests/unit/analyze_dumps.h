@@ -47,6 +47,7 @@ struct fopx {
     const char *root;     /* the root's JSON text, NULL: null */
     int result;           /* its ncclResult_t (a failed op's) */
     int thread;           /* the enqueuing thread, 0: the rank's one (1000 + rank) */
+    int timeout;          /* flagged "timeout" in any state (a started op is, unless untimed) */
 };
 
 struct fdop {
@@ -90,7 +91,7 @@ static inline struct fcomm *comm(struct fdump *d, const char *id, int rank, int 
 static inline struct fopx *op(struct fdump *d, struct fop o)
 {
     ck_assert_int_lt(d->nops, MAXF);
-    d->ops[d->nops] = (struct fdop){o, {NULL, NULL, NULL, 0, 0}};
+    d->ops[d->nops] = (struct fdop){o, {NULL, NULL, NULL, 0, 0, 0}};
     return &d->ops[d->nops++].x;
 }
 
@@ -142,7 +143,7 @@ static inline void ad_put_op(FILE *f, const struct fdump *d, const struct fdop *
             first ? "" : ",\n", o->index, o->comm, c->rank, c->nranks, seq, p2p, o->op, count,
             x->datatype ? x->datatype : "float32", count * 4, redop, x->root ? x->root : "null",
             peer, o->stream, x->thread ? x->thread : 1000 + d->rank, t, t, o->state, start, end,
-            x->result, started && !d->untimed ? "\"timeout\"" : "");
+            x->result, (started && !d->untimed) || x->timeout ? "\"timeout\"" : "");
 }
 
 /* Writes d as DIR/ncclguard-rR-h-PID.json. */

@@ -137,6 +137,31 @@ static void crash_beside_gpu_not_started(const char *r1_reason)
     write_dump(&d);
 }
 
+/* A job of one rank: #5 scheduled, timed out (or not yet) before its GPU started it. */
+static void alone_scheduled(int timed_out)
+{
+    struct fdump d;
+    at_five(&d, 0, 1, "scheduled");
+    d.ops[1].x.timeout = timed_out;
+    write_dump(&d);
+}
+
+START_TEST(alone_timed_out_before_its_gpu_started)
+{
+    alone_scheduled(1);
+    ck_assert_str_eq(verdict(), "0 gpu_not_started");
+    ck_assert_uint_eq(culprit(0)->blocker.index, 5);
+}
+END_TEST
+
+START_TEST(alone_scheduled_not_timed_out_is_no_finding)
+{
+    alone_scheduled(0); /* beside it: in flight, not (yet) late: nothing to blame */
+    ck_assert_str_eq(verdict(), "");
+    ck_assert_uint_eq(g_an.nfindings, 0);
+}
+END_TEST
+
 START_TEST(crash_explains_the_waits)
 {
     crash_beside_gpu_not_started("crash");
@@ -798,6 +823,8 @@ int main(void)
                             rank_that_did_not_crash_is_missing,
                             crash_explains_the_waits,
                             without_a_crash_the_wait_is_blamed,
+                            alone_timed_out_before_its_gpu_started,
+                            alone_scheduled_not_timed_out_is_no_finding,
                             crash_keeps_a_mismatch,
                             crash_explains_a_missing_rank,
                             rank_without_a_dump_is_named,
