@@ -304,23 +304,27 @@ static void log_comm_call(const char *name, ncclComm_t comm, ncclResult_t r)
     }
 }
 
+/* Runs fn on comm between fn_comm_enter and fn_comm_leave, then logs the call; name is the
+ * API's ("ncclCommDestroy"), entered without its "nccl". */
+static ncclResult_t owned_comm_call(ncclComm_t comm, const char *name,
+                                    ncclResult_t (*fn)(struct fn_comm *))
+{
+    struct fn_comm *owner = fn_comm_enter(comm, name + strlen("nccl"));
+    ncclResult_t r = fn((struct fn_comm *)comm);
+    fn_comm_leave(owner);
+    log_comm_call(name, comm, r);
+    return r;
+}
+
 FN_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
-    struct fn_comm *owner = fn_comm_enter(comm, "CommFinalize");
-    ncclResult_t r = comm_finalize((struct fn_comm *)comm);
-    fn_comm_leave(owner);
-    log_comm_call("ncclCommFinalize", comm, r);
-    return r;
+    return owned_comm_call(comm, "ncclCommFinalize", comm_finalize);
 }
 FN_WEAK_ALIAS(ncclCommFinalize);
 
 FN_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
-    struct fn_comm *owner = fn_comm_enter(comm, "CommDestroy");
-    ncclResult_t r = comm_destroy((struct fn_comm *)comm);
-    fn_comm_leave(owner);
-    log_comm_call("ncclCommDestroy", comm, r);
-    return r;
+    return owned_comm_call(comm, "ncclCommDestroy", comm_destroy);
 }
 FN_WEAK_ALIAS(ncclCommDestroy);
 
