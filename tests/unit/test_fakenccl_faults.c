@@ -23,9 +23,7 @@ struct shared {
 
 static struct shared *new_shared(void)
 {
-    struct shared *sh = fnt_shared(sizeof *sh);
-    sh->id = fnt_unique_id();
-    return sh;
+    return fnt_shared_job(sizeof(struct shared));
 }
 
 /* FAIL_RANK=1, FAIL_NTH=2: rank 1's second AllReduce fails; it retries, and both match. */

@@ -5,6 +5,8 @@
 
 #include "fakenccl.h"
 
+#include <check.h>
+
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -170,6 +172,20 @@ ncclUniqueId fnt_unique_id(void)
     ncclUniqueId id;
     if (ncclGetUniqueId(&id) != ncclSuccess) abort();
     return id;
+}
+
+void *fnt_shared_job(size_t bytes)
+{
+    ncclUniqueId *id = fnt_shared(bytes);
+    *id = fnt_unique_id();
+    return id;
+}
+
+void fnt_run_clean(int nranks, fnt_rank_fn fn, void *job)
+{
+    const ncclUniqueId *id = job;
+    ck_assert_int_eq(fnt_run(nranks, fn, job), 0);
+    ck_assert(fnt_shm_clean(id));
 }
 
 bool fnt_shm_clean(const ncclUniqueId *id)
