@@ -181,6 +181,16 @@ void *fnt_shared_job(size_t bytes)
     return id;
 }
 
+ncclComm_t fnt_solo_comm(CUstream *s)
+{
+    ncclUniqueId id = fnt_unique_id();
+    ncclComm_t comm;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    if (s) ck_assert_int_eq(cuStreamCreate(s, 0), CUDA_SUCCESS);
+    return comm;
+}
+
 void fnt_run_clean(int nranks, fnt_rank_fn fn, void *job)
 {
     const ncclUniqueId *id = job;

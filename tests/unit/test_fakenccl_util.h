@@ -84,6 +84,9 @@ CUstream fnt_setup_rank(int rank);
  * of id joined as rank of nranks (ncclCommInitRank, checked). Returns it; *s gets the
  * rank's stream (s may be NULL). */
 ncclComm_t fnt_join(int rank, int nranks, ncclUniqueId id, CUstream *s);
+/* In the Check test itself: cuInit, then a 1-rank communicator of a fresh id, and where s is
+ * not NULL a new stream in *s, each checked. Returns the communicator. */
+ncclComm_t fnt_solo_comm(CUstream *s);
 /* A new event (CU_EVENT_DEFAULT) in the current context, checked. */
 CUevent fnt_event(void);
 /* A fresh unique id (in the parent, before forking). */
