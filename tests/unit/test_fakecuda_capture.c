@@ -211,34 +211,33 @@ START_TEST(test_cross_thread_global_breaks_capture)
 }
 END_TEST
 
-START_TEST(test_cross_thread_thread_local_is_exempt)
+/* A capture in capture_mode that a thread in probe_mode probes stays active and ends with
+ * a graph. */
+static void capture_survives_probe(CUstreamCaptureMode capture_mode, CUstreamCaptureMode probe_mode)
 {
     struct capturer c;
-    CU_OK(cross_thread(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &c));
+    CU_OK(cross_thread(capture_mode, probe_mode, &c));
     ck_assert_int_eq(c.status_after_probe, CU_STREAM_CAPTURE_STATUS_ACTIVE);
     CU_OK(c.end_result);
     ck_assert_ptr_nonnull(c.graph);
+}
+
+START_TEST(test_cross_thread_thread_local_is_exempt)
+{
+    capture_survives_probe(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 }
 END_TEST
 
 START_TEST(test_cross_thread_relaxed_is_exempt)
 {
-    struct capturer c;
-    CU_OK(cross_thread(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED, &c));
-    ck_assert_int_eq(c.status_after_probe, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    CU_OK(c.end_result);
-    ck_assert_ptr_nonnull(c.graph);
+    capture_survives_probe(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 END_TEST
 
 START_TEST(test_cross_thread_capture_not_global_is_ignored)
 {
-    struct capturer c;
-    CU_OK(cross_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL, &c));
-    ck_assert_int_eq(c.status_after_probe, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    CU_OK(c.end_result);
-    CU_OK(cross_thread(CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL, &c));
-    CU_OK(c.end_result);
+    capture_survives_probe(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    capture_survives_probe(CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 END_TEST
 
