@@ -274,10 +274,7 @@ static ncclResult_t comm_attr(struct fn_comm *c, int *out, const char *api, cons
 {
     ncclResult_t r = fn_comm_check_handle(c, api);
     if (r != ncclSuccess) return r;
-    if (!out) {
-        fn_warn("%s : %s argument is NULL", api, what);
-        return ncclInvalidArgument;
-    }
+    if ((r = fn_ptr_check(out, api, what)) != ncclSuccess) return r;
     if ((r = ensure_ready(c)) != ncclSuccess) return r;
     *out = !strcmp(what, "count") ? c->nranks : !strcmp(what, "devid") ? c->dev : c->rank;
     return ncclSuccess;
