@@ -155,6 +155,18 @@ static void run_checker(const char *dump, const char *expect)
                   out);
 }
 
+/* Runs the checker on dump with the expectation expect_json, written to expect.json first. */
+static void run_checker_expecting(const char *dump, const char *expect_json)
+{
+    char expect[PATH_MAX];
+    path_of(expect, "expect.json");
+    FILE *f = fopen(expect, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(expect_json, f);
+    ck_assert_int_eq(fclose(f), 0);
+    run_checker(dump, expect);
+}
+
 /* ---- the scenario of the round trip ---- */
 
 #define C1_ID 0x5f3a1c0000000001ULL
@@ -546,17 +558,14 @@ START_TEST(large_dump_streams_through_the_buffer)
         r.seq = (uint64_t)i + 1;
         append(&r, i % 5 ? NG_OP_COMPLETED : NG_OP_STARTED);
     }
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("exit", path, sizeof path), 0);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_gt(st.st_size, 2 * 65536);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"exit\",\"rank\":0},\"ops_count\":512,"
-               "\"flight\":{\"capacity\":512,\"recorded\":700,\"overwritten\":188}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path,
+                          "{\"top\":{\"reason\":\"exit\",\"rank\":0},\"ops_count\":512,"
+                          "\"flight\":{\"capacity\":512,\"recorded\":700,\"overwritten\":188}}\n");
 }
 END_TEST
 
@@ -653,7 +662,7 @@ START_TEST(later_dump_replaces_earlier)
 {
     setup("2", "job42", "d");
     build_registry();
-    char p1[PATH_MAX], p2[PATH_MAX], expect[PATH_MAX], dir[PATH_MAX];
+    char p1[PATH_MAX], p2[PATH_MAX], dir[PATH_MAX];
     errno = ERANGE;
     ck_assert_int_eq(ncclguard_dump_write("first", p1, sizeof p1), 0);
     ck_assert_int_eq(errno, ERANGE); /* left as found, as a signal handler needs */
@@ -661,12 +670,8 @@ START_TEST(later_dump_replaces_earlier)
     ck_assert_str_eq(p1, p2);
     path_of(dir, "d");
     ck_assert_int_eq(entries(dir), 1);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"manual \\\"second\\\"\",\"ops\":[],"
-               "\"flight\":{\"capacity\":0,\"recorded\":0}}}\n");
-    fclose(f);
-    run_checker(p2, expect);
+    run_checker_expecting(p2, "{\"top\":{\"reason\":\"manual \\\"second\\\"\",\"ops\":[],"
+                              "\"flight\":{\"capacity\":0,\"recorded\":0}}}\n");
 }
 END_TEST
 
@@ -911,13 +916,8 @@ START_TEST(hostile_host_and_long_job_are_sanitised)
     ck_assert_str_eq(path, want);
     ck_assert_int_eq(entries(root), 2); /* the dump dir and the empty TMPDIR */
     ck_assert_int_eq(entries(getenv("TMPDIR")), 0);
-    char expect[PATH_MAX];
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
     /* the JSON keeps the real values, escaped */
-    fprintf(f, "{\"top\":{\"host\":\".hidden/../x y\\n\",\"rank\":null}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path, "{\"top\":{\"host\":\".hidden/../x y\\n\",\"rank\":null}}\n");
 }
 END_TEST
 
@@ -940,15 +940,12 @@ START_TEST(second_concurrent_dump_is_refused_and_config_hook)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_with_nested_dump);
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
     ck_assert_int_eq(inner_rc, -1);
     ck_assert_int_eq(inner_errno, EBUSY);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"timeout\",\"config\":{\"inner_rc\":-1}}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path,
+                          "{\"top\":{\"reason\":\"timeout\",\"config\":{\"inner_rc\":-1}}}\n");
     /* the guard was released: the next dump works */
     ncclguard_dump_set_config_writer(NULL);
     ck_assert_int_eq(ncclguard_dump_write("again", path, sizeof path), 0);
@@ -964,13 +961,9 @@ START_TEST(config_hook_that_writes_nothing_gives_null)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_writes_nothing);
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"config\":null}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path, "{\"top\":{\"config\":null}}\n");
 }
 END_TEST
 
@@ -1022,12 +1015,7 @@ START_TEST(dump_from_signal_handler)
     sigaction(SIGUSR2, &sa, NULL);
     raise(SIGUSR2);
     ck_assert_int_eq(signal_rc, 0);
-    char expect[PATH_MAX];
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"signal\"},\"ops_count\":16}\n");
-    fclose(f);
-    run_checker(signal_path, expect);
+    run_checker_expecting(signal_path, "{\"top\":{\"reason\":\"signal\"},\"ops_count\":16}\n");
 }
 END_TEST
 
