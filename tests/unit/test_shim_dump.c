@@ -730,19 +730,27 @@ static int lock_files(const char *node)
     return n;
 }
 
-/* The dump thread goes on polling while the process exits; once the exit handler
- * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
- * a job's lock file left after the job). */
-START_TEST(no_poller_lock_after_exit)
+/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
+ * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
+static void init_with_node_dir(char *node)
 {
+    char base[PATH_MAX];
     make_root();
-    char base[PATH_MAX], node[PATH_MAX];
     path_of(base, "node");
     ck_assert_int_eq(mkdir(base, 0700), 0);
     setenv("NCCLGUARD_NODE_DIR", base, 1);
     fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
     ncclguard_identity_init();
     init_dump();
+}
+
+/* The dump thread goes on polling while the process exits; once the exit handler
+ * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
+ * a job's lock file left after the job). */
+START_TEST(no_poller_lock_after_exit)
+{
+    char node[PATH_MAX];
+    init_with_node_dir(node);
     ncclguard_trigger_init();
     ncclguard_trigger_exit(); /* before this process became the poller */
     ncclguard_trigger_check();
@@ -762,14 +770,8 @@ END_TEST
  * change wakes it and it becomes the poller, which checks every period. */
 START_TEST(non_poller_waits_for_the_lock_to_go)
 {
-    make_root();
-    char base[PATH_MAX], node[PATH_MAX], lock[PATH_MAX + 64];
-    path_of(base, "node");
-    ck_assert_int_eq(mkdir(base, 0700), 0);
-    setenv("NCCLGUARD_NODE_DIR", base, 1);
-    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
-    ncclguard_identity_init();
-    init_dump();
+    char node[PATH_MAX], lock[PATH_MAX + 64];
+    init_with_node_dir(node);
     ncclguard_trigger_init(); /* makes the node directory */
     snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
              (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
@@ -820,16 +822,26 @@ static int dump_timeout(char *path)
     return ncclguard_dump_write("timeout", path, PATH_MAX);
 }
 
-START_TEST(unwritable_dir_falls_back_to_tmpdir)
+/* This test's root with NCCLGUARD_DUMP_DIR (in dir) below a plain file, where no directory
+ * can be made, and SLURM_JOB_ID job42; tmpdir gets the root's TMPDIR. */
+static void root_with_unmakeable_dir(char *dir, char *tmpdir)
 {
+    char file[PATH_MAX];
     make_root();
-    char file[PATH_MAX], dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
     path_of(file, "plainfile");
-    fclose(fopen(file, "w"));
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
     fmt_path(dir, "%s/sub", file);
     path_of(tmpdir, "tmp");
     setenv("NCCLGUARD_DUMP_DIR", dir, 1);
     setenv("SLURM_JOB_ID", "job42", 1);
+}
+
+START_TEST(unwritable_dir_falls_back_to_tmpdir)
+{
+    char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
+    root_with_unmakeable_dir(dir, tmpdir);
     setenv("RANK", "5", 1);
     ncclguard_identity_init();
     init_dump();
@@ -855,17 +867,11 @@ END_TEST
 
 START_TEST(foreign_fallback_dir_is_refused)
 {
-    make_root();
-    char file[PATH_MAX], dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
-    path_of(file, "plainfile");
-    fclose(fopen(file, "w"));
-    fmt_path(dir, "%s/sub", file);
-    path_of(tmpdir, "tmp");
+    char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
+    root_with_unmakeable_dir(dir, tmpdir);
     fmt_path(fallback, "%s/ncclguard-job42", tmpdir);
     ck_assert_int_eq(mkdir(fallback, 0700), 0);
     ck_assert_int_eq(chmod(fallback, 0777), 0); /* as if someone else had made it */
-    setenv("NCCLGUARD_DUMP_DIR", dir, 1);
-    setenv("SLURM_JOB_ID", "job42", 1);
     ncclguard_identity_init();
     init_dump();
     char path[PATH_MAX] = "";
