@@ -54,8 +54,7 @@ START_TEST(fail_op_nth_call_on_one_rank)
     setenv("FAKENCCL_FAIL_NTH", "2", 1);
     setenv("FAKENCCL_FAIL_RESULT", "ncclRemoteError", 1);
     setenv("FAKENCCL_FAIL_RANK", "1", 1);
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, fail_nth_rank, sh), 0);
+    fnt_run_clean(2, fail_nth_rank, new_shared());
 }
 END_TEST
 
@@ -101,8 +100,7 @@ START_TEST(delay_slows_one_ranks_stream)
 {
     setenv("FAKENCCL_DELAY_MS", "1200", 1);
     setenv("FAKENCCL_DELAY_RANK", "1", 1);
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, delay_rank, sh), 0);
+    fnt_run_clean(2, delay_rank, new_shared());
 }
 END_TEST
 

@@ -146,8 +146,7 @@ static void simulate_rank(int rank, int n, void *arg)
 
 START_TEST(nonblocking_simulate_end_launches)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, simulate_rank, sh), 0);
+    fnt_run_clean(2, simulate_rank, new_shared());
 }
 END_TEST
 

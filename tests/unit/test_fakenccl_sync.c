@@ -209,8 +209,7 @@ static void ring_rank(int rank, int n, void *arg)
 
 START_TEST(send_recv_ring_in_a_group)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(4, ring_rank, sh), 0);
+    fnt_run_clean(4, ring_rank, new_shared());
 }
 END_TEST
 
@@ -399,8 +398,7 @@ static void nested_rank(int rank, int n, void *arg)
 
 START_TEST(group_launches_at_outermost_end)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, nested_rank, sh), 0);
+    fnt_run_clean(2, nested_rank, new_shared());
 }
 END_TEST
 
@@ -583,8 +581,7 @@ static void graph_rank(int rank, int n, void *arg)
 
 START_TEST(captured_allreduce_runs_at_each_graph_launch)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(3, graph_rank, sh), 0);
+    fnt_run_clean(3, graph_rank, new_shared());
 }
 END_TEST
 
