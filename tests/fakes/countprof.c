@@ -180,6 +180,12 @@ static int finalize(void *ctx)
     return 0;
 }
 
+/* The plugin's table: its name, then init, startEvent, stopEvent, recordEventState, finalize. */
+struct prof {
+    const char *name;
+    void *init, *start, *stop, *record, *fini;
+};
+
 #if COUNTPROF_V >= 5
 static int init5(void **ctx, uint64_t id, int *mask, const char *name, int nnodes, int nranks,
                  int rank, void *log)
@@ -187,10 +193,6 @@ static int init5(void **ctx, uint64_t id, int *mask, const char *name, int nnode
     (void)nnodes, (void)log;
     return do_init(ctx, mask, name, id, nranks, rank);
 }
-struct prof {
-    const char *name;
-    void *init, *start, *stop, *record, *fini;
-};
 #if COUNTPROF_V == 6
 EXPORT const struct prof ncclProfiler_v6 = {"countprof", init5,        start_event,
                                             stop_event,  record_state, finalize};
@@ -205,10 +207,6 @@ static int init4(void **ctx, int *mask, const char *name, uint64_t id, int nnode
     (void)nnodes, (void)log;
     return do_init(ctx, mask, name, id, nranks, rank);
 }
-struct prof {
-    const char *name;
-    void *init, *start, *stop, *record, *fini;
-};
 EXPORT const struct prof ncclProfiler_v4 = {"countprof", init4,        start_event,
                                             stop_event,  record_state, finalize};
 #endif

@@ -274,10 +274,7 @@ static ncclResult_t comm_attr(struct fn_comm *c, int *out, const char *api, cons
 {
     ncclResult_t r = fn_comm_check_handle(c, api);
     if (r != ncclSuccess) return r;
-    if (!out) {
-        fn_warn("%s : %s argument is NULL", api, what);
-        return ncclInvalidArgument;
-    }
+    if ((r = fn_ptr_check(out, api, what)) != ncclSuccess) return r;
     if ((r = ensure_ready(c)) != ncclSuccess) return r;
     *out = !strcmp(what, "count") ? c->nranks : !strcmp(what, "devid") ? c->dev : c->rank;
     return ncclSuccess;
@@ -304,23 +301,27 @@ static void log_comm_call(const char *name, ncclComm_t comm, ncclResult_t r)
     }
 }
 
+/* Runs fn on comm between fn_comm_enter and fn_comm_leave, then logs the call; name is the
+ * API's ("ncclCommDestroy"), entered without its "nccl". */
+static ncclResult_t owned_comm_call(ncclComm_t comm, const char *name,
+                                    ncclResult_t (*fn)(struct fn_comm *))
+{
+    struct fn_comm *owner = fn_comm_enter(comm, name + strlen("nccl"));
+    ncclResult_t r = fn((struct fn_comm *)comm);
+    fn_comm_leave(owner);
+    log_comm_call(name, comm, r);
+    return r;
+}
+
 FN_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
-    struct fn_comm *owner = fn_comm_enter(comm, "CommFinalize");
-    ncclResult_t r = comm_finalize((struct fn_comm *)comm);
-    fn_comm_leave(owner);
-    log_comm_call("ncclCommFinalize", comm, r);
-    return r;
+    return owned_comm_call(comm, "ncclCommFinalize", comm_finalize);
 }
 FN_WEAK_ALIAS(ncclCommFinalize);
 
 FN_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
-    struct fn_comm *owner = fn_comm_enter(comm, "CommDestroy");
-    ncclResult_t r = comm_destroy((struct fn_comm *)comm);
-    fn_comm_leave(owner);
-    log_comm_call("ncclCommDestroy", comm, r);
-    return r;
+    return owned_comm_call(comm, "ncclCommDestroy", comm_destroy);
 }
 FN_WEAK_ALIAS(ncclCommDestroy);
 

@@ -84,6 +84,9 @@ ncclResult_t fn_fault_check_call(const char *api, int comm_rank);
 
 /* Records the last-error text (as NCCL's WARN does) and prints it when NCCL_DEBUG asks. */
 void fn_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* NCCL's PtrCheck: ncclSuccess where p is set, else the warning "<api> : <what> argument is
+ * NULL" and ncclInvalidArgument. */
+ncclResult_t fn_ptr_check(const void *p, const char *api, const char *what);
 /* Prints one "fakenccl: ..." line to stderr, always, with a single write(2). */
 void fn_loud(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Copies the last-error text into a thread-local buffer and returns it. */

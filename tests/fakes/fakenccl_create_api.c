@@ -68,15 +68,13 @@ static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist)
 {
     int total = 0;
     ncclUniqueId id;
-    if (!comms) {
-        fn_warn("CommInitAll : comms argument is NULL");
-        return ncclInvalidArgument;
-    }
+    ncclResult_t r = fn_ptr_check(comms, "CommInitAll", "comms");
+    if (r != ncclSuccess) return r;
     if (ndev < 0) {
         fn_warn("Invalid device count requested : %d", ndev);
         return ncclInvalidArgument;
     }
-    ncclResult_t r = fn_fault_check_call("CommInitAll", FN_NO_RANK);
+    r = fn_fault_check_call("CommInitAll", FN_NO_RANK);
     if (r != ncclSuccess) return r;
     CUresult cr = cuInit(0);
     if (cr == CUDA_SUCCESS) cr = cuDeviceGetCount(&total);

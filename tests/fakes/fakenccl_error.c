@@ -79,6 +79,13 @@ void fn_warn(const char *fmt, ...)
     }
 }
 
+ncclResult_t fn_ptr_check(const void *p, const char *api, const char *what)
+{
+    if (p) return ncclSuccess;
+    fn_warn("%s : %s argument is NULL", api, what);
+    return ncclInvalidArgument;
+}
+
 void fn_loud(const char *fmt, ...)
 {
     char line[1024];

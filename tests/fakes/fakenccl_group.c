@@ -153,16 +153,12 @@ FN_WEAK_ALIAS(ncclGroupEnd);
 
 FN_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
-    ncclResult_t r = ncclSuccess;
-    if (!simInfo) {
-        fn_warn("GroupSimulateEnd : simInfo argument is NULL");
-        r = ncclInvalidArgument;
-    } else if (simInfo->magic != FN_SIM_MAGIC) {
+    ncclResult_t r = fn_ptr_check(simInfo, "GroupSimulateEnd", "simInfo");
+    if (r == ncclSuccess && simInfo->magic != FN_SIM_MAGIC) {
         fn_warn("ncclSimInfo_t argument not initialized via the sim info initializer");
         r = ncclInvalidArgument;
-    } else {
-        r = group_end(simInfo);
     }
+    if (r == ncclSuccess) r = group_end(simInfo);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclGroupSimulateEnd")) {
         if (simInfo && r == ncclSuccess)

@@ -39,12 +39,10 @@ static ncclResult_t mem_alloc(void **ptr, size_t size)
     CUcontext ctx;
     CUdeviceptr p = 0;
     int dev;
-    if (!ptr) {
-        fn_warn("MemAlloc : ptr argument is NULL");
-        return ncclInvalidArgument;
-    }
+    ncclResult_t r = fn_ptr_check(ptr, "MemAlloc", "ptr");
+    if (r != ncclSuccess) return r;
     *ptr = NULL;
-    ncclResult_t r = fn_fault_check_call("MemAlloc", FN_NO_RANK);
+    r = fn_fault_check_call("MemAlloc", FN_NO_RANK);
     if (r != ncclSuccess || size == 0) return r;
     if ((r = fn_current_device(&ctx, &dev)) != ncclSuccess) return r;
     CUresult cr = cuMemAlloc(&p, size);

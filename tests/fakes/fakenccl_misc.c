@@ -36,13 +36,8 @@ ncclResult_t fn_make_unique_id(ncclUniqueId *id)
 
 FN_EXPORT ncclResult_t pncclGetVersion(int *version)
 {
-    ncclResult_t r = ncclSuccess;
-    if (!version) {
-        fn_warn("GetVersion : version argument is NULL");
-        r = ncclInvalidArgument;
-    } else {
-        *version = NCCL_VERSION_CODE;
-    }
+    ncclResult_t r = fn_ptr_check(version, "GetVersion", "version");
+    if (r == ncclSuccess) *version = NCCL_VERSION_CODE;
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclGetVersion")) {
         if (version)
@@ -57,13 +52,9 @@ FN_WEAK_ALIAS(ncclGetVersion);
 
 FN_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId)
 {
-    ncclResult_t r = ncclSuccess;
-    if (!uniqueId) {
-        fn_warn("GetUniqueId : out argument is NULL");
-        r = ncclInvalidArgument;
-    } else if ((r = fn_fault_check_call("GetUniqueId", FN_NO_RANK)) == ncclSuccess) {
-        r = fn_make_unique_id(uniqueId);
-    }
+    ncclResult_t r = fn_ptr_check(uniqueId, "GetUniqueId", "out");
+    if (r == ncclSuccess) r = fn_fault_check_call("GetUniqueId", FN_NO_RANK);
+    if (r == ncclSuccess) r = fn_make_unique_id(uniqueId);
     struct fn_logline l;
     if (fn_log_begin(&l, "ncclGetUniqueId")) {
         if (r == ncclSuccess)

@@ -41,6 +41,29 @@ enum {
 typedef void (*p_logger_t)(int level, unsigned long flags, const char *file, int line,
                            const char *fmt, ...);
 
+/* A Coll event as v4 describes it; v5 and v6 add its parentGroup after these members. */
+struct p_coll_v4 {
+    uint64_t seq;
+    const char *func;
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;
+    int root;
+    const char *dtype;
+    uint8_t nchannels, nwarps;
+    const char *algo, *proto;
+};
+
+/* A P2p event as v4 describes it; v5 and v6 add its parentGroup after these members. */
+struct p_p2p_v4 {
+    const char *func;
+    void *buff;
+    const char *dtype;
+    size_t count;
+    int peer;
+    uint8_t nchannels;
+};
+
 /* The v5 descriptor; v6 extends the same union with copy-engine members (larger). */
 struct p_descr_v5 {
     uint64_t type;
@@ -70,24 +93,11 @@ struct p_descr_v5 {
             void *stream;
         } kernel_launch;
         struct {
-            uint64_t seq;
-            const char *func;
-            const void *sendbuff;
-            void *recvbuff;
-            size_t count;
-            int root;
-            const char *dtype;
-            uint8_t nchannels, nwarps;
-            const char *algo, *proto;
+            struct p_coll_v4 v4;
             void *parent_group;
         } coll;
         struct {
-            const char *func;
-            void *buff;
-            const char *dtype;
-            size_t count;
-            int peer;
-            uint8_t nchannels;
+            struct p_p2p_v4 v4;
             void *parent_group;
         } p2p;
         struct {
@@ -104,25 +114,8 @@ struct p_descr_v4 {
     void *parent;
     int rank;
     union {
-        struct {
-            uint64_t seq;
-            const char *func;
-            const void *sendbuff;
-            void *recvbuff;
-            size_t count;
-            int root;
-            const char *dtype;
-            uint8_t nchannels, nwarps;
-            const char *algo, *proto;
-        } coll;
-        struct {
-            const char *func;
-            void *buff;
-            const char *dtype;
-            size_t count;
-            int peer;
-            uint8_t nchannels;
-        } p2p;
+        struct p_coll_v4 coll;
+        struct p_p2p_v4 p2p;
         struct {
             uint8_t channel;
             uint64_t ptimer;
@@ -242,14 +235,10 @@ static void *start(struct fn_comm *c, struct p_descr_v5 *d)
     o.parent = d->parent;
     o.rank = d->rank;
     if (d->type == P_COLL) {
-        o.coll.seq = d->coll.seq, o.coll.func = d->coll.func, o.coll.count = d->coll.count;
-        o.coll.sendbuff = d->coll.sendbuff, o.coll.recvbuff = d->coll.recvbuff;
-        o.coll.root = d->coll.root, o.coll.dtype = d->coll.dtype;
-        o.coll.nchannels = 1, o.coll.nwarps = 1, o.coll.algo = "RING", o.coll.proto = "SIMPLE";
+        o.coll = d->coll.v4;
         o.parent = d->coll.parent_group; /* v4: a Coll's parent is its Group */
     } else if (d->type == P_P2P) {
-        o.p2p.func = d->p2p.func, o.p2p.buff = d->p2p.buff, o.p2p.dtype = d->p2p.dtype;
-        o.p2p.count = d->p2p.count, o.p2p.peer = d->p2p.peer, o.p2p.nchannels = 1;
+        o.p2p = d->p2p.v4;
         o.parent = d->p2p.parent_group;
     } else if (d->type == P_KERNEL_CH) {
         o.kernel_ch.channel = d->kernel_ch.channel, o.kernel_ch.ptimer = d->kernel_ch.ptimer;
@@ -356,18 +345,20 @@ void fn_prof_launch(struct fn_op *ops, int nops)
         d.rank = op->comm->rank;
         if (is_p2p(op)) {
             d.type = P_P2P;
-            d.p2p.func = func_name(op),
-            d.p2p.buff = op->kind == FN_OP_SEND ? (void *)op->sendbuff : op->recvbuff;
-            d.p2p.dtype = fn_type_name(op->dtype), d.p2p.count = op->count;
-            d.p2p.peer = op->root, d.p2p.nchannels = 1, d.p2p.parent_group = group;
+            d.p2p.v4.func = func_name(op),
+            d.p2p.v4.buff = op->kind == FN_OP_SEND ? (void *)op->sendbuff : op->recvbuff;
+            d.p2p.v4.dtype = fn_type_name(op->dtype), d.p2p.v4.count = op->count;
+            d.p2p.v4.peer = op->root, d.p2p.v4.nchannels = 1, d.p2p.parent_group = group;
         } else {
             d.type = P_COLL;
             /* taken whether or not the event is on, as NCCL does for RAS (profiler.cc) */
-            d.coll.seq = atomic_fetch_add(&op->comm->prof_seq[op->kind], 1);
-            d.coll.func = func_name(op), d.coll.sendbuff = op->sendbuff;
-            d.coll.recvbuff = op->recvbuff, d.coll.count = op->count, d.coll.root = op->root;
-            d.coll.dtype = fn_type_name(op->dtype), d.coll.nchannels = 1, d.coll.nwarps = 1;
-            d.coll.algo = "RING", d.coll.proto = "SIMPLE", d.coll.parent_group = group;
+            d.coll.v4.seq = atomic_fetch_add(&op->comm->prof_seq[op->kind], 1);
+            d.coll.v4.func = func_name(op), d.coll.v4.sendbuff = op->sendbuff;
+            d.coll.v4.recvbuff = op->recvbuff, d.coll.v4.count = op->count,
+            d.coll.v4.root = op->root;
+            d.coll.v4.dtype = fn_type_name(op->dtype), d.coll.v4.nchannels = 1,
+            d.coll.v4.nwarps = 1;
+            d.coll.v4.algo = "RING", d.coll.v4.proto = "SIMPLE", d.coll.parent_group = group;
         }
         int want = is_p2p(op) ? P_P2P : P_COLL;
         op->prof_task = cur_mask() & (want | P_BELOW) ? start(op->comm, &d) : NULL;

@@ -341,23 +341,15 @@ START_TEST(verdict_words)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("analyze_slow");
-    TCase *t = tcase_create("straggler");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, binomial_tail);
-    tcase_add_test(t, thresholds);
-    tcase_add_test(t, healthy_jitter_names_nobody);
-    tcase_add_test(t, late_gpu_is_named);
-    tcase_add_test(t, verdict_words);
-    tcase_add_test(t, late_at_the_lateness_threshold);
-    tcase_add_test(t, collectives_apart_by_the_burst_window);
-    suite_add_tcase(s, t);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {binomial_tail,
+                            thresholds,
+                            healthy_jitter_names_nobody,
+                            late_gpu_is_named,
+                            verdict_words,
+                            late_at_the_lateness_threshold,
+                            collectives_apart_by_the_burst_window,
+                            NULL};
+    return ng_check_run(ng_check_suite("analyze_slow", "straggler", 60, tests, NULL));
 }

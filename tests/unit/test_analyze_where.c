@@ -238,21 +238,14 @@ START_TEST(thread_without_python_frames_shows_main)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("analyze_where");
-    TCase *t = tcase_create("where");
-    tcase_add_test(t, idle_comm_thread_shows_main_and_busy_threads);
-    tcase_add_test(t, busy_comm_thread_alone);
-    tcase_add_test(t, futex_without_job_frame_is_idle);
-    tcase_add_test(t, python_comm_thread_idle_on_queue);
-    tcase_add_test(t, python_comm_thread_busy_alone);
-    tcase_add_test(t, thread_without_python_frames_shows_main);
-    suite_add_tcase(s, t);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    const TTest *tests[] = {idle_comm_thread_shows_main_and_busy_threads,
+                            busy_comm_thread_alone,
+                            futex_without_job_frame_is_idle,
+                            python_comm_thread_idle_on_queue,
+                            python_comm_thread_busy_alone,
+                            thread_without_python_frames_shows_main,
+                            NULL};
+    return ng_check_run(ng_check_suite("analyze_where", "where", 0, tests, NULL));
 }

@@ -157,8 +157,7 @@ START_TEST(test_stream_wait_event)
     /* re-recording the event later does not change what s2 waits for */
     CU_OK(cuEventRecord(ev, s2));
     CU_OK(cuLaunchHostFunc(s2, fct_set, &ran));
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&ran), 0);
+    fct_stays_zero(&ran);
     CU_IS(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
     fct_store(&release, 1);
     CU_OK(cuStreamSynchronize(s2));
@@ -178,8 +177,7 @@ START_TEST(test_legacy_waits_for_blocking_streams_only)
     CU_OK(fakecuda_test_spin(nonblocking, &rel_nb));
     CU_OK(fakecuda_test_spin(blocking, &rel_b));
     CU_OK(cuLaunchHostFunc(NULL, fct_set, &legacy_ran));
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&legacy_ran), 0); /* held by the blocking stream */
+    fct_stays_zero(&legacy_ran); /* held by the blocking stream */
     CU_IS(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
     fct_store(&rel_b, 1);
     CU_OK(cuStreamSynchronize(NULL)); /* returns although the non-blocking stream spins */
@@ -202,8 +200,7 @@ START_TEST(test_blocking_streams_wait_for_legacy)
     CU_OK(cuLaunchHostFunc(nonblocking, fct_set, &nb_ran));
     CU_OK(cuStreamSynchronize(nonblocking)); /* not held by the legacy stream */
     ck_assert_int_eq(fct_load(&nb_ran), 1);
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&b_ran), 0);
+    fct_stays_zero(&b_ran);
     ck_assert_int_eq(fct_load(&ptds_ran), 0); /* the per-thread stream is blocking too */
     fct_store(&release, 1);
     CU_OK(cuStreamSynchronize(blocking));
@@ -286,8 +283,7 @@ START_TEST(test_stream_destroy_lets_work_finish)
     CU_OK(cuEventDestroy(ev)); /* the queued record must not crash the worker */
     CU_IS(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
     CU_IS(cuLaunchHostFunc(s, fct_set, &ran), CUDA_ERROR_INVALID_HANDLE);
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&ran), 0);
+    fct_stays_zero(&ran);
     fct_store(&release, 1);
     ck_assert(fct_wait_int(&ran, 1));
     double end = fct_now() + FCT_DEADLINE_S;
@@ -459,8 +455,7 @@ START_TEST(test_stall_env)
     int ran[3] = {0, 0, 0};
     for (int i = 0; i < 3; i++) CU_OK(cuLaunchHostFunc(s, fct_set, &ran[i]));
     ck_assert(fct_wait_int(&ran[1], 1));
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&ran[2]), 0); /* the third op never runs */
+    fct_stays_zero(&ran[2]); /* the third op never runs */
     CU_IS(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
 }
 END_TEST
@@ -485,8 +480,7 @@ START_TEST(test_instant_events_env)
     if (instant) {
         ck_assert(fct_wait_int(&ran, 1));
     } else {
-        fct_sleep_ms(FCT_QUIET_MS);
-        ck_assert_int_eq(fct_load(&ran), 0);
+        fct_stays_zero(&ran);
     }
     __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
     CU_OK(cuStreamSynchronize(t));
@@ -516,8 +510,7 @@ static void *blocking_call_main(void *arg)
 static void start_blocked(struct blocking_call *c, pthread_t *t)
 {
     ck_assert_int_eq(pthread_create(t, NULL, blocking_call_main, c), 0);
-    fct_sleep_ms(FCT_QUIET_MS);
-    ck_assert_int_eq(fct_load(&c->returned), 0);
+    fct_stays_zero(&c->returned);
 }
 
 /* cuEventSynchronize on an event behind a kernel that never ends blocks the host with it. */
@@ -601,8 +594,7 @@ START_TEST(test_max_connections_shares_one_queue)
     CU_OK(cuLaunchHostFunc(s, fct_set, &on_s));
     CU_OK(cuLaunchHostFunc(t, fct_set, &on_t));
     if (shared) {
-        fct_sleep_ms(FCT_QUIET_MS);
-        ck_assert_int_eq(fct_load(&on_t), 0);
+        fct_stays_zero(&on_t);
         CU_IS(cuStreamQuery(t), CUDA_ERROR_NOT_READY);
     } else {
         ck_assert(fct_wait_int(&on_t, 1));

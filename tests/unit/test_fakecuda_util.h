@@ -84,6 +84,13 @@ static inline bool fct_wait_int(const int *p, int want)
     return true;
 }
 
+/* Watches *p for FCT_QUIET_MS (what must not happen): it must still be 0 then. */
+static inline void fct_stays_zero(const int *p)
+{
+    fct_sleep_ms(FCT_QUIET_MS);
+    ck_assert_int_eq(fct_load(p), 0);
+}
+
 /* Host function: atomically increments the int it is given. */
 static inline void CUDA_CB fct_bump(void *arg)
 {

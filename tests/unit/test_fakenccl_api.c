@@ -136,14 +136,10 @@ END_TEST
 
 START_TEST(group_simulate_end_launches_nothing)
 {
-    ncclUniqueId id = fnt_unique_id();
-    ncclComm_t comm;
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER, bad = NCCL_SIM_INFO_INITIALIZER;
     int v = 3, out = -1;
     CUstream s;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-    ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ncclComm_t comm = fnt_solo_comm(&s);
     ck_assert_int_eq(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
     bad.magic = 0;
     ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
@@ -230,14 +226,10 @@ END_TEST
 START_TEST(noop_enqueues_nothing)
 {
     setenv("FAKENCCL_NOOP", "1", 1); /* before the first NCCL call, which reads it */
-    ncclUniqueId id = fnt_unique_id();
-    ncclComm_t comm;
     CUstream s;
     volatile int release = 0;
     int v = 3, out = -1;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-    ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ncclComm_t comm = fnt_solo_comm(&s);
     ck_assert_int_eq(fakecuda_test_spin(s, &release), CUDA_SUCCESS);
     ck_assert_int_eq(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
     ck_assert_int_eq(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, NULL, s), ncclSuccess);

@@ -17,10 +17,14 @@ static const ncclDataType_t all_types[] = {ncclInt8,     ncclUint8,      ncclInt
                                            ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 #define NTYPES (int)(sizeof all_types / sizeof all_types[0])
 
+/* One rank's part of a collective test, run between joining and destroying the communicator:
+ * comm and its stream s, rank of n, and the test's element count. */
+typedef void (*coll_body)(ncclComm_t comm, CUstream s, int rank, int n, size_t count);
+
 struct args {
     ncclUniqueId id;
     size_t count;
-    int root;
+    coll_body body;
 };
 
 static bool is_fp8(ncclDataType_t t)
@@ -52,12 +56,27 @@ static long expected(ncclRedOp_t op, int n, size_t i)
     }
 }
 
-static void allreduce_rank(int rank, int n, void *arg)
+/* A rank of a collective test: joins the communicator, runs the test's body, destroys it. */
+static void coll_rank(int rank, int n, void *arg)
 {
     const struct args *a = arg;
     CUstream s;
     ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
+    a->body(comm, s, rank, n, a->count);
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+/* Runs body on n ranks of a fresh communicator with count elements; all must pass and leave
+ * nothing in /dev/shm. */
+static void run_n(int n, coll_body body, size_t count)
+{
+    struct args a = {fnt_unique_id(), count, body};
+    ck_assert_int_eq(fnt_run(n, coll_rank, &a), 0);
+    ck_assert(fnt_shm_clean(&a.id));
+}
+
+static void allreduce_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
+{
     void *send = malloc(count * 8), *recv = malloc(count * 8);
     for (int k = 0; k < NTYPES; k++) {
         ncclDataType_t t = all_types[k];
@@ -75,53 +94,36 @@ static void allreduce_rank(int rank, int n, void *arg)
                           fnt_get(recv, i, t), expected((ncclRedOp_t)op, n, i));
         }
     }
-    FNT_NCCL(ncclCommDestroy(comm));
-}
-
-static void run_n(int n, fnt_rank_fn fn, size_t count, int root)
-{
-    struct args a = {fnt_unique_id(), count, root};
-    ck_assert_int_eq(fnt_run(n, fn, &a), 0);
-    ck_assert(fnt_shm_clean(&a.id));
 }
 
 START_TEST(allreduce_every_type_and_op)
 {
     static const int sizes[] = {2, 3, 4, 8};
-    run_n(sizes[_i], allreduce_rank, 257, 0);
+    run_n(sizes[_i], allreduce_rank, 257);
 }
 END_TEST
 
 /* In place, and a message of several staging chunks (4 MiB of float with 2 ranks). */
-static void allreduce_big_rank(int rank, int n, void *arg)
+static void allreduce_big_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
-    float *buf = malloc(count * sizeof *buf);
+    float *buf = calloc(count, sizeof *buf);
     for (size_t i = 0; i < count; i++) buf[i] = (float)((i % 1000) * (rank + 1));
     FNT_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
     fnt_sync(s);
     float factor = (float)(n * (n + 1) / 2);
     for (size_t i = 0; i < count; i++)
         FNT_CHECK(buf[i] == (float)(i % 1000) * factor, "[%zu] = %g", i, buf[i]);
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(allreduce_in_place_many_chunks)
 {
-    run_n(2, allreduce_big_rank, 1u << 20, 0);
-    run_n(5, allreduce_big_rank, 300001, 0);
+    run_n(2, allreduce_big_rank, 1u << 20);
+    run_n(5, allreduce_big_rank, 300001);
 }
 END_TEST
 
-static void broadcast_rank(int rank, int n, void *arg)
+static void broadcast_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
     int32_t *send = malloc(count * 4), *recv = malloc(count * 4);
     for (int root = 0; root < n; root++) {
         for (size_t i = 0; i < count; i++) {
@@ -137,22 +139,17 @@ static void broadcast_rank(int rank, int n, void *arg)
             FNT_CHECK(send[i] == (int32_t)(i * 3 + (size_t)root), "bcast root %d", root);
         }
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(broadcast_and_bcast_every_root)
 {
-    run_n(3, broadcast_rank, 1000, 0);
-    run_n(2, broadcast_rank, 400000, 0); /* several chunks */
+    run_n(3, broadcast_rank, 1000);
+    run_n(2, broadcast_rank, 400000); /* several chunks */
 }
 END_TEST
 
-static void reduce_rank(int rank, int n, void *arg)
+static void reduce_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
     double *send = malloc(count * 8), *recv = malloc(count * 8);
     for (int root = 0; root < n; root++) {
         for (int op = ncclSum; op <= ncclAvg; op++) {
@@ -170,21 +167,16 @@ static void reduce_rank(int rank, int n, void *arg)
                 FNT_CHECK(recv[i] == -1, "non-root %d wrote its recvbuff", rank);
         }
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(reduce_every_root_and_op)
 {
-    run_n(4, reduce_rank, 333, 0);
+    run_n(4, reduce_rank, 333);
 }
 END_TEST
 
-static void allgather_rank(int rank, int n, void *arg)
+static void allgather_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
     uint16_t *send = malloc(count * 2), *recv = malloc(count * 2 * (size_t)n);
     for (size_t i = 0; i < count; i++) send[i] = (uint16_t)(rank * 1000 + (int)(i % 1000));
     FNT_NCCL(ncclAllGather(send, recv, count, ncclFloat16, comm, s)); /* bits only: any type */
@@ -200,22 +192,18 @@ static void allgather_rank(int rank, int n, void *arg)
             FNT_CHECK(recv2[(size_t)r * count + i] == want, "in place block %d [%zu]", r, i);
         }
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(allgather_in_rank_order)
 {
-    run_n(5, allgather_rank, 777, 0);
-    run_n(3, allgather_rank, 300000, 0); /* several chunks */
+    run_n(5, allgather_rank, 777);
+    run_n(3, allgather_rank, 300000); /* several chunks */
 }
 END_TEST
 
-static void reducescatter_rank(int rank, int n, void *arg)
+static void reducescatter_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t rc = a->count, total = rc * (size_t)n;
+    size_t rc = count, total = rc * (size_t)n;
     int64_t *send = malloc(total * 8), *recv = malloc(rc * 8);
     for (size_t i = 0; i < total; i++) send[i] = (int64_t)(i * 10 + (size_t)rank);
     FNT_NCCL(ncclReduceScatter(send, recv, rc, ncclInt64, ncclSum, comm, s));
@@ -237,22 +225,18 @@ static void reducescatter_rank(int rank, int n, void *arg)
             want = (int64_t)((x + (size_t)r) % 7) > want ? (int64_t)((x + (size_t)r) % 7) : want;
         FNT_CHECK(send[x] == want, "in place [%zu] = %lld", i, (long long)send[x]);
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(reducescatter_blocks_and_in_place)
 {
-    run_n(4, reducescatter_rank, 1001, 0);
-    run_n(2, reducescatter_rank, 200000, 0); /* several chunks */
+    run_n(4, reducescatter_rank, 1001);
+    run_n(2, reducescatter_rank, 200000); /* several chunks */
 }
 END_TEST
 
-static void alltoall_rank(int rank, int n, void *arg)
+static void alltoall_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t c = a->count, total = c * (size_t)n;
+    size_t c = count, total = c * (size_t)n;
     uint32_t *send = malloc(total * 4), *recv = malloc(total * 4);
     for (int j = 0; j < n; j++)
         for (size_t i = 0; i < c; i++)
@@ -267,22 +251,18 @@ static void alltoall_rank(int rank, int n, void *arg)
             FNT_CHECK(send[(size_t)r * c + i] == want, "in place from %d [%zu]", r, i);
         }
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(alltoall_blocks_and_in_place)
 {
-    run_n(3, alltoall_rank, 555, 0);
-    run_n(2, alltoall_rank, 300000, 0); /* several chunks, in-place snapshot */
+    run_n(3, alltoall_rank, 555);
+    run_n(2, alltoall_rank, 300000); /* several chunks, in-place snapshot */
 }
 END_TEST
 
-static void gather_scatter_rank(int rank, int n, void *arg)
+static void gather_scatter_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t c = a->count, total = c * (size_t)n;
+    size_t c = count, total = c * (size_t)n;
     int8_t *mine = malloc(c), *all = malloc(total), *got = malloc(c);
     for (int root = 0; root < n; root++) {
         for (size_t i = 0; i < c; i++) mine[i] = (int8_t)(rank * 10 + (int)(i % 10));
@@ -299,23 +279,18 @@ static void gather_scatter_rank(int rank, int n, void *arg)
             FNT_CHECK(got[i] == (int8_t)(root + rank * 3 + (int)(((size_t)rank * c + i) % 5)),
                       "scatter root %d [%zu]", root, i);
     }
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(gather_and_scatter_every_root)
 {
-    run_n(3, gather_scatter_rank, 100, 0);
-    run_n(2, gather_scatter_rank, 1500000, 0); /* several chunks */
+    run_n(3, gather_scatter_rank, 100);
+    run_n(2, gather_scatter_rank, 1500000); /* several chunks */
 }
 END_TEST
 
 /* PreMulSum: each rank's scalar multiplies its own input, then the sum. */
-static void premulsum_rank(int rank, int n, void *arg)
+static void premulsum_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
-    size_t count = a->count;
     float *send = malloc(count * 4), *recv = malloc(count * 4);
     float scalar = (float)(rank + 1);
     float *dev_scalar = malloc(sizeof *dev_scalar);
@@ -342,42 +317,36 @@ static void premulsum_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclRedOpDestroy(dev, comm));
     FNT_CHECK(ncclAllReduce(send, recv, count, ncclFloat32, imm, comm, s) == ncclInvalidArgument,
               "destroyed operator accepted");
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(premulsum_immediate_and_device_scalars)
 {
-    run_n(3, premulsum_rank, 300, 0);
+    run_n(3, premulsum_rank, 300);
 }
 END_TEST
 
 /* Zero-count ops still take part in matching and complete. */
-static void zero_count_rank(int rank, int n, void *arg)
+static void zero_count_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
+    (void)count; /* 0: the ops are of 0 elements or 1 */
     int v = rank + 1, out = 0;
     FNT_NCCL(ncclAllReduce(NULL, NULL, 0, ncclInt32, ncclSum, comm, s));
     FNT_NCCL(ncclAllGather(NULL, NULL, 0, ncclInt32, comm, s));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     fnt_sync(s);
     FNT_CHECK(out == n * (n + 1) / 2, "out = %d", out);
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(zero_count_ops_complete)
 {
-    run_n(2, zero_count_rank, 0, 0);
+    run_n(2, zero_count_rank, 0);
 }
 END_TEST
 
 /* Device memory from ncclMemAlloc (the fake driver's cuMemAlloc) works like any buffer. */
-static void memalloc_rank(int rank, int n, void *arg)
+static void memalloc_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t count)
 {
-    const struct args *a = arg;
-    CUstream s;
-    ncclComm_t comm = fnt_join(rank, n, a->id, &s);
+    (void)n, (void)count; /* 64 ints, whatever the ranks */
     int32_t *buf;
     void *reg;
     FNT_NCCL(ncclMemAlloc((void **)&buf, 64 * sizeof *buf));
@@ -389,12 +358,11 @@ static void memalloc_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDeregister(comm, reg));
     FNT_CHECK(ncclCommDeregister(comm, reg) == ncclInvalidArgument, "double deregister");
     FNT_NCCL(ncclMemFree(buf));
-    FNT_NCCL(ncclCommDestroy(comm));
 }
 
 START_TEST(memalloc_register_buffers)
 {
-    run_n(2, memalloc_rank, 0, 0);
+    run_n(2, memalloc_rank, 0);
 }
 END_TEST
 

@@ -23,9 +23,7 @@ struct shared {
 
 static struct shared *new_shared(void)
 {
-    struct shared *sh = fnt_shared(sizeof *sh);
-    sh->id = fnt_unique_id();
-    return sh;
+    return fnt_shared_job(sizeof(struct shared));
 }
 
 /* FAIL_RANK=1, FAIL_NTH=2: rank 1's second AllReduce fails; it retries, and both match. */
@@ -56,8 +54,7 @@ START_TEST(fail_op_nth_call_on_one_rank)
     setenv("FAKENCCL_FAIL_NTH", "2", 1);
     setenv("FAKENCCL_FAIL_RESULT", "ncclRemoteError", 1);
     setenv("FAKENCCL_FAIL_RANK", "1", 1);
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, fail_nth_rank, sh), 0);
+    fnt_run_clean(2, fail_nth_rank, new_shared());
 }
 END_TEST
 
@@ -66,13 +63,9 @@ START_TEST(fail_group_end_drops_the_group)
 {
     setenv("FAKENCCL_FAIL_OP", "ncclGroupEnd", 1);
     setenv("FAKENCCL_FAIL_RESULT", "5", 1);
-    ncclUniqueId id = fnt_unique_id();
-    ncclComm_t comm;
     CUstream s;
     int v = 4, out = -1;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-    ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ncclComm_t comm = fnt_solo_comm(&s);
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
         ck_assert_int_eq(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
@@ -107,8 +100,7 @@ START_TEST(delay_slows_one_ranks_stream)
 {
     setenv("FAKENCCL_DELAY_MS", "1200", 1);
     setenv("FAKENCCL_DELAY_RANK", "1", 1);
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, delay_rank, sh), 0);
+    fnt_run_clean(2, delay_rank, new_shared());
 }
 END_TEST
 
@@ -199,15 +191,11 @@ START_TEST(async_error_result_and_later_ops_fail)
 {
     setenv("FAKENCCL_ASYNC_ERROR_AFTER", "1", 1);
     setenv("FAKENCCL_ASYNC_ERROR_RESULT", "ncclSystemError", 1);
-    ncclUniqueId id = fnt_unique_id();
-    ncclComm_t comm;
     ncclResult_t st;
     CUstream s;
     int v = 6, first = -1, second = -1;
     volatile int release = 0;
-    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
-    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-    ck_assert_int_eq(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ncclComm_t comm = fnt_solo_comm(&s);
     ck_assert_int_eq(fakecuda_test_spin(s, &release), CUDA_SUCCESS);
     ck_assert_int_eq(ncclAllReduce(&v, &first, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
     ck_assert_int_eq(ncclAllReduce(&v, &second, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);

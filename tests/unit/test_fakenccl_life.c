@@ -31,18 +31,7 @@ struct shared {
 
 static struct shared *new_shared(void)
 {
-    struct shared *sh = fnt_shared(sizeof *sh);
-    sh->id = fnt_unique_id();
-    return sh;
-}
-
-/* Runs fn on nranks ranks of one fresh communicator id; they must all pass and
- * leave no shared segment behind. */
-static void run_clean(int nranks, fnt_rank_fn fn)
-{
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(nranks, fn, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    return fnt_shared_job(sizeof(struct shared));
 }
 
 static void arrive(struct shared *sh, int n)
@@ -98,7 +87,7 @@ static void nonblocking_rank(int rank, int n, void *arg)
 
 START_TEST(nonblocking_init_op_group_finalize)
 {
-    run_clean(2, nonblocking_rank);
+    fnt_run_clean(2, nonblocking_rank, new_shared());
 }
 END_TEST
 
@@ -123,7 +112,7 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
 
 START_TEST(nccl_comm_blocking_env)
 {
-    run_clean(2, env_nonblocking_rank);
+    fnt_run_clean(2, env_nonblocking_rank, new_shared());
 }
 END_TEST
 
@@ -180,7 +169,7 @@ static void split_rank(int rank, int n, void *arg)
 
 START_TEST(split_membership_and_results)
 {
-    run_clean(4, split_rank);
+    fnt_run_clean(4, split_rank, new_shared());
 }
 END_TEST
 
@@ -223,7 +212,7 @@ static void shrink_rank(int rank, int n, void *arg)
 
 START_TEST(shrink_membership_and_abort_mode)
 {
-    run_clean(4, shrink_rank);
+    fnt_run_clean(4, shrink_rank, new_shared());
 }
 END_TEST
 
@@ -328,7 +317,7 @@ static void notify_rank(int rank, int n, void *arg)
 
 START_TEST(abort_notify_gives_remote_error_after_delay)
 {
-    run_clean(2, notify_rank);
+    fnt_run_clean(2, notify_rank, new_shared());
 }
 END_TEST
 
@@ -378,7 +367,7 @@ static void revoke_rank(int rank, int n, void *arg)
 
 START_TEST(revoke_ends_pending_ops_and_keeps_handle)
 {
-    run_clean(2, revoke_rank);
+    fnt_run_clean(2, revoke_rank, new_shared());
 }
 END_TEST
 
@@ -426,7 +415,7 @@ static void destroy_waits_rank(int rank, int n, void *arg)
 
 START_TEST(destroy_and_finalize_wait_for_outstanding_ops)
 {
-    run_clean(2, destroy_waits_rank);
+    fnt_run_clean(2, destroy_waits_rank, new_shared());
 }
 END_TEST
 

@@ -28,9 +28,7 @@ struct shared {
 
 static struct shared *new_shared(void)
 {
-    struct shared *sh = fnt_shared(sizeof *sh);
-    sh->id = fnt_unique_id();
-    return sh;
+    return fnt_shared_job(sizeof(struct shared));
 }
 
 static ncclComm_t nb_init(struct shared *sh, int rank, int n)
@@ -69,9 +67,7 @@ static void first_launch_rank(int rank, int n, void *arg)
 
 START_TEST(first_launch_waits_for_every_rank)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, first_launch_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    fnt_run_clean(2, first_launch_rank, new_shared());
 }
 END_TEST
 
@@ -150,8 +146,7 @@ static void simulate_rank(int rank, int n, void *arg)
 
 START_TEST(nonblocking_simulate_end_launches)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, simulate_rank, sh), 0);
+    fnt_run_clean(2, simulate_rank, new_shared());
 }
 END_TEST
 

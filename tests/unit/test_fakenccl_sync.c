@@ -27,8 +27,7 @@ struct shared {
 
 static struct shared *new_shared(void)
 {
-    struct shared *sh = fnt_shared(sizeof *sh);
-    sh->id = fnt_unique_id();
+    struct shared *sh = fnt_shared_job(sizeof *sh);
     sh->id2 = fnt_unique_id();
     return sh;
 }
@@ -65,9 +64,7 @@ static void peers_rank(int rank, int n, void *arg)
 
 START_TEST(op_completes_only_when_all_peers_arrived)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(3, peers_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    fnt_run_clean(3, peers_rank, new_shared());
 }
 END_TEST
 
@@ -212,8 +209,7 @@ static void ring_rank(int rank, int n, void *arg)
 
 START_TEST(send_recv_ring_in_a_group)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(4, ring_rank, sh), 0);
+    fnt_run_clean(4, ring_rank, new_shared());
 }
 END_TEST
 
@@ -298,9 +294,7 @@ static void two_streams_rank(int rank, int n, void *arg)
 
 START_TEST(one_comm_serializes_its_streams)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, two_streams_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    fnt_run_clean(2, two_streams_rank, new_shared());
 }
 END_TEST
 
@@ -333,9 +327,7 @@ static void joined_streams_rank(int rank, int n, void *arg)
 
 START_TEST(group_on_two_streams_is_one_launch)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, joined_streams_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    fnt_run_clean(2, joined_streams_rank, new_shared());
 }
 END_TEST
 
@@ -376,9 +368,7 @@ static void joined_end_rank(int rank, int n, void *arg)
 
 START_TEST(group_streams_wait_for_the_whole_launch)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, joined_end_rank, sh), 0);
-    ck_assert(fnt_shm_clean(&sh->id));
+    fnt_run_clean(2, joined_end_rank, new_shared());
 }
 END_TEST
 
@@ -408,8 +398,7 @@ static void nested_rank(int rank, int n, void *arg)
 
 START_TEST(group_launches_at_outermost_end)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(2, nested_rank, sh), 0);
+    fnt_run_clean(2, nested_rank, new_shared());
 }
 END_TEST
 
@@ -592,8 +581,7 @@ static void graph_rank(int rank, int n, void *arg)
 
 START_TEST(captured_allreduce_runs_at_each_graph_launch)
 {
-    struct shared *sh = new_shared();
-    ck_assert_int_eq(fnt_run(3, graph_rank, sh), 0);
+    fnt_run_clean(3, graph_rank, new_shared());
 }
 END_TEST
 

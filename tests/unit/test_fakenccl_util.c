@@ -5,6 +5,8 @@
 
 #include "fakenccl.h"
 
+#include <check.h>
+
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -24,16 +26,16 @@ int fnt_rank = -1;
 void fnt_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     char msg[1024];
-    int n = snprintf(msg, sizeof msg, "rank %d: %s:%d: check failed: %s: ", fnt_rank, file, line,
-                     cond);
-    if (n > (int)sizeof msg / 2) n = (int)sizeof msg / 2;
+    /* the place, at most half the line; then the reason and a newline, in one write */
+    int n = snprintf(msg, sizeof msg / 2, "rank %d: %s:%d: check failed: %s: ", fnt_rank, file,
+                     line, cond);
+    if (n > (int)sizeof msg / 2 - 1) n = (int)sizeof msg / 2 - 1;
     va_list ap;
     va_start(ap, fmt);
-    n += vsnprintf(msg + n, sizeof msg - (size_t)n - 2, fmt, ap);
+    vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    if (n > (int)sizeof msg - 2) n = (int)sizeof msg - 2;
-    msg[n++] = '\n';
-    (void)!write(2, msg, (size_t)n);
+    strcat(msg, "\n");
+    (void)!write(2, msg, strlen(msg));
     _exit(1);
 }
 
@@ -172,6 +174,30 @@ ncclUniqueId fnt_unique_id(void)
     return id;
 }
 
+void *fnt_shared_job(size_t bytes)
+{
+    ncclUniqueId *id = fnt_shared(bytes);
+    *id = fnt_unique_id();
+    return id;
+}
+
+ncclComm_t fnt_solo_comm(CUstream *s)
+{
+    ncclUniqueId id = fnt_unique_id();
+    ncclComm_t comm;
+    ck_assert_int_eq(cuInit(0), CUDA_SUCCESS);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    if (s) ck_assert_int_eq(cuStreamCreate(s, 0), CUDA_SUCCESS);
+    return comm;
+}
+
+void fnt_run_clean(int nranks, fnt_rank_fn fn, void *job)
+{
+    const ncclUniqueId *id = job;
+    ck_assert_int_eq(fnt_run(nranks, fn, job), 0);
+    ck_assert(fnt_shm_clean(id));
+}
+
 bool fnt_shm_clean(const ncclUniqueId *id)
 {
     char name[64], path[96];
@@ -283,18 +309,11 @@ static double mini_to_double(uint32_t c, const struct mini *m)
 
 size_t fnt_size(ncclDataType_t t)
 {
-    switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
-    case ncclFloat16:
-    case ncclBfloat16: return 2;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 4;
-    }
+    static const size_t bytes[ncclNumTypes] = {
+        [ncclInt8] = 1,    [ncclUint8] = 1,    [ncclInt32] = 4,      [ncclUint32] = 4,
+        [ncclInt64] = 8,   [ncclUint64] = 8,   [ncclFloat16] = 2,    [ncclFloat32] = 4,
+        [ncclFloat64] = 8, [ncclBfloat16] = 2, [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1};
+    return (unsigned)t < ncclNumTypes ? bytes[t] : 4;
 }
 
 void fnt_put(void *buf, size_t i, ncclDataType_t t, long v)

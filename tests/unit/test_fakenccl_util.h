@@ -71,6 +71,12 @@ void fnt_kill_all(struct fnt_job *job);
 
 /* Zeroed memory shared by the parent and every child forked after this call. */
 void *fnt_shared(size_t bytes);
+/* A job's shared data: fnt_shared(bytes) whose first member is an ncclUniqueId, set fresh
+ * (the rest, the test's own fields, zeroed). */
+void *fnt_shared_job(size_t bytes);
+/* In the Check test: runs fn on nranks ranks with job (from fnt_shared_job) and checks that
+ * every rank passed and that the communicator of job's id left nothing in /dev/shm. */
+void fnt_run_clean(int nranks, fnt_rank_fn fn, void *job);
 
 /* In a rank: cuInit, the primary context of device (rank % 8) made current, a new stream. */
 CUstream fnt_setup_rank(int rank);
@@ -78,6 +84,9 @@ CUstream fnt_setup_rank(int rank);
  * of id joined as rank of nranks (ncclCommInitRank, checked). Returns it; *s gets the
  * rank's stream (s may be NULL). */
 ncclComm_t fnt_join(int rank, int nranks, ncclUniqueId id, CUstream *s);
+/* In the Check test itself: cuInit, then a 1-rank communicator of a fresh id, and where s is
+ * not NULL a new stream in *s, each checked. Returns the communicator. */
+ncclComm_t fnt_solo_comm(CUstream *s);
 /* A new event (CU_EVENT_DEFAULT) in the current context, checked. */
 CUevent fnt_event(void);
 /* A fresh unique id (in the parent, before forking). */

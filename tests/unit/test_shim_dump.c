@@ -155,6 +155,18 @@ static void run_checker(const char *dump, const char *expect)
                   out);
 }
 
+/* Runs the checker on dump with the expectation expect_json, written to expect.json first. */
+static void run_checker_expecting(const char *dump, const char *expect_json)
+{
+    char expect[PATH_MAX];
+    path_of(expect, "expect.json");
+    FILE *f = fopen(expect, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(expect_json, f);
+    ck_assert_int_eq(fclose(f), 0);
+    run_checker(dump, expect);
+}
+
 /* ---- the scenario of the round trip ---- */
 
 #define C1_ID 0x5f3a1c0000000001ULL
@@ -546,17 +558,14 @@ START_TEST(large_dump_streams_through_the_buffer)
         r.seq = (uint64_t)i + 1;
         append(&r, i % 5 ? NG_OP_COMPLETED : NG_OP_STARTED);
     }
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("exit", path, sizeof path), 0);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_gt(st.st_size, 2 * 65536);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"exit\",\"rank\":0},\"ops_count\":512,"
-               "\"flight\":{\"capacity\":512,\"recorded\":700,\"overwritten\":188}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path,
+                          "{\"top\":{\"reason\":\"exit\",\"rank\":0},\"ops_count\":512,"
+                          "\"flight\":{\"capacity\":512,\"recorded\":700,\"overwritten\":188}}\n");
 }
 END_TEST
 
@@ -653,7 +662,7 @@ START_TEST(later_dump_replaces_earlier)
 {
     setup("2", "job42", "d");
     build_registry();
-    char p1[PATH_MAX], p2[PATH_MAX], expect[PATH_MAX], dir[PATH_MAX];
+    char p1[PATH_MAX], p2[PATH_MAX], dir[PATH_MAX];
     errno = ERANGE;
     ck_assert_int_eq(ncclguard_dump_write("first", p1, sizeof p1), 0);
     ck_assert_int_eq(errno, ERANGE); /* left as found, as a signal handler needs */
@@ -661,12 +670,8 @@ START_TEST(later_dump_replaces_earlier)
     ck_assert_str_eq(p1, p2);
     path_of(dir, "d");
     ck_assert_int_eq(entries(dir), 1);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"manual \\\"second\\\"\",\"ops\":[],"
-               "\"flight\":{\"capacity\":0,\"recorded\":0}}}\n");
-    fclose(f);
-    run_checker(p2, expect);
+    run_checker_expecting(p2, "{\"top\":{\"reason\":\"manual \\\"second\\\"\",\"ops\":[],"
+                              "\"flight\":{\"capacity\":0,\"recorded\":0}}}\n");
 }
 END_TEST
 
@@ -725,19 +730,27 @@ static int lock_files(const char *node)
     return n;
 }
 
-/* The dump thread goes on polling while the process exits; once the exit handler
- * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
- * a job's lock file left after the job). */
-START_TEST(no_poller_lock_after_exit)
+/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
+ * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
+static void init_with_node_dir(char *node)
 {
+    char base[PATH_MAX];
     make_root();
-    char base[PATH_MAX], node[PATH_MAX];
     path_of(base, "node");
     ck_assert_int_eq(mkdir(base, 0700), 0);
     setenv("NCCLGUARD_NODE_DIR", base, 1);
     fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
     ncclguard_identity_init();
     init_dump();
+}
+
+/* The dump thread goes on polling while the process exits; once the exit handler
+ * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
+ * a job's lock file left after the job). */
+START_TEST(no_poller_lock_after_exit)
+{
+    char node[PATH_MAX];
+    init_with_node_dir(node);
     ncclguard_trigger_init();
     ncclguard_trigger_exit(); /* before this process became the poller */
     ncclguard_trigger_check();
@@ -757,14 +770,8 @@ END_TEST
  * change wakes it and it becomes the poller, which checks every period. */
 START_TEST(non_poller_waits_for_the_lock_to_go)
 {
-    make_root();
-    char base[PATH_MAX], node[PATH_MAX], lock[PATH_MAX + 64];
-    path_of(base, "node");
-    ck_assert_int_eq(mkdir(base, 0700), 0);
-    setenv("NCCLGUARD_NODE_DIR", base, 1);
-    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
-    ncclguard_identity_init();
-    init_dump();
+    char node[PATH_MAX], lock[PATH_MAX + 64];
+    init_with_node_dir(node);
     ncclguard_trigger_init(); /* makes the node directory */
     snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
              (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
@@ -815,16 +822,26 @@ static int dump_timeout(char *path)
     return ncclguard_dump_write("timeout", path, PATH_MAX);
 }
 
-START_TEST(unwritable_dir_falls_back_to_tmpdir)
+/* This test's root with NCCLGUARD_DUMP_DIR (in dir) below a plain file, where no directory
+ * can be made, and SLURM_JOB_ID job42; tmpdir gets the root's TMPDIR. */
+static void root_with_unmakeable_dir(char *dir, char *tmpdir)
 {
+    char file[PATH_MAX];
     make_root();
-    char file[PATH_MAX], dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
     path_of(file, "plainfile");
-    fclose(fopen(file, "w"));
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
     fmt_path(dir, "%s/sub", file);
     path_of(tmpdir, "tmp");
     setenv("NCCLGUARD_DUMP_DIR", dir, 1);
     setenv("SLURM_JOB_ID", "job42", 1);
+}
+
+START_TEST(unwritable_dir_falls_back_to_tmpdir)
+{
+    char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
+    root_with_unmakeable_dir(dir, tmpdir);
     setenv("RANK", "5", 1);
     ncclguard_identity_init();
     init_dump();
@@ -850,17 +867,11 @@ END_TEST
 
 START_TEST(foreign_fallback_dir_is_refused)
 {
-    make_root();
-    char file[PATH_MAX], dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
-    path_of(file, "plainfile");
-    fclose(fopen(file, "w"));
-    fmt_path(dir, "%s/sub", file);
-    path_of(tmpdir, "tmp");
+    char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
+    root_with_unmakeable_dir(dir, tmpdir);
     fmt_path(fallback, "%s/ncclguard-job42", tmpdir);
     ck_assert_int_eq(mkdir(fallback, 0700), 0);
     ck_assert_int_eq(chmod(fallback, 0777), 0); /* as if someone else had made it */
-    setenv("NCCLGUARD_DUMP_DIR", dir, 1);
-    setenv("SLURM_JOB_ID", "job42", 1);
     ncclguard_identity_init();
     init_dump();
     char path[PATH_MAX] = "";
@@ -911,13 +922,8 @@ START_TEST(hostile_host_and_long_job_are_sanitised)
     ck_assert_str_eq(path, want);
     ck_assert_int_eq(entries(root), 2); /* the dump dir and the empty TMPDIR */
     ck_assert_int_eq(entries(getenv("TMPDIR")), 0);
-    char expect[PATH_MAX];
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
     /* the JSON keeps the real values, escaped */
-    fprintf(f, "{\"top\":{\"host\":\".hidden/../x y\\n\",\"rank\":null}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path, "{\"top\":{\"host\":\".hidden/../x y\\n\",\"rank\":null}}\n");
 }
 END_TEST
 
@@ -940,15 +946,12 @@ START_TEST(second_concurrent_dump_is_refused_and_config_hook)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_with_nested_dump);
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
     ck_assert_int_eq(inner_rc, -1);
     ck_assert_int_eq(inner_errno, EBUSY);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"timeout\",\"config\":{\"inner_rc\":-1}}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path,
+                          "{\"top\":{\"reason\":\"timeout\",\"config\":{\"inner_rc\":-1}}}\n");
     /* the guard was released: the next dump works */
     ncclguard_dump_set_config_writer(NULL);
     ck_assert_int_eq(ncclguard_dump_write("again", path, sizeof path), 0);
@@ -964,13 +967,9 @@ START_TEST(config_hook_that_writes_nothing_gives_null)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_writes_nothing);
-    char path[PATH_MAX], expect[PATH_MAX];
+    char path[PATH_MAX];
     ck_assert_int_eq(ncclguard_dump_write("timeout", path, sizeof path), 0);
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"config\":null}}\n");
-    fclose(f);
-    run_checker(path, expect);
+    run_checker_expecting(path, "{\"top\":{\"config\":null}}\n");
 }
 END_TEST
 
@@ -1022,12 +1021,7 @@ START_TEST(dump_from_signal_handler)
     sigaction(SIGUSR2, &sa, NULL);
     raise(SIGUSR2);
     ck_assert_int_eq(signal_rc, 0);
-    char expect[PATH_MAX];
-    path_of(expect, "expect.json");
-    FILE *f = fopen(expect, "w");
-    fprintf(f, "{\"top\":{\"reason\":\"signal\"},\"ops_count\":16}\n");
-    fclose(f);
-    run_checker(signal_path, expect);
+    run_checker_expecting(signal_path, "{\"top\":{\"reason\":\"signal\"},\"ops_count\":16}\n");
 }
 END_TEST
 

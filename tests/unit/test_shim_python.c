@@ -162,6 +162,15 @@ static struct ng_py_thread thread_at(int i)
     return t;
 }
 
+/* Collects the stacks, then reads the first thread's innermost frame into f, the next into g. */
+static void collect_two_frames(struct ng_py_frame *f, struct ng_py_frame *g)
+{
+    struct ng_py_view v;
+    collect(&v);
+    ncclguard_python_frame(thread_at(0).first, f);
+    ncclguard_python_frame(thread_at(0).first + 1, g);
+}
+
 /* Thread I was cut short: it kept NFRAMES frames, and its note says why (NOTE). */
 static void ck_note(int i, int nframes, const char *note)
 {
@@ -368,11 +377,8 @@ START_TEST(long_names_are_kept_up_to_4096_bytes)
     put(whole, L->co_filename, (uintptr_t)str(long_text(4096)));
     put(cut, L->co_filename, (uintptr_t)str(long_text(5000)));
     thread(frame(whole, 0, frame(cut, 0, NULL)), 1, 7);
-    struct ng_py_view v;
-    collect(&v);
     struct ng_py_frame f, g;
-    ncclguard_python_frame(thread_at(0).first, &f);
-    ncclguard_python_frame(thread_at(0).first + 1, &g);
+    collect_two_frames(&f, &g);
     ck_assert_uint_eq(strlen(f.function), 300); /* was cut at 127 */
     ck_assert_uint_eq(strlen(f.file), 4096);    /* was cut at 255 */
     ck_assert_uint_eq(strlen(g.file), 4099);
@@ -405,11 +411,8 @@ START_TEST(names_that_are_not_ascii_come_out_in_utf8)
     put(a, L->co_name, (uintptr_t)wide(snake, 2, 4));
     put(b, L->co_filename, (uintptr_t)wide(kanji, 3, 2));
     thread(frame(a, 0, frame(b, 0, NULL)), 1, 7);
-    struct ng_py_view v;
-    collect(&v);
     struct ng_py_frame f, g;
-    ncclguard_python_frame(thread_at(0).first, &f);
-    ncclguard_python_frame(thread_at(0).first + 1, &g);
+    collect_two_frames(&f, &g);
     ck_assert_str_eq(f.file, "caf\xc3\xa9");
     ck_assert_str_eq(f.function, "\xf0\x9f\x90\x8dx");
     ck_assert_str_eq(g.file, "\xe6\xa9\x9f/?");

@@ -14,6 +14,7 @@
 #include <check.h>
 
 #include "check_main.h"
+#include "proc_syscall.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -120,20 +121,6 @@ __attribute__((noinline)) static void *spinning_masked(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     return spinning(arg);
-}
-
-/* The system call the thread is in (first field of /proc/.../syscall), -2 when
- * it runs. */
-static long current_syscall(int tid)
-{
-    char path[64], buf[256] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -3;
-    char *ok = fgets(buf, sizeof buf, f);
-    fclose(f);
-    if (!ok || !strncmp(buf, "running", 7)) return -2;
-    return strtol(buf, NULL, 10);
 }
 
 /* Waits (bounded, not timed: only a thread that never gets there fails) until

@@ -45,6 +45,16 @@ static void load_timeout(const char *timeout, const char *floor_bandwidth)
     ck_assert_int_eq(ncclguard_flight_init(1024), 0);
 }
 
+/* load_timeout(timeout) with the observer polling every 10 ms and no init timeout, then the
+ * dumper started (else the enforcer ticks its checks), checked. */
+static void start_enforcer(const char *timeout)
+{
+    setenv("NCCLGUARD_POLL_MS", "10", 1);
+    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
+    load_timeout(timeout, NULL);
+    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+}
+
 static void load(const char *floor_bandwidth)
 {
     load_timeout("1", floor_bandwidth);
@@ -172,11 +182,8 @@ static struct ng_enforcer_schedule schedule(void)
  * can be late (5 s) after one that took none: not one period. */
 START_TEST(idle_enforcer_sleeps_long)
 {
-    setenv("NCCLGUARD_POLL_MS", "10", 1);
-    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
-    load_timeout("600", NULL);
-    ck_assert_int_eq(ncclguard_dumper_start(), 0); /* else the enforcer ticks its checks */
-    op(1, 7, 0, 8, 0, 1);                          /* due in 600 s */
+    start_enforcer("600");
+    op(1, 7, 0, 8, 0, 1); /* due in 600 s */
     ncclguard_watchdog_poll_once();
     struct ng_enforcer_schedule e = schedule();
     ck_assert_int_eq(e.passes, 1);
@@ -194,10 +201,7 @@ END_TEST
  * counted, not timed. */
 START_TEST(enforcer_rests_until_ops_arrive)
 {
-    setenv("NCCLGUARD_POLL_MS", "10", 1);
-    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
-    load_timeout("600", NULL);
-    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    start_enforcer("600");
     ncclguard_watchdog_poll_once();
     struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
     nanosleep(&second, NULL);
@@ -226,10 +230,7 @@ END_TEST
  * enqueue comes after the pass), nor past the agenda's next step. */
 START_TEST(op_appended_during_sleep_is_due_no_sooner)
 {
-    setenv("NCCLGUARD_POLL_MS", "10", 1);
-    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
-    load_timeout("0.3", NULL);
-    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    start_enforcer("0.3");
     ncclguard_watchdog_poll_once(); /* nothing in flight */
     struct ng_enforcer_schedule e = schedule();
     uint64_t late = op(1, 7, 0, 8, 0, 1);
@@ -260,10 +261,7 @@ END_TEST
  * pass of the observer; once a pass finds none, it rests again. */
 START_TEST(enforcer_not_woken_while_ops_flow)
 {
-    setenv("NCCLGUARD_POLL_MS", "10", 1);
-    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
-    load_timeout("0", NULL);
-    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    start_enforcer("0");
     ncclguard_watchdog_poll_once();
     ck_assert_int_eq(schedule().resting, 1);
     for (int i = 0; i < 3; i++) {
@@ -285,10 +283,7 @@ END_TEST
  * then as long as that takes, a period at least (ring of 1024, period 10 ms). */
 START_TEST(observer_rest_after_a_burst)
 {
-    setenv("NCCLGUARD_POLL_MS", "10", 1);
-    setenv("NCCLGUARD_INIT_TIMEOUT", "0", 1);
-    load_timeout("600", NULL);
-    ck_assert_int_eq(ncclguard_dumper_start(), 0);
+    start_enforcer("600");
     struct ng_watchdog_stats w;
     struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
     ncclguard_watchdog_poll_once();

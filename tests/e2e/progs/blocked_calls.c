@@ -44,6 +44,7 @@
 
 #include "../../fakes/fakecuda.h"
 #include "one_rank.h"
+#include "../../unit/proc_syscall.h"
 
 #define TIMEOUT_MS 4000
 #define FINAL_MS (600 * 1000)
@@ -237,19 +238,6 @@ __attribute__((noinline)) static void *worker_main(void *arg)
         pthread_barrier_wait(&end_round);
     }
     return NULL;
-}
-
-/* The call the thread is in (first field of /proc/self/task/T/syscall), -2 when running. */
-static long current_syscall(int tid)
-{
-    char path[64], buf[256] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -3;
-    char *ok = fgets(buf, sizeof buf, f);
-    fclose(f);
-    if (!ok || !strncmp(buf, "running", 7)) return -2;
-    return strtol(buf, NULL, 10);
 }
 
 static int all_in_place(int r)
