@@ -199,8 +199,14 @@ static void *racing_watchdog(void *arg)
         uint64_t h = ncclguard_flight_head();
         for (uint64_t j = h > 8 ? h - 8 : 0; j < h; j++) {
             struct ng_op_record out;
-            if (ncclguard_flight_copy(j, &out) == 0)
-                ncclguard_flight_watch(j, NG_WATCHER_OBSERVER, NG_WATCH_SEEN_END, 7 * j + 1);
+            if (ncclguard_flight_copy(j, &out) != 0) continue;
+            ncclguard_flight_watch(j, NG_WATCHER_OBSERVER, NG_WATCH_SEEN_END, 7 * j + 1);
+            /* and late, of the record a lap before, as the observer can learn
+             * of an op after its slot was reused: the part is retagged under
+             * copies of record j */
+            if (j >= 16)
+                ncclguard_flight_watch(j - 16, NG_WATCHER_OBSERVER, NG_WATCH_SEEN_END,
+                                       7 * (j - 16) + 1);
         }
     }
     return NULL;
@@ -239,23 +245,34 @@ END_TEST
 
 #define WRITERS 4
 #define PER_WRITER 20000
-static ng_atomic(int) torn;
+#define RING 256
+/* A writer preempted between its claim and its stores while the others went a
+ * whole lap writes its older record over a newer one of its slot (flight.h):
+ * that slot then holds no record of the last lap, or, when both wrote at once,
+ * one whose words are both records' under the newer one's version. Each such
+ * append ends with the head more than a lap past its index; the writers count
+ * those, and the checks below allow no more anomalies than that (none on an
+ * idle machine, a few under ThreadSanitizer on a loaded one). */
+static ng_atomic(uint64_t) lapped_appends;
 
 static void *writer(void *arg)
 {
     uint64_t base = (uint64_t)(uintptr_t)arg * PER_WRITER;
     for (uint64_t k = 1; k <= PER_WRITER; k++) {
         struct ng_op_record r = make(base + k);
-        ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+        uint64_t i = ncclguard_flight_append(&r, NG_OP_SCHEDULED);
+        if (ncclguard_flight_head() - i > RING) ng_atomic_add_relaxed(&lapped_appends, 1);
     }
     return NULL;
 }
 
 static ng_atomic(uint64_t) nadvanced; /* records the reader moved to completed */
 
-/* Reads the newest records (torn copies?), and finishes the oldest ones, which
- * the writers are about to overwrite (one owner?). Ring of RING records. */
-#define RING 256
+/* Reads the newest records (torn copies? each torn index counts once), and
+ * finishes the oldest ones, which the writers are about to overwrite (one
+ * owner?). */
+static uint64_t torn;
+static unsigned char torn_seen[WRITERS * PER_WRITER];
 static void *reader(void *arg)
 {
     ng_atomic(int) *stop = arg;
@@ -263,8 +280,10 @@ static void *reader(void *arg)
         uint64_t h = ncclguard_flight_head();
         for (uint64_t i = h > 64 ? h - 64 : 0; i < h; i++) {
             struct ng_op_record out;
-            if (ncclguard_flight_copy(i, &out) == 0 && !consistent(&out))
-                ng_atomic_add_relaxed(&torn, 1);
+            if (ncclguard_flight_copy(i, &out) == 0 && !consistent(&out) && !torn_seen[i]) {
+                torn_seen[i] = 1;
+                torn++;
+            }
         }
         for (uint64_t i = h > RING ? h - RING : 0; i < h && i < h - RING + 16; i++)
             if (ncclguard_flight_advance(i, NG_OP_SCHEDULED, NG_OP_COMPLETED) == 0)
@@ -284,40 +303,39 @@ START_TEST(concurrent_writers_and_reader)
     for (int k = 0; k < WRITERS; k++) pthread_join(w[k], NULL);
     ng_atomic_store_release(&stop, 1);
     pthread_join(rd, NULL);
-    ck_assert_int_eq(torn, 0);
+    uint64_t laps = lapped_appends;
+    ck_assert_uint_le(torn, laps);
     struct ng_flight_stats st;
     ncclguard_flight_stats(&st);
     ck_assert_uint_eq(st.recorded, WRITERS * PER_WRITER);
     ck_assert_uint_eq(st.overwritten, WRITERS * PER_WRITER - RING);
-    /* Every surviving record is intact and its index is unique. A writer that
-     * was preempted between its claim and its store while the others went a
-     * whole lap writes its older record over a newer one (flight.h): that slot
-     * then holds no record of the last lap. Each writer can do that once at
-     * most, and only on a loaded machine. */
-    int found = 0, lapped = 0;
+    /* Every surviving record is intact and its index is unique, but for a
+     * lapped writer's slot (above): each writer leaves one in the last lap at
+     * most (its next append claims an index past the lap that overwrote it). */
+    int found = 0, anomalies = 0;
     uint64_t unfinished = 0;
     for (uint64_t i = st.recorded - RING; i < st.recorded; i++) {
         struct ng_op_record out;
-        if (ncclguard_flight_copy(i, &out) != 0) {
-            lapped++;
+        if (ncclguard_flight_copy(i, &out) != 0 || !consistent(&out)) {
+            anomalies++;
             continue;
         }
-        ck_assert(consistent(&out));
         unfinished += ng_record_state(&out) == NG_OP_SCHEDULED;
         found++;
     }
-    ck_assert_int_le(lapped, WRITERS);
-    ck_assert_int_eq(found + lapped, RING);
+    ck_assert_int_le(anomalies, WRITERS);
+    ck_assert_uint_le((uint64_t)anomalies, laps);
+    ck_assert_int_eq(found + anomalies, RING);
     /* No record was finished twice: the reader advanced it, a writer dropped it,
      * or it is still there. (Fewer is possible here, not in a real job: a
-     * writer preempted between its claim and its store while the others go a
-     * whole lap round the ring replaces a record uncounted.) A dropped record
-     * is handed to the callback intact, or not at all. */
+     * lapped writer replaces a record uncounted.) A dropped record is handed to
+     * the callback intact, or not at all. */
     ck_assert_uint_le(nadvanced + st.dropped_inflight + unfinished, WRITERS * PER_WRITER);
     ck_assert_uint_le(ndropped, st.dropped_inflight);
     /* The same lapped writer can also mix its payload into the copy of a record
-     * being dropped from its slot (flight.h): at most once per writer. */
+     * being dropped from its slot (flight.h). */
     ck_assert_uint_le(dropped_bad, WRITERS);
+    ck_assert_uint_le(dropped_bad, laps);
 }
 END_TEST
 
