@@ -8,6 +8,9 @@ CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda /opt/cuda))
 NCCL_HOME ?= $(CUDA_HOME)
 PREFIX    ?= /usr/local
 B         ?= build
+# Jobs of the builds that check, demo and tsan start (a -j of your own is
+# overridden there).
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
 CUDA_INC := $(firstword $(foreach d,$(CUDA_HOME)/include $(CUDA_HOME)/targets/x86_64-linux/include,\
                 $(if $(wildcard $(d)/cuda.h),$(d))))
@@ -67,13 +70,13 @@ deps:
 	@scripts/install-deps
 
 check: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@B=$(B) SANITIZE=$(SANITIZE) tests/run
 
 # ThreadSanitizer on the threaded parts: the flight recorder's unit test, and
 # jobs with the watchdog polling, in a -fsanitize=thread build of what those run.
 tsan: deps
-	@$(MAKE) --no-print-directory tsan-targets B=build-tsan SANITIZE=thread
+	@$(MAKE) --no-print-directory -j$(JOBS) tsan-targets B=build-tsan SANITIZE=thread
 	@B=build-tsan SANITIZE=thread tests/run tsan
 
 # What tests/e2e/tsan.sh runs, and nothing else (it fails on a program missing here).
@@ -93,7 +96,7 @@ format-check:
 	@scripts/format --check
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@B=$(B) scripts/demo
 
 install: $(B)/libncclguard.so $(B)/ncclguard

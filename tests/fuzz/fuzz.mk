@@ -1,5 +1,6 @@
 # The fuzzers (libFuzzer, clang): `make fuzz-smoke` runs each for FUZZ_TIME seconds
-# from its corpus. They build their sources themselves, with the fuzzer's sanitizers.
+# from its corpus, side by side. They build their sources themselves, with the
+# fuzzer's sanitizers.
 
 # The config parser (shim/policy/).
 FUZZ_CC ?= clang
@@ -12,8 +13,10 @@ $(B)/fuzz/config_fuzz: $(FUZZ_SRCS) $(wildcard shim/*/*.h) shim/policy/settings.
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(FUZZ_SRCS) -ldl
 
-.PHONY: fuzz-smoke
-fuzz-smoke: $(B)/fuzz/config_fuzz
+.PHONY: fuzz-smoke fuzz-smoke-config
+fuzz-smoke:
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzz-smoke-config fuzz-smoke-dumpread
+fuzz-smoke-config: $(B)/fuzz/config_fuzz
 	@rm -rf $(B)/fuzz/work && mkdir -p $(B)/fuzz/work
 	$(B)/fuzz/config_fuzz -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
 	    -max_len=16384 -dict=tests/fuzz/config.dict -print_final_stats=1 \
@@ -33,7 +36,6 @@ $(B)/fuzz/dumpread_fuzz: $(DUMPREAD_FUZZ_SRCS) $(B)/fuzz/simdjson.o $(wildcard c
 	    $(B)/fuzz/simdjson.o -lstdc++ $(JSON_LIBS) -lpthread -lm
 
 .PHONY: fuzz-smoke-dumpread
-fuzz-smoke: fuzz-smoke-dumpread
 fuzz-smoke-dumpread: $(B)/fuzz/dumpread_fuzz
 	@rm -rf $(B)/fuzz/work-dumpread && mkdir -p $(B)/fuzz/work-dumpread
 	$(B)/fuzz/dumpread_fuzz -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
