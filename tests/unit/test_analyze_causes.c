@@ -137,6 +137,21 @@ static void crash_beside_gpu_not_started(const char *r1_reason)
     write_dump(&d);
 }
 
+START_TEST(crash_explains_the_waits)
+{
+    crash_beside_gpu_not_started("crash");
+    ck_assert_str_eq(verdict(), "1 crashed");
+}
+END_TEST
+
+START_TEST(without_a_crash_the_wait_is_blamed)
+{
+    crash_beside_gpu_not_started("timeout");
+    ck_assert_str_eq(verdict(), "2 gpu_not_started");
+    ck_assert_uint_eq(culprit(2)->blocker.index, 5);
+}
+END_TEST
+
 /* A job of one rank: #5 scheduled, timed out (or not yet) before its GPU started it. */
 static void alone_scheduled(int timed_out)
 {
@@ -159,21 +174,6 @@ START_TEST(alone_scheduled_not_timed_out_is_no_finding)
     alone_scheduled(0); /* beside it: in flight, not (yet) late: nothing to blame */
     ck_assert_str_eq(verdict(), "");
     ck_assert_uint_eq(g_an.nfindings, 0);
-}
-END_TEST
-
-START_TEST(crash_explains_the_waits)
-{
-    crash_beside_gpu_not_started("crash");
-    ck_assert_str_eq(verdict(), "1 crashed");
-}
-END_TEST
-
-START_TEST(without_a_crash_the_wait_is_blamed)
-{
-    crash_beside_gpu_not_started("timeout");
-    ck_assert_str_eq(verdict(), "2 gpu_not_started");
-    ck_assert_uint_eq(culprit(2)->blocker.index, 5);
 }
 END_TEST
 

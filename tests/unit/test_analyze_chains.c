@@ -178,6 +178,14 @@ START_TEST(precedence_at_the_place_of_the_wait)
 }
 END_TEST
 
+START_TEST(tie_at_the_place_of_the_wait)
+{
+    two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
+    ck_assert_str_eq(verdict(), "3 missing [1/missing/aa 3/missing/bb]; "
+                                "4 missing [4/missing/bb]");
+}
+END_TEST
+
 /* Rank 2 of 3 never called the world's AllReduce #5 (ranks 0 and 1 wait in it) nor
  * split bb's #3 (rank 0 waits in it): two missing findings on one rank, chains of one.
  * The op the world's waiters enqueued first is at index w, bb's at index b. */
@@ -205,14 +213,6 @@ START_TEST(tie_of_one_rank_goes_to_the_older_wait)
     ck_assert_str_eq(verdict(), "2 missing [2/missing/bb]");
     missing_on_two_comms(5, 10);
     ck_assert_str_eq(verdict(), "2 missing [2/missing/aa]");
-}
-END_TEST
-
-START_TEST(tie_at_the_place_of_the_wait)
-{
-    two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
-    ck_assert_str_eq(verdict(), "3 missing [1/missing/aa 3/missing/bb]; "
-                                "4 missing [4/missing/bb]");
 }
 END_TEST
 

@@ -161,88 +161,6 @@ static void judge(struct job *j, char *out, size_t n, int *exit_status)
     an_free(&a);
 }
 
-/* A job of `steps` steps, 100 ms apart, of `per` collectives each, the k-th of a step
- * enqueued k * gap after its first; rank 3 enqueues every one `late` ns after the
- * others. No GPU times: the arrivals are the enqueues. The culprit's line in out. */
-static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out, size_t n,
-                        int *exit_status)
-{
-    struct job j;
-    memset(&j, 0, sizeof j);
-    size_t nops = (size_t)steps * (size_t)per;
-    for (int r = 0; r < RANKS; r++) {
-        struct dr_dump *d = &j.d[r];
-        snprintf(j.path[r], sizeof j.path[r], "ncclguard-r%d.json", r);
-        *d = (struct dr_dump){.path = j.path[r],
-                              .schema = "ncclguard.dump/2.2",
-                              .major = 2,
-                              .minor = 2,
-                              .reason = "exit",
-                              .host = "h",
-                              .job = "enqueue",
-                              .time_ns = 1000000 * MS,
-                              .pid = 100 + r,
-                              .rank = r,
-                              .local_rank = r};
-        j.c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
-                                  .rank = r,
-                                  .nranks = RANKS,
-                                  .last_seq = nops,
-                                  .last_completed_seq = nops,
-                                  .name = "world",
-                                  .state = "ready",
-                                  .blocking = 1};
-        d->comms = &j.c[r];
-        d->ncomms = 1;
-        d->ops = calloc(nops, sizeof *d->ops);
-        d->nops = nops;
-        for (size_t k = 0; k < nops; k++) {
-            int64_t at = 1000 * MS + (int64_t)(k / (size_t)per) * 100 * MS +
-                         (int64_t)(k % (size_t)per) * gap; /* 0: an unknown time */
-            set_op(&d->ops[k], r, k + 1, at + (r == 3 ? late : 0), 0, 0);
-        }
-    }
-    struct an a;
-    struct an_opts o = {0};
-    an_init(&a, &o);
-    for (int r = 0; r < RANKS; r++) ck_assert_int_eq(an_add_dump(&a, &j.d[r]), 0);
-    *exit_status = an_verdict(&a);
-    snprintf(out, n, "%s", a.nculprits ? an_intern_get(&a.strs, a.culprits[0].text) : "nobody");
-    an_free(&a);
-    free_job(&j);
-}
-
-START_TEST(late_at_the_lateness_threshold)
-{
-    char line[512];
-    int status;
-    /* AN_LATE_NS after the others, at each of 20 collectives: last at every one */
-    enqueue_job(20, 1, 0, AN_LATE_NS, line, sizeof line, &status);
-    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
-    ck_assert_msg(strstr(line, "rank 3 ") && strstr(line, "arrived last at 20 of 20 collectives"),
-                  "%s", line);
-    /* a nanosecond less is no arrival at all: nobody */
-    enqueue_job(20, 1, 0, AN_LATE_NS - 1, line, sizeof line, &status);
-    ck_assert_int_eq(status, AN_EXIT_HEALTHY);
-    ck_assert_str_eq(line, "nobody");
-}
-END_TEST
-
-START_TEST(collectives_apart_by_the_burst_window)
-{
-    char line[512];
-    int status;
-    /* two collectives a step, AN_BURST_NS apart: two arrivals a step */
-    enqueue_job(20, 2, AN_BURST_NS, AN_LATE_NS, line, sizeof line, &status);
-    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
-    ck_assert_msg(strstr(line, "arrived last at 40 of 40 collectives"), "%s", line);
-    /* a nanosecond closer: one burst, counted once */
-    enqueue_job(20, 2, AN_BURST_NS - 1, AN_LATE_NS, line, sizeof line, &status);
-    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
-    ck_assert_msg(strstr(line, "arrived last at 20 of 20 collectives"), "%s", line);
-}
-END_TEST
-
 START_TEST(binomial_tail)
 {
     ck_assert(fabs(an_binom_tail(10, 10, 0.5) - 1.0 / 1024) < 1e-15);
@@ -338,6 +256,88 @@ START_TEST(verdict_words)
                   "%s", line);
     an_free(&a);
     free_job(&j);
+}
+END_TEST
+
+/* A job of `steps` steps, 100 ms apart, of `per` collectives each, the k-th of a step
+ * enqueued k * gap after its first; rank 3 enqueues every one `late` ns after the
+ * others. No GPU times: the arrivals are the enqueues. The culprit's line in out. */
+static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out, size_t n,
+                        int *exit_status)
+{
+    struct job j;
+    memset(&j, 0, sizeof j);
+    size_t nops = (size_t)steps * (size_t)per;
+    for (int r = 0; r < RANKS; r++) {
+        struct dr_dump *d = &j.d[r];
+        snprintf(j.path[r], sizeof j.path[r], "ncclguard-r%d.json", r);
+        *d = (struct dr_dump){.path = j.path[r],
+                              .schema = "ncclguard.dump/2.2",
+                              .major = 2,
+                              .minor = 2,
+                              .reason = "exit",
+                              .host = "h",
+                              .job = "enqueue",
+                              .time_ns = 1000000 * MS,
+                              .pid = 100 + r,
+                              .rank = r,
+                              .local_rank = r};
+        j.c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
+                                  .rank = r,
+                                  .nranks = RANKS,
+                                  .last_seq = nops,
+                                  .last_completed_seq = nops,
+                                  .name = "world",
+                                  .state = "ready",
+                                  .blocking = 1};
+        d->comms = &j.c[r];
+        d->ncomms = 1;
+        d->ops = calloc(nops, sizeof *d->ops);
+        d->nops = nops;
+        for (size_t k = 0; k < nops; k++) {
+            int64_t at = 1000 * MS + (int64_t)(k / (size_t)per) * 100 * MS +
+                         (int64_t)(k % (size_t)per) * gap; /* 0: an unknown time */
+            set_op(&d->ops[k], r, k + 1, at + (r == 3 ? late : 0), 0, 0);
+        }
+    }
+    struct an a;
+    struct an_opts o = {0};
+    an_init(&a, &o);
+    for (int r = 0; r < RANKS; r++) ck_assert_int_eq(an_add_dump(&a, &j.d[r]), 0);
+    *exit_status = an_verdict(&a);
+    snprintf(out, n, "%s", a.nculprits ? an_intern_get(&a.strs, a.culprits[0].text) : "nobody");
+    an_free(&a);
+    free_job(&j);
+}
+
+START_TEST(late_at_the_lateness_threshold)
+{
+    char line[512];
+    int status;
+    /* AN_LATE_NS after the others, at each of 20 collectives: last at every one */
+    enqueue_job(20, 1, 0, AN_LATE_NS, line, sizeof line, &status);
+    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
+    ck_assert_msg(strstr(line, "rank 3 ") && strstr(line, "arrived last at 20 of 20 collectives"),
+                  "%s", line);
+    /* a nanosecond less is no arrival at all: nobody */
+    enqueue_job(20, 1, 0, AN_LATE_NS - 1, line, sizeof line, &status);
+    ck_assert_int_eq(status, AN_EXIT_HEALTHY);
+    ck_assert_str_eq(line, "nobody");
+}
+END_TEST
+
+START_TEST(collectives_apart_by_the_burst_window)
+{
+    char line[512];
+    int status;
+    /* two collectives a step, AN_BURST_NS apart: two arrivals a step */
+    enqueue_job(20, 2, AN_BURST_NS, AN_LATE_NS, line, sizeof line, &status);
+    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
+    ck_assert_msg(strstr(line, "arrived last at 40 of 40 collectives"), "%s", line);
+    /* a nanosecond closer: one burst, counted once */
+    enqueue_job(20, 2, AN_BURST_NS - 1, AN_LATE_NS, line, sizeof line, &status);
+    ck_assert_int_eq(status, AN_EXIT_CULPRIT);
+    ck_assert_msg(strstr(line, "arrived last at 20 of 20 collectives"), "%s", line);
 }
 END_TEST
 

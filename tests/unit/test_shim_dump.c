@@ -719,85 +719,6 @@ START_TEST(symlink_at_temp_name_not_followed)
 }
 END_TEST
 
-/* A process's poller lock file in the node directory. */
-static int lock_files(const char *node)
-{
-    DIR *d = opendir(node);
-    ck_assert_msg(d != NULL, "cannot open %s", node);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "poller-", 7);
-    closedir(d);
-    return n;
-}
-
-/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
- * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
-static void init_with_node_dir(char *node)
-{
-    char base[PATH_MAX];
-    make_root();
-    path_of(base, "node");
-    ck_assert_int_eq(mkdir(base, 0700), 0);
-    setenv("NCCLGUARD_NODE_DIR", base, 1);
-    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
-    ncclguard_identity_init();
-    init_dump();
-}
-
-/* The dump thread goes on polling while the process exits; once the exit handler
- * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
- * a job's lock file left after the job). */
-START_TEST(no_poller_lock_after_exit)
-{
-    char node[PATH_MAX];
-    init_with_node_dir(node);
-    ncclguard_trigger_init();
-    ncclguard_trigger_exit(); /* before this process became the poller */
-    ncclguard_trigger_check();
-    ck_assert_int_eq(lock_files(node), 0);
-    ncclguard_trigger_init();
-    ncclguard_trigger_check();
-    ck_assert_int_eq(lock_files(node), 1); /* the poller's */
-    ncclguard_trigger_exit();
-    ck_assert_int_eq(lock_files(node), 0);
-    unsetenv("NCCLGUARD_NODE_DIR");
-}
-END_TEST
-
-/* A process that is not the node's poller checks nothing on a timer: its dump
- * thread sleeps until the node directory changes. When the poller's lock is
- * let go (here: its holder closes it, as a killed poller's exit does), the
- * change wakes it and it becomes the poller, which checks every period. */
-START_TEST(non_poller_waits_for_the_lock_to_go)
-{
-    char node[PATH_MAX], lock[PATH_MAX + 64];
-    init_with_node_dir(node);
-    ncclguard_trigger_init(); /* makes the node directory */
-    snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
-             (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
-    int held = open(lock, O_RDWR | O_CREAT, 0600); /* another process's poller */
-    ck_assert_int_ge(held, 0);
-    ck_assert_int_eq(flock(held, LOCK_EX | LOCK_NB), 0);
-    int fd = ncclguard_trigger_wait_fd();
-    ck_assert_int_ge(fd, 0);
-    int64_t period = 100000000, now = ng_clock_ns(CLOCK_MONOTONIC);
-    ck_assert_int_le(ncclguard_trigger_next_ns(now, period), now); /* the first try */
-    ncclguard_trigger_check();
-    now = ng_clock_ns(CLOCK_MONOTONIC);
-    ck_assert_int_eq(ncclguard_trigger_next_ns(now, period), INT64_MAX);
-    close(held);
-    struct pollfd p = {fd, POLLIN, 0};
-    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* a generous bound: the close wakes it */
-    ncclguard_trigger_check();
-    now = ng_clock_ns(CLOCK_MONOTONIC);
-    int64_t next = ncclguard_trigger_next_ns(now, period);
-    ck_assert_int_lt(next, INT64_MAX); /* the poller: its stat of TRIGGER each period */
-    ck_assert_int_gt(next, now);
-    ncclguard_trigger_exit();
-    unsetenv("NCCLGUARD_NODE_DIR");
-}
-END_TEST
-
 /* Runs fn with stderr going to a file; returns what was written there. */
 static char *capture_stderr(int (*fn)(char *), char *path, int *rc)
 {
@@ -1076,6 +997,85 @@ START_TEST(relative_dir_is_resolved_at_init)
     ck_assert_int_eq(ncclguard_dump_write("timeout", small, 5), 0);
     ck_assert_str_eq(small, "/tmp");
     ck_assert_int_eq(small[5], 'z');
+}
+END_TEST
+
+/* A process's poller lock file in the node directory. */
+static int lock_files(const char *node)
+{
+    DIR *d = opendir(node);
+    ck_assert_msg(d != NULL, "cannot open %s", node);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "poller-", 7);
+    closedir(d);
+    return n;
+}
+
+/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
+ * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
+static void init_with_node_dir(char *node)
+{
+    char base[PATH_MAX];
+    make_root();
+    path_of(base, "node");
+    ck_assert_int_eq(mkdir(base, 0700), 0);
+    setenv("NCCLGUARD_NODE_DIR", base, 1);
+    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
+    ncclguard_identity_init();
+    init_dump();
+}
+
+/* The dump thread goes on polling while the process exits; once the exit handler
+ * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
+ * a job's lock file left after the job). */
+START_TEST(no_poller_lock_after_exit)
+{
+    char node[PATH_MAX];
+    init_with_node_dir(node);
+    ncclguard_trigger_init();
+    ncclguard_trigger_exit(); /* before this process became the poller */
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 0);
+    ncclguard_trigger_init();
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 1); /* the poller's */
+    ncclguard_trigger_exit();
+    ck_assert_int_eq(lock_files(node), 0);
+    unsetenv("NCCLGUARD_NODE_DIR");
+}
+END_TEST
+
+/* A process that is not the node's poller checks nothing on a timer: its dump
+ * thread sleeps until the node directory changes. When the poller's lock is
+ * let go (here: its holder closes it, as a killed poller's exit does), the
+ * change wakes it and it becomes the poller, which checks every period. */
+START_TEST(non_poller_waits_for_the_lock_to_go)
+{
+    char node[PATH_MAX], lock[PATH_MAX + 64];
+    init_with_node_dir(node);
+    ncclguard_trigger_init(); /* makes the node directory */
+    snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
+             (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
+    int held = open(lock, O_RDWR | O_CREAT, 0600); /* another process's poller */
+    ck_assert_int_ge(held, 0);
+    ck_assert_int_eq(flock(held, LOCK_EX | LOCK_NB), 0);
+    int fd = ncclguard_trigger_wait_fd();
+    ck_assert_int_ge(fd, 0);
+    int64_t period = 100000000, now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_le(ncclguard_trigger_next_ns(now, period), now); /* the first try */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_eq(ncclguard_trigger_next_ns(now, period), INT64_MAX);
+    close(held);
+    struct pollfd p = {fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* a generous bound: the close wakes it */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    int64_t next = ncclguard_trigger_next_ns(now, period);
+    ck_assert_int_lt(next, INT64_MAX); /* the poller: its stat of TRIGGER each period */
+    ck_assert_int_gt(next, now);
+    ncclguard_trigger_exit();
+    unsetenv("NCCLGUARD_NODE_DIR");
 }
 END_TEST
 

@@ -601,6 +601,35 @@ static int run_doc(void (*build)(struct ng_json *), int *err, char **out)
     return rc;
 }
 
+START_TEST(runs_refused_where_members_cannot_go)
+{
+    void (*bad[])(struct ng_json *) = {run_in_array, run_after_key, run_on_lines};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int err;
+        char *out;
+        ck_assert_msg(run_doc(bad[i], &err, &out) == -1, "case %zu accepted", i);
+        ck_assert_int_eq(err, EINVAL);
+        ck_assert_ptr_null(strstr(out, "\"k\"")); /* the run's member never reached it */
+        free(out);
+    }
+    int err;
+    char *out;
+    ck_assert_int_eq(run_doc(empty_run, &err, &out), 0);
+    ck_assert_str_eq(out, "{}\n");
+    free(out);
+}
+END_TEST
+
+/* ncclguard_json_quote: escaped, quoted, and cut (never broken) when too long. */
+START_TEST(quote_for_json_lines)
+{
+    char out[64];
+    ck_assert_str_eq(ncclguard_json_quote("a\"b\\c\n", out, sizeof out), "\"a\\\"b\\\\c\\n\"");
+    char small[16]; /* room for (16 - 3) / 6 = 2 input bytes */
+    ck_assert_str_eq(ncclguard_json_quote("/some/long/path", small, sizeof small), "\"/s\"");
+}
+END_TEST
+
 static void value_without_key(struct ng_json *j)
 {
     ncclguard_json_begin_object(j);
@@ -682,25 +711,6 @@ START_TEST(misuse_is_sticky_einval)
 }
 END_TEST
 
-START_TEST(runs_refused_where_members_cannot_go)
-{
-    void (*bad[])(struct ng_json *) = {run_in_array, run_after_key, run_on_lines};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int err;
-        char *out;
-        ck_assert_msg(run_doc(bad[i], &err, &out) == -1, "case %zu accepted", i);
-        ck_assert_int_eq(err, EINVAL);
-        ck_assert_ptr_null(strstr(out, "\"k\"")); /* the run's member never reached it */
-        free(out);
-    }
-    int err;
-    char *out;
-    ck_assert_int_eq(run_doc(empty_run, &err, &out), 0);
-    ck_assert_str_eq(out, "{}\n");
-    free(out);
-}
-END_TEST
-
 START_TEST(write_errors_are_reported)
 {
     int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
@@ -724,16 +734,6 @@ START_TEST(write_errors_are_reported)
     ncclguard_json_null(&j);
     ck_assert_int_eq(ncclguard_json_finish(&j), -1);
     ck_assert_int_eq(errno, EINVAL);
-}
-END_TEST
-
-/* ncclguard_json_quote: escaped, quoted, and cut (never broken) when too long. */
-START_TEST(quote_for_json_lines)
-{
-    char out[64];
-    ck_assert_str_eq(ncclguard_json_quote("a\"b\\c\n", out, sizeof out), "\"a\\\"b\\\\c\\n\"");
-    char small[16]; /* room for (16 - 3) / 6 = 2 input bytes */
-    ck_assert_str_eq(ncclguard_json_quote("/some/long/path", small, sizeof small), "\"/s\"");
 }
 END_TEST
 

@@ -581,33 +581,6 @@ START_TEST(group_legacy_stream_during_capture)
 }
 END_TEST
 
-/* The hooks' lookup of the communicator is kept by the thread while the handle
- * map is unchanged: a handle destroyed and handed out again for another
- * communicator names that one in the ops that follow. */
-START_TEST(reused_handle_names_new_comm)
-{
-    start(16);
-    ncclComm_t h = (ncclComm_t)(uintptr_t)0x5100;
-    CUstream s = stream();
-    struct ng_op_record r;
-    for (uint64_t id = 51; id <= 52; id++) {
-        struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
-        ck_assert_ptr_nonnull(c);
-        ncclguard_comm_attach(c, h);
-        for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
-            struct ng_op_ticket t;
-            ck_assert_int_eq(ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat,
-                                              ncclSum, -1),
-                             0);
-            ncclguard_op_post(&t, ncclSuccess);
-            ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
-            ck_assert_uint_eq(r.comm_id, id);
-        }
-        ncclguard_comm_set_state(c, NG_COMM_DESTROYED);
-    }
-}
-END_TEST
-
 /* A nonblocking op whose end marker is deferred has nothing to ask: the op
  * behind it on its lane completes meanwhile; it completes once its end marker
  * is recorded. */
@@ -663,6 +636,33 @@ START_TEST(aborted_comm_ends_its_ops)
     ck_assert_int_eq(state(later), NG_OP_ABORTED);
     let_go(&before);
     ck_assert_int_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+}
+END_TEST
+
+/* The hooks' lookup of the communicator is kept by the thread while the handle
+ * map is unchanged: a handle destroyed and handed out again for another
+ * communicator names that one in the ops that follow. */
+START_TEST(reused_handle_names_new_comm)
+{
+    start(16);
+    ncclComm_t h = (ncclComm_t)(uintptr_t)0x5100;
+    CUstream s = stream();
+    struct ng_op_record r;
+    for (uint64_t id = 51; id <= 52; id++) {
+        struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
+        ck_assert_ptr_nonnull(c);
+        ncclguard_comm_attach(c, h);
+        for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
+            struct ng_op_ticket t;
+            ck_assert_int_eq(ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat,
+                                              ncclSum, -1),
+                             0);
+            ncclguard_op_post(&t, ncclSuccess);
+            ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
+            ck_assert_uint_eq(r.comm_id, id);
+        }
+        ncclguard_comm_set_state(c, NG_COMM_DESTROYED);
+    }
 }
 END_TEST
 

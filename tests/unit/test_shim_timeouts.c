@@ -195,37 +195,6 @@ START_TEST(idle_enforcer_sleeps_long)
 }
 END_TEST
 
-/* With nothing in flight the enforcer rests: it is woken by the observer's
- * pass that finds ops appended, once, not at every pass; the observer sleeps
- * a second while nothing is in flight, a period otherwise. The wake-ups are
- * counted, not timed. */
-START_TEST(enforcer_rests_until_ops_arrive)
-{
-    start_enforcer("600");
-    ncclguard_watchdog_poll_once();
-    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
-    nanosleep(&second, NULL);
-    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
-    struct ng_enforcer_schedule e = schedule();
-    ck_assert_int_eq(e.resting, 1);
-    ck_assert_int_eq(e.kicks, 0);
-    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
-    struct ng_watchdog_stats w;
-    ncclguard_watchdog_stats(&w);
-    ck_assert_int_eq(w.observer_sleep_ms, 1000);
-    op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
-    e = schedule();
-    ck_assert_int_eq(e.kicks, 1);
-    ck_assert_int_eq(e.resting, 0);
-    ncclguard_watchdog_stats(&w);
-    ck_assert_int_eq(w.observer_sleep_ms, 10);
-    op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
-    ck_assert_int_eq(schedule().kicks, 1);
-}
-END_TEST
-
 /* A sleep never runs past the step of an op appended while it lasts (its
  * enqueue comes after the pass), nor past the agenda's next step. */
 START_TEST(op_appended_during_sleep_is_due_no_sooner)
@@ -256,25 +225,34 @@ START_TEST(op_appended_during_sleep_is_due_no_sooner)
 }
 END_TEST
 
-/* With no timeout, ops never enter the agenda: the enforcer still does not rest
- * after a pass that took ops, so that ops flowing wake it once, not at every
- * pass of the observer; once a pass finds none, it rests again. */
-START_TEST(enforcer_not_woken_while_ops_flow)
+/* With nothing in flight the enforcer rests: it is woken by the observer's
+ * pass that finds ops appended, once, not at every pass; the observer sleeps
+ * a second while nothing is in flight, a period otherwise. The wake-ups are
+ * counted, not timed. */
+START_TEST(enforcer_rests_until_ops_arrive)
 {
-    start_enforcer("0");
+    start_enforcer("600");
     ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().resting, 1);
-    for (int i = 0; i < 3; i++) {
-        op(1, 7, 0, 8, 0, 1);
-        ncclguard_watchdog_poll_once();
-        ck_assert_int_eq(schedule().kicks, 1);
-        ck_assert_int_eq(schedule().resting, 0);
-    }
-    ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().resting, 1);
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    nanosleep(&second, NULL);
+    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
+    struct ng_enforcer_schedule e = schedule();
+    ck_assert_int_eq(e.resting, 1);
+    ck_assert_int_eq(e.kicks, 0);
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
     op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().kicks, 2);
+    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
+    e = schedule();
+    ck_assert_int_eq(e.kicks, 1);
+    ck_assert_int_eq(e.resting, 0);
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
+    ck_assert_int_eq(schedule().kicks, 1);
 }
 END_TEST
 
@@ -307,6 +285,28 @@ START_TEST(observer_rest_after_a_burst)
     ncclguard_watchdog_poll_once();
     ncclguard_watchdog_stats(&w);
     ck_assert_int_eq(w.observer_sleep_ms, 10); /* 512 in less than a period: one period */
+}
+END_TEST
+
+/* With no timeout, ops never enter the agenda: the enforcer still does not rest
+ * after a pass that took ops, so that ops flowing wake it once, not at every
+ * pass of the observer; once a pass finds none, it rests again. */
+START_TEST(enforcer_not_woken_while_ops_flow)
+{
+    start_enforcer("0");
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    for (int i = 0; i < 3; i++) {
+        op(1, 7, 0, 8, 0, 1);
+        ncclguard_watchdog_poll_once();
+        ck_assert_int_eq(schedule().kicks, 1);
+        ck_assert_int_eq(schedule().resting, 0);
+    }
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().kicks, 2);
 }
 END_TEST
 
