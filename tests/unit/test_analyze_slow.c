@@ -161,7 +161,7 @@ static void judge(struct job *j, char *out, size_t n, int *exit_status)
     an_free(&a);
 }
 
-START_TEST(binomial_tail)
+NG_TEST(binomial_tail)
 {
     ck_assert(fabs(an_binom_tail(10, 10, 0.5) - 1.0 / 1024) < 1e-15);
     ck_assert(fabs(an_binom_tail(4, 2, 0.5) - 11.0 / 16) < 1e-12);
@@ -179,7 +179,7 @@ static int named(uint32_t k, uint32_t m, double share, double ntests, struct an_
     return an_straggler_test(last, wait, RANKS, RANKS, m, ntests, st);
 }
 
-START_TEST(thresholds)
+NG_TEST(thresholds)
 {
     struct an_straggler st;
     /* every arrival, all of the waiting: 7 is too few, whatever the odds (4^-7 x 4) */
@@ -207,7 +207,7 @@ START_TEST(thresholds)
 }
 END_TEST
 
-START_TEST(healthy_jitter_names_nobody)
+NG_TEST(healthy_jitter_names_nobody)
 {
     char got[256];
     int status;
@@ -222,7 +222,7 @@ START_TEST(healthy_jitter_names_nobody)
 }
 END_TEST
 
-START_TEST(late_gpu_is_named)
+NG_TEST(late_gpu_is_named)
 {
     char got[256], want[32];
     int status;
@@ -240,7 +240,7 @@ START_TEST(late_gpu_is_named)
 }
 END_TEST
 
-START_TEST(verdict_words)
+NG_TEST(verdict_words)
 {
     struct job j;
     make_job(&j, 3, 2, 12, 0);
@@ -310,7 +310,7 @@ static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out
     free_job(&j);
 }
 
-START_TEST(late_at_the_lateness_threshold)
+NG_TEST(late_at_the_lateness_threshold)
 {
     char line[512];
     int status;
@@ -326,7 +326,7 @@ START_TEST(late_at_the_lateness_threshold)
 }
 END_TEST
 
-START_TEST(collectives_apart_by_the_burst_window)
+NG_TEST(collectives_apart_by_the_burst_window)
 {
     char line[512];
     int status;
@@ -343,13 +343,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {binomial_tail,
-                            thresholds,
-                            healthy_jitter_names_nobody,
-                            late_gpu_is_named,
-                            verdict_words,
-                            late_at_the_lateness_threshold,
-                            collectives_apart_by_the_burst_window,
-                            NULL};
-    return ng_check_run(ng_check_suite("analyze_slow", "straggler", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("analyze_slow", "straggler", 60, ng_check_tests(), NULL));
 }
