@@ -13,10 +13,56 @@
 #include <stdlib.h>
 
 /*
+ * NG_TEST(name) ... END_TEST: a test, written as with START_TEST, that adds itself to the
+ * program's list before main runs; ng_check_tests() is that list, for ng_check_suite. A test
+ * written is a test run, and there is no list to keep. A loop test, or a test of another test
+ * case, stays a START_TEST that main adds itself. (START_TEST defines the `name` declared here.)
+ */
+#define NG_TEST(name)                                              \
+    static const TTest *name;                                      \
+    __attribute__((constructor)) static void name##_register(void) \
+    {                                                              \
+        ng_check_register(name);                                   \
+    }                                                              \
+    START_TEST(name)
+
+/* The most NG_TESTs of one program. */
+#define NG_CHECK_TESTS_MAX 256
+
+/* Where NG_TEST adds its tests: NULL-terminated, in the order they are written (the
+ * constructors of one file run in the order they are defined). */
+static inline const TTest **ng_check_registry(void)
+{
+    static const TTest *tests[NG_CHECK_TESTS_MAX + 1];
+    return tests;
+}
+
+/* Appends test to the registry; past NG_CHECK_TESTS_MAX, says so and aborts. */
+static inline void ng_check_register(const TTest *test)
+{
+    const TTest **tests = ng_check_registry();
+    size_t n = 0;
+    while (tests[n]) n++;
+    if (n == NG_CHECK_TESTS_MAX) {
+        fprintf(stderr, "check_main.h: more than %d tests; raise NG_CHECK_TESTS_MAX\n",
+                NG_CHECK_TESTS_MAX);
+        abort();
+    }
+    tests[n] = test;
+}
+
+/* The tests NG_TEST added, NULL-terminated, in the order they are written. */
+static inline const TTest *const *ng_check_tests(void)
+{
+    return ng_check_registry();
+}
+
+/*
  * A program's suite: suite `name` of one test case `tcase`, which holds tests (a
- * NULL-terminated list, in the order they run). timeout_s is each test's limit in seconds; 0
- * keeps Check's default (4 s, or CK_DEFAULT_TIMEOUT). Where tc is not NULL, *tc gets the test
- * case, for a fixture or a loop test (tcase_add_loop_test) on top.
+ * NULL-terminated list, in the order they run: ng_check_tests(), or a list of START_TEST
+ * tests). timeout_s is each test's limit in seconds; 0 keeps Check's default (4 s, or
+ * CK_DEFAULT_TIMEOUT). Where tc is not NULL, *tc gets the test case, for a fixture or a loop
+ * test (tcase_add_loop_test) on top.
  */
 static inline Suite *ng_check_suite(const char *name, const char *tcase, double timeout_s,
                                     const TTest *const tests[], TCase **tc)

@@ -106,7 +106,7 @@ static void world(int n, int behind, int absent, int odd, const char *reason)
 
 /* ---- crashed, and what a crash explains ---- */
 
-START_TEST(crashed_rank_is_named)
+NG_TEST(crashed_rank_is_named)
 {
     world(3, 1, 3, 1, "crash");
     /* rank 1 is missing too (it never called #5): crashed comes first in the table */
@@ -116,7 +116,7 @@ START_TEST(crashed_rank_is_named)
 }
 END_TEST
 
-START_TEST(rank_that_did_not_crash_is_missing)
+NG_TEST(rank_that_did_not_crash_is_missing)
 {
     world(3, 1, 3, 1, "timeout"); /* beside it: the same dump written on a timeout */
     ck_assert_str_eq(verdict(), "1 missing");
@@ -137,6 +137,21 @@ static void crash_beside_gpu_not_started(const char *r1_reason)
     write_dump(&d);
 }
 
+NG_TEST(crash_explains_the_waits)
+{
+    crash_beside_gpu_not_started("crash");
+    ck_assert_str_eq(verdict(), "1 crashed");
+}
+END_TEST
+
+NG_TEST(without_a_crash_the_wait_is_blamed)
+{
+    crash_beside_gpu_not_started("timeout");
+    ck_assert_str_eq(verdict(), "2 gpu_not_started");
+    ck_assert_uint_eq(culprit(2)->blocker.index, 5);
+}
+END_TEST
+
 /* A job of one rank: #5 scheduled, timed out (or not yet) before its GPU started it. */
 static void alone_scheduled(int timed_out)
 {
@@ -146,7 +161,7 @@ static void alone_scheduled(int timed_out)
     write_dump(&d);
 }
 
-START_TEST(alone_timed_out_before_its_gpu_started)
+NG_TEST(alone_timed_out_before_its_gpu_started)
 {
     alone_scheduled(1);
     ck_assert_str_eq(verdict(), "0 gpu_not_started");
@@ -154,7 +169,7 @@ START_TEST(alone_timed_out_before_its_gpu_started)
 }
 END_TEST
 
-START_TEST(alone_scheduled_not_timed_out_is_no_finding)
+NG_TEST(alone_scheduled_not_timed_out_is_no_finding)
 {
     alone_scheduled(0); /* beside it: in flight, not (yet) late: nothing to blame */
     ck_assert_str_eq(verdict(), "");
@@ -162,22 +177,7 @@ START_TEST(alone_scheduled_not_timed_out_is_no_finding)
 }
 END_TEST
 
-START_TEST(crash_explains_the_waits)
-{
-    crash_beside_gpu_not_started("crash");
-    ck_assert_str_eq(verdict(), "1 crashed");
-}
-END_TEST
-
-START_TEST(without_a_crash_the_wait_is_blamed)
-{
-    crash_beside_gpu_not_started("timeout");
-    ck_assert_str_eq(verdict(), "2 gpu_not_started");
-    ck_assert_uint_eq(culprit(2)->blocker.index, 5);
-}
-END_TEST
-
-START_TEST(crash_keeps_a_mismatch)
+NG_TEST(crash_keeps_a_mismatch)
 {
     /* 4 ranks in #5; rank 3 called it with another count; rank 1 crashed */
     for (int r = 0; r < 4; r++) {
@@ -190,7 +190,7 @@ START_TEST(crash_keeps_a_mismatch)
 }
 END_TEST
 
-START_TEST(crash_explains_a_missing_rank)
+NG_TEST(crash_explains_a_missing_rank)
 {
     world(4, 2, 4, 1, "crash"); /* rank 2 never called #5, rank 1 crashed in it */
     ck_assert_str_eq(verdict(), "1 crashed");
@@ -199,7 +199,7 @@ END_TEST
 
 /* ---- no_dump ---- */
 
-START_TEST(rank_without_a_dump_is_named)
+NG_TEST(rank_without_a_dump_is_named)
 {
     world(4, -1, 3, -1, NULL);
     ck_assert_str_eq(verdict(), "3 no_dump");
@@ -212,14 +212,14 @@ START_TEST(rank_without_a_dump_is_named)
 }
 END_TEST
 
-START_TEST(four_ranks_without_a_dump_are_named)
+NG_TEST(four_ranks_without_a_dump_are_named)
 {
     world(6, -1, 2, -1, NULL);
     ck_assert_str_eq(verdict(), "2 no_dump; 3 no_dump; 4 no_dump; 5 no_dump");
 }
 END_TEST
 
-START_TEST(five_ranks_without_a_dump_are_not)
+NG_TEST(five_ranks_without_a_dump_are_not)
 {
     world(7, -1, 2, -1, NULL);
     ck_assert_str_eq(verdict(), "");
@@ -243,7 +243,7 @@ static void split_of_a_partial_job(int n)
     }
 }
 
-START_TEST(split_member_named_with_four_absent_from_the_job)
+NG_TEST(split_member_named_with_four_absent_from_the_job)
 {
     split_of_a_partial_job(7);
     ck_assert_str_eq(verdict(), "-1 no_dump");
@@ -252,7 +252,7 @@ START_TEST(split_member_named_with_four_absent_from_the_job)
 }
 END_TEST
 
-START_TEST(split_member_not_named_with_five_absent_from_the_job)
+NG_TEST(split_member_not_named_with_five_absent_from_the_job)
 {
     split_of_a_partial_job(8);
     ck_assert_str_eq(verdict(), "");
@@ -277,7 +277,7 @@ static void split_created_by_few(int members)
     }
 }
 
-START_TEST(four_ranks_that_never_created_the_comm_are_missing)
+NG_TEST(four_ranks_that_never_created_the_comm_are_missing)
 {
     split_created_by_few(2);
     /* they dumped: missing (never created it), not no_dump */
@@ -286,7 +286,7 @@ START_TEST(four_ranks_that_never_created_the_comm_are_missing)
 }
 END_TEST
 
-START_TEST(five_ranks_that_never_created_the_comm_are_not)
+NG_TEST(five_ranks_that_never_created_the_comm_are_not)
 {
     split_created_by_few(1);
     ck_assert_str_eq(verdict(), "");
@@ -294,14 +294,14 @@ START_TEST(five_ranks_that_never_created_the_comm_are_not)
 }
 END_TEST
 
-START_TEST(no_dump_not_blamed_beside_a_missing_rank)
+NG_TEST(no_dump_not_blamed_beside_a_missing_rank)
 {
     world(4, 2, 3, -1, NULL); /* rank 2 never called #5, rank 3 left no dump */
     ck_assert_str_eq(verdict(), "2 missing");
 }
 END_TEST
 
-START_TEST(no_dump_not_blamed_after_a_crash)
+NG_TEST(no_dump_not_blamed_after_a_crash)
 {
     world(4, -1, 3, 2, "crash"); /* rank 2 crashed in #5, rank 3 left no dump */
     ck_assert_str_eq(verdict(), "2 crashed");
@@ -325,7 +325,7 @@ static void split_missing_its_last(int n, int first)
     }
 }
 
-START_TEST(lone_absent_member_is_the_lone_rank_without_a_dump)
+NG_TEST(lone_absent_member_is_the_lone_rank_without_a_dump)
 {
     split_missing_its_last(4, 1);
     ck_assert_str_eq(verdict(), "3 no_dump");
@@ -333,7 +333,7 @@ START_TEST(lone_absent_member_is_the_lone_rank_without_a_dump)
 }
 END_TEST
 
-START_TEST(absent_member_among_two_ranks_without_a_dump)
+NG_TEST(absent_member_among_two_ranks_without_a_dump)
 {
     split_missing_its_last(5, 1); /* ranks 3 and 4 left no dump: which one is it? */
     ck_assert_str_eq(verdict(), "-1 no_dump");
@@ -341,7 +341,7 @@ START_TEST(absent_member_among_two_ranks_without_a_dump)
 }
 END_TEST
 
-START_TEST(split_with_global_ranks_as_comm_ranks_is_not_the_world)
+NG_TEST(split_with_global_ranks_as_comm_ranks_is_not_the_world)
 {
     /* ranks 0 and 1 are comm ranks 0 and 1 of bb, but bb is not the world: its comm
      * rank 2 is not rank 2 (which dumped) */
@@ -360,7 +360,7 @@ static void world_being_created(const char *state)
     }
 }
 
-START_TEST(rank_without_a_dump_never_created_the_comm)
+NG_TEST(rank_without_a_dump_never_created_the_comm)
 {
     world_being_created("initializing");
     ck_assert_str_eq(verdict(), "2 no_dump");
@@ -368,7 +368,7 @@ START_TEST(rank_without_a_dump_never_created_the_comm)
 }
 END_TEST
 
-START_TEST(comm_created_waits_for_nobody)
+NG_TEST(comm_created_waits_for_nobody)
 {
     world_being_created("ready");
     ck_assert_str_eq(verdict(), "");
@@ -385,7 +385,7 @@ static void send_to_a_rank_without_a_dump(const char *state)
     write_dump(&d);
 }
 
-START_TEST(p2p_peer_without_a_dump_is_named)
+NG_TEST(p2p_peer_without_a_dump_is_named)
 {
     send_to_a_rank_without_a_dump("started");
     ck_assert_str_eq(verdict(), "1 no_dump");
@@ -394,7 +394,7 @@ START_TEST(p2p_peer_without_a_dump_is_named)
 }
 END_TEST
 
-START_TEST(p2p_scheduled_send_blames_no_peer)
+NG_TEST(p2p_scheduled_send_blames_no_peer)
 {
     send_to_a_rank_without_a_dump("scheduled"); /* beside it: its own GPU never got there */
     ck_assert_str_eq(verdict(), "");
@@ -415,7 +415,7 @@ static void async_errors(int n, const int *errs)
     }
 }
 
-START_TEST(async_error_is_named)
+NG_TEST(async_error_is_named)
 {
     async_errors(2, (const int[]){0, 2});
     ck_assert_str_eq(verdict(), "1 async_error");
@@ -425,14 +425,14 @@ START_TEST(async_error_is_named)
 }
 END_TEST
 
-START_TEST(own_error_wins_over_a_remote_echo)
+NG_TEST(own_error_wins_over_a_remote_echo)
 {
     async_errors(3, (const int[]){6, 0, 3}); /* 6: ncclRemoteError */
     ck_assert_str_eq(verdict(), "2 async_error");
 }
 END_TEST
 
-START_TEST(remote_errors_of_most_ranks_name_nobody)
+NG_TEST(remote_errors_of_most_ranks_name_nobody)
 {
     async_errors(4, (const int[]){6, 6, 6, 0});
     ck_assert_str_eq(verdict(), "");
@@ -440,7 +440,7 @@ START_TEST(remote_errors_of_most_ranks_name_nobody)
 }
 END_TEST
 
-START_TEST(remote_errors_of_half_the_ranks_are_named)
+NG_TEST(remote_errors_of_half_the_ranks_are_named)
 {
     async_errors(4, (const int[]){6, 6, 0, 0});
     ck_assert_str_eq(verdict(), "0 async_error; 1 async_error");
@@ -448,7 +448,7 @@ START_TEST(remote_errors_of_half_the_ranks_are_named)
 }
 END_TEST
 
-START_TEST(remote_error_of_a_one_rank_job_is_named)
+NG_TEST(remote_error_of_a_one_rank_job_is_named)
 {
     async_errors(1, (const int[]){6});
     ck_assert_str_eq(verdict(), "0 async_error");
@@ -475,7 +475,7 @@ static void on_request(const char *state, int result, int err)
     write_dump(&d);
 }
 
-START_TEST(failed_op_is_an_async_error_and_a_hang)
+NG_TEST(failed_op_is_an_async_error_and_a_hang)
 {
     on_request("failed", 2, 0);
     /* the failure makes it a hang: rank 2 is blamed too */
@@ -485,14 +485,14 @@ START_TEST(failed_op_is_an_async_error_and_a_hang)
 }
 END_TEST
 
-START_TEST(async_error_is_a_hang)
+NG_TEST(async_error_is_a_hang)
 {
     on_request("started", 0, 3);
     ck_assert_str_eq(verdict(), "1 async_error; 2 missing");
 }
 END_TEST
 
-START_TEST(snapshot_without_an_error_is_no_hang)
+NG_TEST(snapshot_without_an_error_is_no_hang)
 {
     on_request("started", 0, 0); /* beside both: nothing failed, nothing timed out */
     ck_assert_str_eq(verdict(), "");
@@ -515,7 +515,7 @@ static void counts_at_five(int n, const int *counts)
     }
 }
 
-START_TEST(minority_is_named)
+NG_TEST(minority_is_named)
 {
     counts_at_five(3, (const int[]){8, 8, 9});
     ck_assert_str_eq(verdict(), "2 mismatch");
@@ -527,7 +527,7 @@ START_TEST(minority_is_named)
 }
 END_TEST
 
-START_TEST(even_split_names_nobody_and_is_a_hang)
+NG_TEST(even_split_names_nobody_and_is_a_hang)
 {
     counts_at_five(4, (const int[]){8, 8, 9, 9});
     ck_assert_str_eq(verdict(), "");
@@ -536,7 +536,7 @@ START_TEST(even_split_names_nobody_and_is_a_hang)
 }
 END_TEST
 
-START_TEST(larger_side_after_a_tie_wins)
+NG_TEST(larger_side_after_a_tie_wins)
 {
     /* one rank each as 7 and 9 (a tie so far), two as 8 */
     counts_at_five(4, (const int[]){7, 9, 8, 8});
@@ -544,7 +544,7 @@ START_TEST(larger_side_after_a_tie_wins)
 }
 END_TEST
 
-START_TEST(three_of_the_minority_two_are_named)
+NG_TEST(three_of_the_minority_two_are_named)
 {
     counts_at_five(7, (const int[]){8, 8, 8, 8, 9, 9, 9});
     ck_assert_str_eq(verdict(), "4 mismatch; 5 mismatch");
@@ -552,7 +552,7 @@ START_TEST(three_of_the_minority_two_are_named)
 }
 END_TEST
 
-START_TEST(two_of_the_minority_are_named_without_a_note)
+NG_TEST(two_of_the_minority_are_named_without_a_note)
 {
     counts_at_five(5, (const int[]){8, 8, 8, 9, 9});
     ck_assert_str_eq(verdict(), "3 mismatch; 4 mismatch");
@@ -560,7 +560,7 @@ START_TEST(two_of_the_minority_are_named_without_a_note)
 }
 END_TEST
 
-START_TEST(only_the_first_seq_that_differs)
+NG_TEST(only_the_first_seq_that_differs)
 {
     /* rank 2 differs at #4, rank 1 at #5: #5 follows from #4 */
     for (int r = 0; r < 3; r++) {
@@ -612,7 +612,7 @@ static void skipped_one(const char *op2)
     }
 }
 
-START_TEST(op_of_the_next_seq_is_a_skipped_op)
+NG_TEST(op_of_the_next_seq_is_a_skipped_op)
 {
     skipped_one("Broadcast");
     ck_assert_str_eq(verdict(), "2 missing");
@@ -622,7 +622,7 @@ START_TEST(op_of_the_next_seq_is_a_skipped_op)
 }
 END_TEST
 
-START_TEST(op_of_no_later_seq_is_a_mismatch)
+NG_TEST(op_of_no_later_seq_is_a_mismatch)
 {
     skipped_one("Reduce");
     ck_assert_str_eq(verdict(), "2 mismatch");
@@ -631,7 +631,7 @@ END_TEST
 
 /* ---- missing: the seq waited in ---- */
 
-START_TEST(missing_counts_from_the_lowest_seq_waited_in)
+NG_TEST(missing_counts_from_the_lowest_seq_waited_in)
 {
     /* rank 0 waits in #5, rank 1 in #4; rank 2 completed #2: it never called #3, and the
      * others wait at #4 */
@@ -655,7 +655,7 @@ END_TEST
 
 /* ---- gpu_not_started needs a rank that started ---- */
 
-START_TEST(nobody_started_is_no_gpu_culprit)
+NG_TEST(nobody_started_is_no_gpu_culprit)
 {
     struct fdump d;
     for (int r = 0; r < 2; r++) {
@@ -667,7 +667,7 @@ START_TEST(nobody_started_is_no_gpu_culprit)
 }
 END_TEST
 
-START_TEST(one_started_blames_the_scheduled)
+NG_TEST(one_started_blames_the_scheduled)
 {
     struct fdump d;
     at_five(&d, 0, 2, "started");
@@ -695,7 +695,7 @@ static void aged(long long age, int flagged, const char *reason)
     write_dump(&d);
 }
 
-START_TEST(op_in_flight_60_s_is_a_hang)
+NG_TEST(op_in_flight_60_s_is_a_hang)
 {
     aged(STUCK_NS, 0, "signal");
     ck_assert_str_eq(verdict(), "1 missing");
@@ -703,7 +703,7 @@ START_TEST(op_in_flight_60_s_is_a_hang)
 }
 END_TEST
 
-START_TEST(op_in_flight_a_ns_less_is_a_snapshot)
+NG_TEST(op_in_flight_a_ns_less_is_a_snapshot)
 {
     aged(STUCK_NS - 1, 0, "signal");
     ck_assert_str_eq(verdict(), "");
@@ -711,7 +711,7 @@ START_TEST(op_in_flight_a_ns_less_is_a_snapshot)
 }
 END_TEST
 
-START_TEST(op_flagged_timeout_is_a_hang)
+NG_TEST(op_flagged_timeout_is_a_hang)
 {
     aged(1000, 1, "signal");
     ck_assert_str_eq(verdict(), "1 missing");
@@ -736,7 +736,7 @@ END_TEST
 
 /* ---- the verdict's order ---- */
 
-START_TEST(culprits_in_the_order_of_causes)
+NG_TEST(culprits_in_the_order_of_causes)
 {
     /* 4 ranks in #5: rank 1 called another count, rank 3 reports an async error */
     for (int r = 0; r < 4; r++) {
@@ -790,7 +790,7 @@ START_TEST(launcher_line_of_the_culprit)
 }
 END_TEST
 
-START_TEST(launcher_lines_that_say_no_end_of_the_culprit)
+NG_TEST(launcher_lines_that_say_no_end_of_the_culprit)
 {
     /* a line about rank 1 that says no end, and an end of rank 2 */
     ck_assert_ptr_null(launcher_line("launch: rank 1 started\n"
@@ -799,7 +799,7 @@ START_TEST(launcher_lines_that_say_no_end_of_the_culprit)
 }
 END_TEST
 
-START_TEST(launcher_first_line_of_the_culprit)
+NG_TEST(launcher_first_line_of_the_culprit)
 {
     const char *l = launcher_line("launch: rank 1 exited with status 1\n"
                                   "launch: rank 1 killed by signal SIGKILL\n",
@@ -808,7 +808,7 @@ START_TEST(launcher_first_line_of_the_culprit)
 }
 END_TEST
 
-START_TEST(launcher_line_of_a_rank_without_a_dump)
+NG_TEST(launcher_line_of_a_rank_without_a_dump)
 {
     const char *l = launcher_line("launch: rank 3 killed by signal SIGKILL\n", 1);
     ck_assert_str_eq(l ? l : "(none)", "launch: rank 3 killed by signal SIGKILL");
@@ -819,59 +819,8 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {crashed_rank_is_named,
-                            rank_that_did_not_crash_is_missing,
-                            crash_explains_the_waits,
-                            without_a_crash_the_wait_is_blamed,
-                            alone_timed_out_before_its_gpu_started,
-                            alone_scheduled_not_timed_out_is_no_finding,
-                            crash_keeps_a_mismatch,
-                            crash_explains_a_missing_rank,
-                            rank_without_a_dump_is_named,
-                            four_ranks_without_a_dump_are_named,
-                            five_ranks_without_a_dump_are_not,
-                            split_member_named_with_four_absent_from_the_job,
-                            split_member_not_named_with_five_absent_from_the_job,
-                            four_ranks_that_never_created_the_comm_are_missing,
-                            five_ranks_that_never_created_the_comm_are_not,
-                            no_dump_not_blamed_beside_a_missing_rank,
-                            no_dump_not_blamed_after_a_crash,
-                            lone_absent_member_is_the_lone_rank_without_a_dump,
-                            absent_member_among_two_ranks_without_a_dump,
-                            split_with_global_ranks_as_comm_ranks_is_not_the_world,
-                            rank_without_a_dump_never_created_the_comm,
-                            comm_created_waits_for_nobody,
-                            p2p_peer_without_a_dump_is_named,
-                            p2p_scheduled_send_blames_no_peer,
-                            async_error_is_named,
-                            own_error_wins_over_a_remote_echo,
-                            remote_errors_of_most_ranks_name_nobody,
-                            remote_errors_of_half_the_ranks_are_named,
-                            remote_error_of_a_one_rank_job_is_named,
-                            failed_op_is_an_async_error_and_a_hang,
-                            async_error_is_a_hang,
-                            snapshot_without_an_error_is_no_hang,
-                            minority_is_named,
-                            even_split_names_nobody_and_is_a_hang,
-                            larger_side_after_a_tie_wins,
-                            three_of_the_minority_two_are_named,
-                            two_of_the_minority_are_named_without_a_note,
-                            only_the_first_seq_that_differs,
-                            op_of_the_next_seq_is_a_skipped_op,
-                            op_of_no_later_seq_is_a_mismatch,
-                            missing_counts_from_the_lowest_seq_waited_in,
-                            nobody_started_is_no_gpu_culprit,
-                            one_started_blames_the_scheduled,
-                            op_in_flight_60_s_is_a_hang,
-                            op_in_flight_a_ns_less_is_a_snapshot,
-                            op_flagged_timeout_is_a_hang,
-                            culprits_in_the_order_of_causes,
-                            launcher_lines_that_say_no_end_of_the_culprit,
-                            launcher_first_line_of_the_culprit,
-                            launcher_line_of_a_rank_without_a_dump,
-                            NULL};
     /* a few ms each; a loaded machine can take seconds */
-    Suite *s = ng_check_suite("analyze_causes", "causes", 120, tests, &t);
+    Suite *s = ng_check_suite("analyze_causes", "causes", 120, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_loop_test(t, signature_fields, 0, 6);
     tcase_add_loop_test(t, reason_of_a_dump, 0, (int)(sizeof reasons / sizeof reasons[0]));

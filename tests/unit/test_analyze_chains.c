@@ -75,7 +75,7 @@ static void split_stall(const char *r1_split_state)
     }
 }
 
-START_TEST(missing_then_own_gpu_not_started)
+NG_TEST(missing_then_own_gpu_not_started)
 {
     split_stall("scheduled");
     /* rank 1 is missing on the world and gpu_not_started on the split: the end of
@@ -87,7 +87,7 @@ START_TEST(missing_then_own_gpu_not_started)
 }
 END_TEST
 
-START_TEST(missing_where_the_other_comm_explains_nothing)
+NG_TEST(missing_where_the_other_comm_explains_nothing)
 {
     split_stall("started"); /* beside it: the split op started on both ranks */
     ck_assert_str_eq(verdict(), "0 missing [0/missing/aa]; 1 missing [1/missing/aa]");
@@ -124,21 +124,21 @@ static void chain_of_three(int r1_in_flight)
     chain_of_three_newer(r1_in_flight, 0);
 }
 
-START_TEST(missing_follows_to_another_rank)
+NG_TEST(missing_follows_to_another_rank)
 {
     chain_of_three(1);
     ck_assert_str_eq(verdict(), "2 missing [1/missing/aa 2/missing/bb]");
 }
 END_TEST
 
-START_TEST(missing_follows_its_oldest_op)
+NG_TEST(missing_follows_its_oldest_op)
 {
     chain_of_three_newer(1, 1); /* the newer op on cc explains nothing: the older one does */
     ck_assert_str_eq(verdict(), "2 missing [1/missing/aa 2/missing/bb]");
 }
 END_TEST
 
-START_TEST(missing_without_an_op_in_flight_ends)
+NG_TEST(missing_without_an_op_in_flight_ends)
 {
     chain_of_three(0); /* rank 1 waits in nothing: it is the end */
     ck_assert_str_eq(verdict(), "1 missing [1/missing/aa]");
@@ -169,11 +169,19 @@ static void two_findings_at_one_place(int count3)
     for (int r = 0; r < 5; r++) write_dump(&d[r]);
 }
 
-START_TEST(precedence_at_the_place_of_the_wait)
+NG_TEST(precedence_at_the_place_of_the_wait)
 {
     two_findings_at_one_place(9);
     /* at bb: mismatch (rank 3) comes before missing (rank 4) in the table */
     ck_assert_str_eq(verdict(), "3 mismatch [1/missing/aa 3/mismatch/bb]; "
+                                "4 missing [4/missing/bb]");
+}
+END_TEST
+
+NG_TEST(tie_at_the_place_of_the_wait)
+{
+    two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
+    ck_assert_str_eq(verdict(), "3 missing [1/missing/aa 3/missing/bb]; "
                                 "4 missing [4/missing/bb]");
 }
 END_TEST
@@ -197,7 +205,7 @@ static void missing_on_two_comms(int w, int b)
     }
 }
 
-START_TEST(tie_of_one_rank_goes_to_the_older_wait)
+NG_TEST(tie_of_one_rank_goes_to_the_older_wait)
 {
     /* the same cause, chains of one: the finding whose wait began first is the one
      * said, whichever is found first */
@@ -208,15 +216,7 @@ START_TEST(tie_of_one_rank_goes_to_the_older_wait)
 }
 END_TEST
 
-START_TEST(tie_at_the_place_of_the_wait)
-{
-    two_findings_at_one_place(-1); /* ranks 3 and 4 missing: of one cause, the first found */
-    ck_assert_str_eq(verdict(), "3 missing [1/missing/aa 3/missing/bb]; "
-                                "4 missing [4/missing/bb]");
-}
-END_TEST
-
-START_TEST(one_finding_at_the_place_of_the_wait)
+NG_TEST(one_finding_at_the_place_of_the_wait)
 {
     two_findings_at_one_place(8); /* beside it: rank 3 called the same op */
     ck_assert_str_eq(verdict(), "4 missing [1/missing/aa 4/missing/bb]");
@@ -260,7 +260,7 @@ static void held_at(uint64_t index)
     ck_assert_uint_eq(f->held.index, index);
 }
 
-START_TEST(scheduled_behind_an_older_op_of_another_stream)
+NG_TEST(scheduled_behind_an_older_op_of_another_stream)
 {
     held_by_other_stream(4, 0);
     ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
@@ -268,7 +268,7 @@ START_TEST(scheduled_behind_an_older_op_of_another_stream)
 }
 END_TEST
 
-START_TEST(scheduled_behind_a_newer_op_of_another_stream)
+NG_TEST(scheduled_behind_a_newer_op_of_another_stream)
 {
     held_by_other_stream(6, 0); /* beside it: enqueued after the AllReduce, it holds nothing */
     ck_assert_str_eq(verdict(), "2 missing [2/missing/bb]; 1 gpu_not_started "
@@ -278,7 +278,7 @@ START_TEST(scheduled_behind_a_newer_op_of_another_stream)
 }
 END_TEST
 
-START_TEST(per_thread_streams_of_two_threads_are_two_streams)
+NG_TEST(per_thread_streams_of_two_threads_are_two_streams)
 {
     held_by_other_stream(4, 1);
     ck_assert_str_eq(verdict(), "2 missing [1/gpu_not_started/aa 2/missing/bb]");
@@ -288,7 +288,7 @@ END_TEST
 
 /* The wording: a rank whose stream waits on another stream's op is the culprit when
  * that op waits for nobody named (its partner left the op started). */
-START_TEST(inferred_wait_is_said_to_be_inferred)
+NG_TEST(inferred_wait_is_said_to_be_inferred)
 {
     struct fdump d0 = {.rank = 0}, d1 = {.rank = 1};
     comm(&d0, W, 0, 2, 5, 4, NULL);
@@ -347,7 +347,7 @@ static void pipeline(int drop, int r2_ar)
     }
 }
 
-START_TEST(p2p_link_broken_behind_stuck_streams)
+NG_TEST(p2p_link_broken_behind_stuck_streams)
 {
     pipeline(1, 13);
     /* every chain ends at rank 0: rank 3 (world) -> rank 2 (cc, held by its world
@@ -362,7 +362,7 @@ START_TEST(p2p_link_broken_behind_stuck_streams)
 }
 END_TEST
 
-START_TEST(p2p_link_whole_is_no_culprit)
+NG_TEST(p2p_link_whole_is_no_culprit)
 {
     pipeline(0, 13); /* beside it: no Send dropped; the AllReduce waits, nobody is late */
     ck_assert_str_eq(verdict(), "");
@@ -388,14 +388,14 @@ static void stopped_then_collective(int r1_ar)
     write_dump(&d2);
 }
 
-START_TEST(p2p_stopper_went_past_the_link)
+NG_TEST(p2p_stopper_went_past_the_link)
 {
     stopped_then_collective(7);
     ck_assert_str_eq(verdict(), "2 missing [2/missing/aa]; 0 p2p [0/p2p/aa]");
 }
 END_TEST
 
-START_TEST(p2p_stopper_held_by_a_collective)
+NG_TEST(p2p_stopper_held_by_a_collective)
 {
     stopped_then_collective(5); /* beside it: the peer called the AllReduce first */
     ck_assert_str_eq(verdict(), "2 missing [0/p2p/aa 2/missing/aa]");
@@ -418,14 +418,14 @@ static void one_link(int sends)
     write_dump(&d1);
 }
 
-START_TEST(p2p_equal_counts_gpu_not_started)
+NG_TEST(p2p_equal_counts_gpu_not_started)
 {
     one_link(1);
     ck_assert_str_eq(verdict(), "0 gpu_not_started [0/gpu_not_started/aa]");
 }
 END_TEST
 
-START_TEST(p2p_one_fewer_is_the_link)
+NG_TEST(p2p_one_fewer_is_the_link)
 {
     one_link(0);
     ck_assert_str_eq(verdict(), "0 p2p [0/p2p/aa]");
@@ -435,28 +435,8 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {missing_then_own_gpu_not_started,
-                            missing_where_the_other_comm_explains_nothing,
-                            missing_follows_to_another_rank,
-                            missing_follows_its_oldest_op,
-                            missing_without_an_op_in_flight_ends,
-                            precedence_at_the_place_of_the_wait,
-                            tie_at_the_place_of_the_wait,
-                            tie_of_one_rank_goes_to_the_older_wait,
-                            one_finding_at_the_place_of_the_wait,
-                            scheduled_behind_an_older_op_of_another_stream,
-                            scheduled_behind_a_newer_op_of_another_stream,
-                            per_thread_streams_of_two_threads_are_two_streams,
-                            inferred_wait_is_said_to_be_inferred,
-                            p2p_link_broken_behind_stuck_streams,
-                            p2p_link_whole_is_no_culprit,
-                            p2p_stopper_went_past_the_link,
-                            p2p_stopper_held_by_a_collective,
-                            p2p_equal_counts_gpu_not_started,
-                            p2p_one_fewer_is_the_link,
-                            NULL};
     /* a few ms each; a loaded machine can take seconds */
-    Suite *s = ng_check_suite("analyze_chains", "chains", 120, tests, &t);
+    Suite *s = ng_check_suite("analyze_chains", "chains", 120, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, teardown);
     return ng_check_run(s);
 }

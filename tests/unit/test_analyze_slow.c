@@ -161,6 +161,104 @@ static void judge(struct job *j, char *out, size_t n, int *exit_status)
     an_free(&a);
 }
 
+NG_TEST(binomial_tail)
+{
+    ck_assert(fabs(an_binom_tail(10, 10, 0.5) - 1.0 / 1024) < 1e-15);
+    ck_assert(fabs(an_binom_tail(4, 2, 0.5) - 11.0 / 16) < 1e-12);
+    ck_assert(fabs(an_binom_tail(40, 20, 0.25) - 5.724311071761e-4) < 1e-12);
+    ck_assert(an_binom_tail(200, 143, 0.25) < 1e-40);
+    ck_assert(an_binom_tail(5, 0, 0.25) == 1 && an_binom_tail(5, 6, 0.25) == 0);
+    ck_assert(fabs(an_binom_tail(2000000, 500000, 0.25) - 0.5) < 0.01);
+}
+END_TEST
+
+static int named(uint32_t k, uint32_t m, double share, double ntests, struct an_straggler *st)
+{
+    uint32_t last[RANKS] = {k, (m - k) / 3, (m - k) / 3, m - k - 2 * ((m - k) / 3)};
+    double wait[RANKS] = {share, (1 - share) / 3, (1 - share) / 3, (1 - share) / 3};
+    return an_straggler_test(last, wait, RANKS, RANKS, m, ntests, st);
+}
+
+NG_TEST(thresholds)
+{
+    struct an_straggler st;
+    /* every arrival, all of the waiting: 7 is too few, whatever the odds (4^-7 x 4) */
+    ck_assert_int_eq(named(7, 7, 1.0, 4, &st), 0);
+    ck_assert(st.p < AN_STRAGGLER_ALPHA && st.rank == 0 && st.last == 7);
+    ck_assert_int_eq(named(8, 8, 1.0, 4, &st), 1);
+    /* the chance: last at 20 of 40 (2.3e-3 for 4 ranks tested) is chance, 21 is not */
+    ck_assert_int_eq(named(20, 40, 0.9, 4, &st), 0);
+    ck_assert(st.p > AN_STRAGGLER_ALPHA && st.p < 3e-3);
+    ck_assert_int_eq(named(21, 40, 0.9, 4, &st), 1);
+    /* ... unless more ranks were tested: 21 of 40 with 8 (1.4e-3) */
+    ck_assert_int_eq(named(21, 40, 0.9, 8, &st), 0);
+    /* the share: last most often, but others caused most of the waiting */
+    ck_assert_int_eq(named(30, 40, 0.45, 4, &st), 0);
+    ck_assert_int_eq(named(30, 40, 0.5, 4, &st), 1);
+    ck_assert(st.p < 1e-9 && st.samples == 40);
+    /* odds of 1/2 on a communicator of 2 of the job's 8 ranks: 28 of 40 is chance */
+    uint32_t last[8] = {0, 0, 0, 0, 0, 28, 12, 0};
+    double wait[8] = {0, 0, 0, 0, 0, 0.7, 0.3, 0};
+    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 0);
+    ck_assert(st.rank == 5 && st.p > 0.01 && st.p < 0.02);
+    last[5] = 34;
+    last[6] = 6;
+    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 1);
+}
+END_TEST
+
+NG_TEST(healthy_jitter_names_nobody)
+{
+    char got[256];
+    int status;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct job j;
+        make_job(&j, seed, -1, 0, 0);
+        judge(&j, got, sizeof got, &status);
+        free_job(&j);
+        ck_assert_msg(!got[0] && status == AN_EXIT_HEALTHY, "seed %llu: '%s' (exit %d)",
+                      (unsigned long long)seed, got, status);
+    }
+}
+END_TEST
+
+NG_TEST(late_gpu_is_named)
+{
+    char got[256], want[32];
+    int status;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct job j;
+        int late = (int)(seed % RANKS);
+        make_job(&j, seed, late, 12, seed % 5 == 0);
+        judge(&j, got, sizeof got, &status);
+        free_job(&j);
+        snprintf(want, sizeof want, "%d:slow", late);
+        ck_assert_msg(!strcmp(got, want) && status == AN_EXIT_CULPRIT,
+                      "seed %llu%s: want '%s', got '%s' (exit %d)", (unsigned long long)seed,
+                      seed % 5 == 0 ? " (with a 10 s stall of rank 0)" : "", want, got, status);
+    }
+}
+END_TEST
+
+NG_TEST(verdict_words)
+{
+    struct job j;
+    make_job(&j, 3, 2, 12, 0);
+    struct an a;
+    struct an_opts o = {0};
+    an_init(&a, &o);
+    for (int r = 0; r < RANKS; r++) an_add_dump(&a, &j.d[r]);
+    ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
+    const char *line = an_intern_get(&a.strs, a.culprits[0].text);
+    ck_assert_msg(strstr(line, "arrived last at ") && strstr(line, " of 200 collectives") &&
+                      strstr(line, "% of the waiting, p < 1e-9 by chance") &&
+                      strstr(line, "4 rank(s) tested"),
+                  "%s", line);
+    an_free(&a);
+    free_job(&j);
+}
+END_TEST
+
 /* A job of `steps` steps, 100 ms apart, of `per` collectives each, the k-th of a step
  * enqueued k * gap after its first; rank 3 enqueues every one `late` ns after the
  * others. No GPU times: the arrivals are the enqueues. The culprit's line in out. */
@@ -212,7 +310,7 @@ static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out
     free_job(&j);
 }
 
-START_TEST(late_at_the_lateness_threshold)
+NG_TEST(late_at_the_lateness_threshold)
 {
     char line[512];
     int status;
@@ -228,7 +326,7 @@ START_TEST(late_at_the_lateness_threshold)
 }
 END_TEST
 
-START_TEST(collectives_apart_by_the_burst_window)
+NG_TEST(collectives_apart_by_the_burst_window)
 {
     char line[512];
     int status;
@@ -243,113 +341,7 @@ START_TEST(collectives_apart_by_the_burst_window)
 }
 END_TEST
 
-START_TEST(binomial_tail)
-{
-    ck_assert(fabs(an_binom_tail(10, 10, 0.5) - 1.0 / 1024) < 1e-15);
-    ck_assert(fabs(an_binom_tail(4, 2, 0.5) - 11.0 / 16) < 1e-12);
-    ck_assert(fabs(an_binom_tail(40, 20, 0.25) - 5.724311071761e-4) < 1e-12);
-    ck_assert(an_binom_tail(200, 143, 0.25) < 1e-40);
-    ck_assert(an_binom_tail(5, 0, 0.25) == 1 && an_binom_tail(5, 6, 0.25) == 0);
-    ck_assert(fabs(an_binom_tail(2000000, 500000, 0.25) - 0.5) < 0.01);
-}
-END_TEST
-
-static int named(uint32_t k, uint32_t m, double share, double ntests, struct an_straggler *st)
-{
-    uint32_t last[RANKS] = {k, (m - k) / 3, (m - k) / 3, m - k - 2 * ((m - k) / 3)};
-    double wait[RANKS] = {share, (1 - share) / 3, (1 - share) / 3, (1 - share) / 3};
-    return an_straggler_test(last, wait, RANKS, RANKS, m, ntests, st);
-}
-
-START_TEST(thresholds)
-{
-    struct an_straggler st;
-    /* every arrival, all of the waiting: 7 is too few, whatever the odds (4^-7 x 4) */
-    ck_assert_int_eq(named(7, 7, 1.0, 4, &st), 0);
-    ck_assert(st.p < AN_STRAGGLER_ALPHA && st.rank == 0 && st.last == 7);
-    ck_assert_int_eq(named(8, 8, 1.0, 4, &st), 1);
-    /* the chance: last at 20 of 40 (2.3e-3 for 4 ranks tested) is chance, 21 is not */
-    ck_assert_int_eq(named(20, 40, 0.9, 4, &st), 0);
-    ck_assert(st.p > AN_STRAGGLER_ALPHA && st.p < 3e-3);
-    ck_assert_int_eq(named(21, 40, 0.9, 4, &st), 1);
-    /* ... unless more ranks were tested: 21 of 40 with 8 (1.4e-3) */
-    ck_assert_int_eq(named(21, 40, 0.9, 8, &st), 0);
-    /* the share: last most often, but others caused most of the waiting */
-    ck_assert_int_eq(named(30, 40, 0.45, 4, &st), 0);
-    ck_assert_int_eq(named(30, 40, 0.5, 4, &st), 1);
-    ck_assert(st.p < 1e-9 && st.samples == 40);
-    /* odds of 1/2 on a communicator of 2 of the job's 8 ranks: 28 of 40 is chance */
-    uint32_t last[8] = {0, 0, 0, 0, 0, 28, 12, 0};
-    double wait[8] = {0, 0, 0, 0, 0, 0.7, 0.3, 0};
-    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 0);
-    ck_assert(st.rank == 5 && st.p > 0.01 && st.p < 0.02);
-    last[5] = 34;
-    last[6] = 6;
-    ck_assert_int_eq(an_straggler_test(last, wait, 8, 2, 40, 2, &st), 1);
-}
-END_TEST
-
-START_TEST(healthy_jitter_names_nobody)
-{
-    char got[256];
-    int status;
-    for (uint64_t seed = 1; seed <= 20; seed++) {
-        struct job j;
-        make_job(&j, seed, -1, 0, 0);
-        judge(&j, got, sizeof got, &status);
-        free_job(&j);
-        ck_assert_msg(!got[0] && status == AN_EXIT_HEALTHY, "seed %llu: '%s' (exit %d)",
-                      (unsigned long long)seed, got, status);
-    }
-}
-END_TEST
-
-START_TEST(late_gpu_is_named)
-{
-    char got[256], want[32];
-    int status;
-    for (uint64_t seed = 1; seed <= 20; seed++) {
-        struct job j;
-        int late = (int)(seed % RANKS);
-        make_job(&j, seed, late, 12, seed % 5 == 0);
-        judge(&j, got, sizeof got, &status);
-        free_job(&j);
-        snprintf(want, sizeof want, "%d:slow", late);
-        ck_assert_msg(!strcmp(got, want) && status == AN_EXIT_CULPRIT,
-                      "seed %llu%s: want '%s', got '%s' (exit %d)", (unsigned long long)seed,
-                      seed % 5 == 0 ? " (with a 10 s stall of rank 0)" : "", want, got, status);
-    }
-}
-END_TEST
-
-START_TEST(verdict_words)
-{
-    struct job j;
-    make_job(&j, 3, 2, 12, 0);
-    struct an a;
-    struct an_opts o = {0};
-    an_init(&a, &o);
-    for (int r = 0; r < RANKS; r++) an_add_dump(&a, &j.d[r]);
-    ck_assert_int_eq(an_verdict(&a), AN_EXIT_CULPRIT);
-    const char *line = an_intern_get(&a.strs, a.culprits[0].text);
-    ck_assert_msg(strstr(line, "arrived last at ") && strstr(line, " of 200 collectives") &&
-                      strstr(line, "% of the waiting, p < 1e-9 by chance") &&
-                      strstr(line, "4 rank(s) tested"),
-                  "%s", line);
-    an_free(&a);
-    free_job(&j);
-}
-END_TEST
-
 int main(void)
 {
-    const TTest *tests[] = {binomial_tail,
-                            thresholds,
-                            healthy_jitter_names_nobody,
-                            late_gpu_is_named,
-                            verdict_words,
-                            late_at_the_lateness_threshold,
-                            collectives_apart_by_the_burst_window,
-                            NULL};
-    return ng_check_run(ng_check_suite("analyze_slow", "straggler", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("analyze_slow", "straggler", 60, ng_check_tests(), NULL));
 }

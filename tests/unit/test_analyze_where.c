@@ -168,7 +168,7 @@ static char *verdict(const char *threads, const char *python)
 #define HAS(line, s) ck_assert_msg(strstr(line, s) != NULL, "'%s' not in: %s", s, line)
 #define HASNT(line, s) ck_assert_msg(strstr(line, s) == NULL, "'%s' in: %s", s, line)
 
-START_TEST(idle_comm_thread_shows_main_and_busy_threads)
+NG_TEST(idle_comm_thread_shows_main_and_busy_threads)
 {
     char *l = verdict(MAIN_STUCK "," COMM_CONDWAIT "," WATCHDOG "," HARNESS "," IDLE_POOL
                                  "," LOADER,
@@ -186,7 +186,7 @@ START_TEST(idle_comm_thread_shows_main_and_busy_threads)
 }
 END_TEST
 
-START_TEST(busy_comm_thread_alone)
+NG_TEST(busy_comm_thread_alone)
 {
     char *l = verdict(MAIN_STUCK "," COMM_BUSY "," LOADER, NULL);
     HAS(l, "; thread comm (201) in comm_throttle \xe2\x86\x90 comm_main");
@@ -197,7 +197,7 @@ START_TEST(busy_comm_thread_alone)
 }
 END_TEST
 
-START_TEST(futex_without_job_frame_is_idle)
+NG_TEST(futex_without_job_frame_is_idle)
 {
     char *l = verdict(MAIN_STUCK "," COMM_FUTEX, NULL);
     HAS(l, "; thread comm (201) idle in a wait (futex), in no frame of the job; main thread in "
@@ -207,7 +207,7 @@ START_TEST(futex_without_job_frame_is_idle)
 }
 END_TEST
 
-START_TEST(python_comm_thread_idle_on_queue)
+NG_TEST(python_comm_thread_idle_on_queue)
 {
     char *l = verdict(PY_MAIN "," PY_COMM, PYTHON(PYT_COMM_IDLE "," PYT_MAIN));
     HAS(l, "; thread python3 (201) idle in a wait (futex), in Python comm_loop (train.py:87); "
@@ -219,7 +219,7 @@ START_TEST(python_comm_thread_idle_on_queue)
 }
 END_TEST
 
-START_TEST(python_comm_thread_busy_alone)
+NG_TEST(python_comm_thread_busy_alone)
 {
     char *l = verdict(PY_MAIN "," PY_COMM, PYTHON(PYT_COMM_BUSY "," PYT_MAIN));
     HAS(l, "; thread python3 (201) in Python pack_bucket (train.py:80) \xe2\x86\x90 comm_loop");
@@ -228,7 +228,7 @@ START_TEST(python_comm_thread_busy_alone)
 }
 END_TEST
 
-START_TEST(thread_without_python_frames_shows_main)
+NG_TEST(thread_without_python_frames_shows_main)
 {
     /* the ops' thread is a C thread of a Python process (no Python thread has its tid) */
     char *l = verdict(PY_MAIN "," COMM_BUSY, PYTHON(PYT_MAIN));
@@ -240,12 +240,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {idle_comm_thread_shows_main_and_busy_threads,
-                            busy_comm_thread_alone,
-                            futex_without_job_frame_is_idle,
-                            python_comm_thread_idle_on_queue,
-                            python_comm_thread_busy_alone,
-                            thread_without_python_frames_shows_main,
-                            NULL};
-    return ng_check_run(ng_check_suite("analyze_where", "where", 0, tests, NULL));
+    return ng_check_run(ng_check_suite("analyze_where", "where", 0, ng_check_tests(), NULL));
 }

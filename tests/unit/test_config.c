@@ -70,7 +70,7 @@ static void load(const char *site, const char *user, char **envp)
 
 /* --- values ------------------------------------------------------------------------- */
 
-START_TEST(values_parse)
+NG_TEST(values_parse)
 {
     double d;
     int i;
@@ -154,7 +154,7 @@ END_TEST
 
 /* --- bounded reading ------------------------------------------------------------------- */
 
-START_TEST(lines_limits)
+NG_TEST(lines_limits)
 {
     static char big[3 * NG_CONF_LINE_MAX];
     struct ng_lines r;
@@ -195,7 +195,7 @@ START_TEST(lines_limits)
 }
 END_TEST
 
-START_TEST(open_refuses_unsafe_files)
+NG_TEST(open_refuses_unsafe_files)
 {
     int fd;
     char why[200];
@@ -235,7 +235,7 @@ END_TEST
 
 /* --- the file grammar ------------------------------------------------------------------ */
 
-START_TEST(grammar_entries_and_comments)
+NG_TEST(grammar_entries_and_comments)
 {
     load("# site policy\n"
          "[ncclguard]\n"
@@ -278,7 +278,7 @@ START_TEST(grammar_entries_and_comments)
 }
 END_TEST
 
-START_TEST(grammar_bad_lines_are_reported_and_skipped)
+NG_TEST(grammar_bad_lines_are_reported_and_skipped)
 {
     load("timeout = 100\n"         /* 1: fine */
          "timeout = soon\n"        /* 2: bad value */
@@ -322,7 +322,7 @@ START_TEST(grammar_bad_lines_are_reported_and_skipped)
 END_TEST
 
 /* Both ends of a range are accepted, one past either end is not. */
-START_TEST(range_bounds_are_inclusive)
+NG_TEST(range_bounds_are_inclusive)
 {
     static const struct {
         const char *text;
@@ -339,7 +339,7 @@ START_TEST(range_bounds_are_inclusive)
 }
 END_TEST
 
-START_TEST(grammar_messages_are_capped)
+NG_TEST(grammar_messages_are_capped)
 {
     char text[4096] = "";
     for (int i = 0; i < 30; i++) strcat(text, "bogus line\n");
@@ -351,7 +351,7 @@ START_TEST(grammar_messages_are_capped)
 }
 END_TEST
 
-START_TEST(binary_file_refused_whole)
+NG_TEST(binary_file_refused_whole)
 {
     char garbage[512];
     for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (char)(i * 7 + 3);
@@ -366,7 +366,7 @@ START_TEST(binary_file_refused_whole)
 }
 END_TEST
 
-START_TEST(refused_file_gives_one_message_and_defaults)
+NG_TEST(refused_file_gives_one_message_and_defaults)
 {
     struct ng_config_paths p = {.site = file("ww.conf", "timeout = 5\n", 0666), .user = ""};
     ncclguard_config_load(&p, NULL, 1);
@@ -377,7 +377,7 @@ START_TEST(refused_file_gives_one_message_and_defaults)
 }
 END_TEST
 
-START_TEST(quiet_processes_log_at_debug)
+NG_TEST(quiet_processes_log_at_debug)
 {
     struct ng_config_paths p = {.site = file("s.conf", "bogus\n", 0644), .user = ""};
     ncclguard_config_load(&p, NULL, 0);
@@ -414,7 +414,7 @@ static int cond(const char *text)
     return r;
 }
 
-START_TEST(conditions_match_facts)
+NG_TEST(conditions_match_facts)
 {
     fake_sysroot(8, "NVIDIA H100 80GB HBM3", 1);
     setenv("WORLD_SIZE", "64", 1);
@@ -449,7 +449,7 @@ START_TEST(conditions_match_facts)
 }
 END_TEST
 
-START_TEST(conditions_unknown_facts_and_errors)
+NG_TEST(conditions_unknown_facts_and_errors)
 {
     fake_sysroot(0, "", 0);
     unsetenv("WORLD_SIZE");
@@ -475,7 +475,7 @@ START_TEST(conditions_unknown_facts_and_errors)
 }
 END_TEST
 
-START_TEST(conditional_sections_in_files)
+NG_TEST(conditional_sections_in_files)
 {
     fake_sysroot(8, "NVIDIA H100 80GB HBM3", 1);
     load("timeout = 100\n"
@@ -532,7 +532,7 @@ END_TEST
 
 /* The job file adds to the site and user files: it replaces their defaults, and it can
  * neither lock nor undo a site force or forbid. */
-START_TEST(job_file_adds_never_removes)
+NG_TEST(job_file_adds_never_removes)
 {
     load_job("[env.default]\nA = site\n[env.force]\nB = site\n[env.forbid]\nC_*\n",
              "[env.default]\nA = user\nD = user\n",
@@ -558,7 +558,7 @@ START_TEST(job_file_adds_never_removes)
 }
 END_TEST
 
-START_TEST(env_rules_precedence)
+NG_TEST(env_rules_precedence)
 {
     load("[env.default]\n"
          "A_DEF = site\n"
@@ -594,7 +594,7 @@ START_TEST(env_rules_precedence)
 }
 END_TEST
 
-START_TEST(lock_rules)
+NG_TEST(lock_rules)
 {
     char *envp[] = {"NCCLGUARD_KILL_AT=3", "NCCLGUARD_WARN_AT=2", NULL};
     load("lock = kill_at, NCCLGUARD_ABORT_AT, nosuchkey\n"
@@ -618,7 +618,7 @@ END_TEST
 /* An unknown name first in a lock list locks nothing less: the known names after it are
  * locked, by the line that names them, and the unknown one gets one message. A name after
  * a known one, and one beside another unknown, are read as well. */
-START_TEST(lock_list_unknown_name_first)
+NG_TEST(lock_list_unknown_name_first)
 {
     char *envp[] = {"NCCLGUARD_TIMEOUT=9", "NCCLGUARD_ABORT_AT=4", NULL};
     load("lock = nosuchkey, timeout\n"
@@ -652,7 +652,7 @@ START_TEST(lock_list_unknown_name_first)
 }
 END_TEST
 
-START_TEST(env_variables_checked)
+NG_TEST(env_variables_checked)
 {
     char *envp[] = {"NCCLGUARD_TIMOUT=5",
                     "NCCLGUARD_RING=abc",
@@ -674,7 +674,7 @@ START_TEST(env_variables_checked)
 }
 END_TEST
 
-START_TEST(defaults_and_derived_values)
+NG_TEST(defaults_and_derived_values)
 {
     setenv("SLURM_JOB_ID", "4242", 1);
     load(NULL, NULL, NULL);
@@ -695,7 +695,7 @@ END_TEST
 
 /* --- timeouts and the ladder ------------------------------------------------------------ */
 
-START_TEST(timeouts_scale_with_size)
+NG_TEST(timeouts_scale_with_size)
 {
     load("timeout = 100\n"
          "first_timeout = 50\n"
@@ -732,7 +732,7 @@ END_TEST
 /* Each op's own timeout replaces `timeout` for that op alone, the first op of the list
  * (AllReduce, whose enum value is 0) and the last as well; "off" turns that op's timeout
  * off rather than inheriting. Bcast and Broadcast share their key. */
-START_TEST(each_op_has_its_own_timeout)
+NG_TEST(each_op_has_its_own_timeout)
 {
     static const char *const vars[] = {
 #define OP_VAR(id, name, timeout, shape) "NCCLGUARD_" #timeout,
@@ -770,7 +770,7 @@ END_TEST
 
 /* --- the dump's config object ----------------------------------------------------------- */
 
-START_TEST(json_object)
+NG_TEST(json_object)
 {
     char *envp[] = {"NCCLGUARD_SLOW_MS=250", NULL};
     load("lock = kill_at\n"
@@ -807,30 +807,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {values_parse,
-                            lines_limits,
-                            open_refuses_unsafe_files,
-                            grammar_entries_and_comments,
-                            grammar_bad_lines_are_reported_and_skipped,
-                            range_bounds_are_inclusive,
-                            grammar_messages_are_capped,
-                            binary_file_refused_whole,
-                            refused_file_gives_one_message_and_defaults,
-                            quiet_processes_log_at_debug,
-                            conditions_match_facts,
-                            conditions_unknown_facts_and_errors,
-                            conditional_sections_in_files,
-                            job_file_adds_never_removes,
-                            env_rules_precedence,
-                            lock_rules,
-                            lock_list_unknown_name_first,
-                            env_variables_checked,
-                            defaults_and_derived_values,
-                            timeouts_scale_with_size,
-                            each_op_has_its_own_timeout,
-                            json_object,
-                            NULL};
-    Suite *s = ng_check_suite("config", "config", 0, tests, &t);
+    Suite *s = ng_check_suite("config", "config", 0, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_loop_test(t, precedence_matrix, 0, 32);
     return ng_check_run(s);

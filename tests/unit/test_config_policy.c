@@ -64,7 +64,7 @@ static const struct ng_env_change *change(const char *name)
     return c;
 }
 
-START_TEST(default_sets_unset_variable)
+NG_TEST(default_sets_unset_variable)
 {
     unsetenv("NCCL_IB_TIMEOUT");
     const char *site = apply("[env.default]\nNCCL_IB_TIMEOUT = 22\n");
@@ -79,7 +79,7 @@ START_TEST(default_sets_unset_variable)
 }
 END_TEST
 
-START_TEST(default_keeps_user_value)
+NG_TEST(default_keeps_user_value)
 {
     setenv("NCCL_IB_TIMEOUT", "18", 1);
     apply("[env.default]\nNCCL_IB_TIMEOUT = 22\n");
@@ -92,7 +92,7 @@ START_TEST(default_keeps_user_value)
 }
 END_TEST
 
-START_TEST(force_overrides_user_value)
+NG_TEST(force_overrides_user_value)
 {
     setenv("NCCL_DEBUG", "INFO", 1);
     unsetenv("NCCL_SOCKET_IFNAME");
@@ -107,7 +107,7 @@ START_TEST(force_overrides_user_value)
 }
 END_TEST
 
-START_TEST(forbid_removes_names_and_patterns)
+NG_TEST(forbid_removes_names_and_patterns)
 {
     setenv("NCCL_TIMEOUT", "1800", 1);
     setenv("NCCL_LL_THRESHOLD", "0", 1);
@@ -134,7 +134,7 @@ START_TEST(forbid_removes_names_and_patterns)
 END_TEST
 
 /* More matches than the change list holds: every one is removed, later rules still apply. */
-START_TEST(forbid_pattern_beyond_the_change_list)
+NG_TEST(forbid_pattern_beyond_the_change_list)
 {
     char name[64];
     for (int i = 0; i < NG_POLICY_CHANGES_MAX + 50; i++) {
@@ -152,7 +152,7 @@ START_TEST(forbid_pattern_beyond_the_change_list)
 }
 END_TEST
 
-START_TEST(second_application_changes_nothing)
+NG_TEST(second_application_changes_nothing)
 {
     const char *text = "[env.default]\nNCCL_IB_TIMEOUT = 22\n[env.force]\nNCCL_DEBUG = WARN\n"
                        "[env.forbid]\nNCCL_TIMEOUT\n";
@@ -178,7 +178,7 @@ START_TEST(second_application_changes_nothing)
 END_TEST
 
 /* torchrun's case: the launcher has no WORLD_SIZE, its children do. */
-START_TEST(child_with_other_conditions_replaces_parent_default)
+NG_TEST(child_with_other_conditions_replaces_parent_default)
 {
     const char *text = "[env.default]\nNCCL_IB_TIMEOUT = 22\nNCCL_USER_SET = policy\n"
                        "[when world_size>=64]\nenv.default.NCCL_IB_TIMEOUT = 23\n"
@@ -201,7 +201,7 @@ START_TEST(child_with_other_conditions_replaces_parent_default)
 }
 END_TEST
 
-START_TEST(user_change_after_parent_is_respected)
+NG_TEST(user_change_after_parent_is_respected)
 {
     unsetenv("NCCL_IB_TIMEOUT");
     apply("[env.default]\nNCCL_IB_TIMEOUT = 22\n");
@@ -213,7 +213,7 @@ START_TEST(user_change_after_parent_is_respected)
 }
 END_TEST
 
-START_TEST(only_local_rank_zero_talks)
+NG_TEST(only_local_rank_zero_talks)
 {
     const char *site = write_conf("site.conf", "[env.default]\nNCCL_IB_TIMEOUT = 22\nbogus\n");
     setenv("NCCLGUARD_TEST_SITE_CONFIG", site, 1);
@@ -243,7 +243,7 @@ START_TEST(only_local_rank_zero_talks)
 }
 END_TEST
 
-START_TEST(no_config_file_changes_nothing)
+NG_TEST(no_config_file_changes_nothing)
 {
     setenv("NCCLGUARD_TEST_SITE_CONFIG", "/nonexistent/ncclguard.conf", 1);
     setenv("HOME", dir, 1);
@@ -262,7 +262,7 @@ START_TEST(no_config_file_changes_nothing)
 }
 END_TEST
 
-START_TEST(user_file_from_xdg)
+NG_TEST(user_file_from_xdg)
 {
     char cfg[128];
     snprintf(cfg, sizeof cfg, "%s/xdg", dir);
@@ -281,7 +281,7 @@ START_TEST(user_file_from_xdg)
 }
 END_TEST
 
-START_TEST(disable_applies_nothing)
+NG_TEST(disable_applies_nothing)
 {
     setenv("NCCLGUARD_DISABLE", "1", 1);
     unsetenv("NCCL_IB_TIMEOUT");
@@ -293,7 +293,7 @@ START_TEST(disable_applies_nothing)
 }
 END_TEST
 
-START_TEST(dry_run_leaves_environment)
+NG_TEST(dry_run_leaves_environment)
 {
     unsetenv("NCCL_IB_TIMEOUT");
     setenv("NCCL_TIMEOUT", "5", 1);
@@ -311,7 +311,7 @@ START_TEST(dry_run_leaves_environment)
 }
 END_TEST
 
-START_TEST(json_lists_changes)
+NG_TEST(json_lists_changes)
 {
     unsetenv("NCCL_IB_TIMEOUT");
     setenv("NCCL_TIMEOUT", "1800", 1);
@@ -330,22 +330,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {default_sets_unset_variable,
-                            default_keeps_user_value,
-                            force_overrides_user_value,
-                            forbid_removes_names_and_patterns,
-                            forbid_pattern_beyond_the_change_list,
-                            second_application_changes_nothing,
-                            child_with_other_conditions_replaces_parent_default,
-                            user_change_after_parent_is_respected,
-                            only_local_rank_zero_talks,
-                            no_config_file_changes_nothing,
-                            user_file_from_xdg,
-                            disable_applies_nothing,
-                            dry_run_leaves_environment,
-                            json_lists_changes,
-                            NULL};
-    Suite *s = ng_check_suite("config_policy", "policy", 0, tests, &t);
+    Suite *s = ng_check_suite("config_policy", "policy", 0, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, teardown);
     return ng_check_run(s);
 }

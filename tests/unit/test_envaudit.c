@@ -104,7 +104,7 @@ static void expect_recipe_common(const char *v)
     expect("NCCL_MAX_RINGS", NG_FIND_UNKNOWN, NG_SEV_WARNING, what);
 }
 
-START_TEST(recipe_against_2_28_names)
+NG_TEST(recipe_against_2_28_names)
 {
     ncclguard_envaudit(&known, "2.28.9", recipe, &audit);
     expect_recipe_common("2.28.9");
@@ -118,7 +118,7 @@ START_TEST(recipe_against_2_28_names)
 END_TEST
 
 /* A library that reads fewer names gives other answers: the list is not built in. */
-START_TEST(recipe_against_a_smaller_library)
+NG_TEST(recipe_against_a_smaller_library)
 {
     memset(&known, 0, sizeof known);
     ncclguard_known_add(&known, "NCCL_COMM_BLOCKING", 18);
@@ -133,7 +133,7 @@ START_TEST(recipe_against_a_smaller_library)
 }
 END_TEST
 
-START_TEST(misparsed_values)
+NG_TEST(misparsed_values)
 {
     char *env[] = {"NCCL_NTHREADS=08",
                    "NCCL_BUFFSIZE=1e6",
@@ -165,7 +165,7 @@ START_TEST(misparsed_values)
 }
 END_TEST
 
-START_TEST(buffsize_values)
+NG_TEST(buffsize_values)
 {
     char *env[] = {"NCCL_BUFFSIZE=6000000", NULL};
     ncclguard_envaudit(&known, "2.28.9", env, &audit);
@@ -179,7 +179,7 @@ START_TEST(buffsize_values)
 }
 END_TEST
 
-START_TEST(contradictions)
+NG_TEST(contradictions)
 {
     char *env[] = {"NCCL_IB_DISABLE=1",  "NCCL_IB_HCA=mlx5_0",        "NCCL_P2P_DISABLE=1",
                    "NCCL_P2P_LEVEL=NVL", "NCCL_PROXY_DUMP_SIGNAL=12", NULL};
@@ -196,7 +196,7 @@ START_TEST(contradictions)
 }
 END_TEST
 
-START_TEST(debug_settings_and_retired_names)
+NG_TEST(debug_settings_and_retired_names)
 {
     ncclguard_known_add(&known, "NCCL_CHECKS_DISABLE", 19);
     char *env[] = {"NCCL_DEBUG=info",
@@ -219,7 +219,7 @@ START_TEST(debug_settings_and_retired_names)
 }
 END_TEST
 
-START_TEST(typos_get_suggestions)
+NG_TEST(typos_get_suggestions)
 {
     char *env[] = {"NCCL_SOCKET_IFNAM=eth0", "NCCL_IB_TIMEOTU=22", "NCCL_COMPLETELY_MADE_UP=1",
                    "NCCL_FASTRAK_IFNAME=eth1", NULL};
@@ -232,7 +232,7 @@ START_TEST(typos_get_suggestions)
 }
 END_TEST
 
-START_TEST(empty_known_list_skips_unknown_checks)
+NG_TEST(empty_known_list_skips_unknown_checks)
 {
     memset(&known, 0, sizeof known);
     ncclguard_envaudit(&known, "unknown", recipe, &audit);
@@ -241,7 +241,7 @@ START_TEST(empty_known_list_skips_unknown_checks)
 }
 END_TEST
 
-START_TEST(findings_are_bounded)
+NG_TEST(findings_are_bounded)
 {
     static char vars[200][40];
     static char *env[201];
@@ -257,7 +257,7 @@ START_TEST(findings_are_bounded)
 }
 END_TEST
 
-START_TEST(provenance_of_policy_values)
+NG_TEST(provenance_of_policy_values)
 {
     char path[] = "/tmp/ng-audit-XXXXXX";
     int fd = mkstemp(path);
@@ -282,7 +282,7 @@ END_TEST
 
 /* --- the scanner ------------------------------------------------------------------------ */
 
-START_TEST(scan_own_binary)
+NG_TEST(scan_own_binary)
 {
     char why[256];
     ck_assert_int_eq(ncclguard_known_scan("/proc/self/exe", &known, why, sizeof why), 0);
@@ -300,7 +300,7 @@ START_TEST(scan_own_binary)
 END_TEST
 
 /* An ELF file without section headers: its read-only segment is scanned instead. */
-START_TEST(scan_without_section_headers)
+NG_TEST(scan_without_section_headers)
 {
     char path[] = "/tmp/ng-elf-XXXXXX", why[256];
     int fd = mkstemp(path);
@@ -334,7 +334,7 @@ START_TEST(scan_without_section_headers)
 }
 END_TEST
 
-START_TEST(scan_real_nccl)
+NG_TEST(scan_real_nccl)
 {
     char why[256];
     if (access(REAL_NCCL, R_OK) != 0) {
@@ -391,21 +391,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {recipe_against_2_28_names,
-                            recipe_against_a_smaller_library,
-                            misparsed_values,
-                            buffsize_values,
-                            contradictions,
-                            debug_settings_and_retired_names,
-                            typos_get_suggestions,
-                            empty_known_list_skips_unknown_checks,
-                            findings_are_bounded,
-                            provenance_of_policy_values,
-                            scan_own_binary,
-                            scan_without_section_headers,
-                            scan_real_nccl,
-                            NULL};
-    Suite *s = ng_check_suite("envaudit", "envaudit", 60, tests, &t);
+    Suite *s = ng_check_suite("envaudit", "envaudit", 60, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, NULL);
     tcase_add_loop_test(t, first_comm_hook, 0, 4);
     return ng_check_run(s);

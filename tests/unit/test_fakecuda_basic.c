@@ -9,7 +9,7 @@
 
 #include "test_fakecuda_util.h"
 
-START_TEST(test_calls_fail_before_cuinit)
+NG_TEST(test_calls_fail_before_cuinit)
 {
     int n = -1, v = 0;
     const char *s = NULL;
@@ -31,7 +31,7 @@ START_TEST(test_calls_fail_before_cuinit)
 }
 END_TEST
 
-START_TEST(test_devices_follow_env)
+NG_TEST(test_devices_follow_env)
 {
     setenv("FAKECUDA_DEVICES", "3", 1);
     setenv("FAKECUDA_MEM_MB", "1024", 1);
@@ -67,7 +67,7 @@ START_TEST(test_devices_follow_env)
 }
 END_TEST
 
-START_TEST(test_no_device)
+NG_TEST(test_no_device)
 {
     setenv("FAKECUDA_DEVICES", "0", 1);
     CU_IS(cuInit(0), CUDA_ERROR_NO_DEVICE);
@@ -76,7 +76,7 @@ START_TEST(test_no_device)
 }
 END_TEST
 
-START_TEST(test_no_current_context_rejected)
+NG_TEST(test_no_current_context_rejected)
 {
     CU_OK(cuInit(0));
     CUcontext cur = (CUcontext)1;
@@ -101,7 +101,7 @@ START_TEST(test_no_current_context_rejected)
 }
 END_TEST
 
-START_TEST(test_context_stack)
+NG_TEST(test_context_stack)
 {
     CUcontext a = fct_init_ctx(), b, cur, popped;
     CU_OK(cuCtxCreate(&b, NULL, 0, 1));
@@ -133,7 +133,7 @@ START_TEST(test_context_stack)
 }
 END_TEST
 
-START_TEST(test_destroyed_handles_rejected)
+NG_TEST(test_destroyed_handles_rejected)
 {
     CUcontext ctx = fct_init_ctx(), other;
     CUstream s = fct_stream(0);
@@ -168,7 +168,7 @@ START_TEST(test_destroyed_handles_rejected)
 }
 END_TEST
 
-START_TEST(test_primary_context)
+NG_TEST(test_primary_context)
 {
     CU_OK(cuInit(0));
     CUcontext p1, p2;
@@ -207,7 +207,7 @@ START_TEST(test_primary_context)
 }
 END_TEST
 
-START_TEST(test_error_strings)
+NG_TEST(test_error_strings)
 {
     const char *s = NULL;
     CU_OK(cuGetErrorName(CUDA_SUCCESS, &s));
@@ -234,7 +234,7 @@ START_TEST(test_error_strings)
 }
 END_TEST
 
-START_TEST(test_exports_real_names_only)
+NG_TEST(test_exports_real_names_only)
 {
     static const char *const want[] = {
         "cuInit",
@@ -292,7 +292,7 @@ static void *proc(const char *name, int version, cuuint64_t flags,
     return fn;
 }
 
-START_TEST(test_get_proc_address_versions)
+NG_TEST(test_get_proc_address_versions)
 {
     CUdriverProcAddressQueryResult st;
     /* works before cuInit; the newest ABI at or before the version wins */
@@ -342,7 +342,7 @@ static void CUDA_CB call_cuda_from_host_fn(void *arg)
     *(CUresult *)arg = cuStreamQuery(NULL);
 }
 
-START_TEST(test_host_function_may_not_call_cuda)
+NG_TEST(test_host_function_may_not_call_cuda)
 {
     fct_init_ctx();
     CUresult seen = CUDA_SUCCESS;
@@ -355,17 +355,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_calls_fail_before_cuinit,
-                            test_devices_follow_env,
-                            test_no_device,
-                            test_no_current_context_rejected,
-                            test_context_stack,
-                            test_destroyed_handles_rejected,
-                            test_primary_context,
-                            test_error_strings,
-                            test_exports_real_names_only,
-                            test_get_proc_address_versions,
-                            test_host_function_may_not_call_cuda,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakecuda_basic", "basic", 120, tests, NULL));
+    return ng_check_run(ng_check_suite("fakecuda_basic", "basic", 120, ng_check_tests(), NULL));
 }

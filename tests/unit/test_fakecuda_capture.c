@@ -25,7 +25,7 @@ static void end_ok_and_launch(CUstream s, CUstream on, int times, CUgraph *g_out
         CU_OK(cuGraphDestroy(g));
 }
 
-START_TEST(test_captured_work_runs_at_each_launch)
+NG_TEST(test_captured_work_runs_at_each_launch)
 {
     fct_init_ctx();
     CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -58,7 +58,7 @@ START_TEST(test_captured_work_runs_at_each_launch)
 }
 END_TEST
 
-START_TEST(test_captured_event_not_queryable)
+NG_TEST(test_captured_event_not_queryable)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -82,7 +82,7 @@ START_TEST(test_captured_event_not_queryable)
 }
 END_TEST
 
-START_TEST(test_external_event_record_node)
+NG_TEST(test_external_event_record_node)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -104,7 +104,7 @@ START_TEST(test_external_event_record_node)
 }
 END_TEST
 
-START_TEST(test_own_unsafe_call_invalidates)
+NG_TEST(test_own_unsafe_call_invalidates)
 {
     fct_init_ctx();
     CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -197,7 +197,7 @@ static CUresult cross_thread(CUstreamCaptureMode capture_mode, CUstreamCaptureMo
     return r;
 }
 
-START_TEST(test_cross_thread_global_breaks_capture)
+NG_TEST(test_cross_thread_global_breaks_capture)
 {
     struct capturer c;
     unsigned long loud = fakecuda_misuse_count();
@@ -221,26 +221,26 @@ static void capture_survives_probe(CUstreamCaptureMode capture_mode, CUstreamCap
     ck_assert_ptr_nonnull(c.graph);
 }
 
-START_TEST(test_cross_thread_thread_local_is_exempt)
+NG_TEST(test_cross_thread_thread_local_is_exempt)
 {
     capture_survives_probe(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 }
 END_TEST
 
-START_TEST(test_cross_thread_relaxed_is_exempt)
+NG_TEST(test_cross_thread_relaxed_is_exempt)
 {
     capture_survives_probe(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 END_TEST
 
-START_TEST(test_cross_thread_capture_not_global_is_ignored)
+NG_TEST(test_cross_thread_capture_not_global_is_ignored)
 {
     capture_survives_probe(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL);
     capture_survives_probe(CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 END_TEST
 
-START_TEST(test_legacy_stream_implicit_dependency)
+NG_TEST(test_legacy_stream_implicit_dependency)
 {
     fct_init_ctx();
     CUstream b = fct_stream(0);
@@ -274,7 +274,7 @@ START_TEST(test_legacy_stream_implicit_dependency)
 }
 END_TEST
 
-START_TEST(test_capture_misuse)
+NG_TEST(test_capture_misuse)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -304,7 +304,7 @@ static void *end_elsewhere(void *arg)
     return NULL;
 }
 
-START_TEST(test_end_capture_on_wrong_thread)
+NG_TEST(test_end_capture_on_wrong_thread)
 {
     CUcontext ctx = fct_init_ctx();
     (void)ctx;
@@ -325,7 +325,7 @@ START_TEST(test_end_capture_on_wrong_thread)
 }
 END_TEST
 
-START_TEST(test_fork_join_streams_in_capture)
+NG_TEST(test_fork_join_streams_in_capture)
 {
     fct_init_ctx();
     CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -359,7 +359,7 @@ START_TEST(test_fork_join_streams_in_capture)
 }
 END_TEST
 
-START_TEST(test_wait_on_uncaptured_event_is_isolation)
+NG_TEST(test_wait_on_uncaptured_event_is_isolation)
 {
     fct_init_ctx();
     CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -388,7 +388,7 @@ START_TEST(test_wait_on_uncaptured_event_is_isolation)
 }
 END_TEST
 
-START_TEST(test_test_kernels_obey_capture)
+NG_TEST(test_test_kernels_obey_capture)
 {
     fct_init_ctx();
     CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -404,7 +404,7 @@ START_TEST(test_test_kernels_obey_capture)
 }
 END_TEST
 
-START_TEST(test_capture_on_per_thread_stream)
+NG_TEST(test_capture_on_per_thread_stream)
 {
     fct_init_ctx();
     int count = 0;
@@ -423,21 +423,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_captured_work_runs_at_each_launch,
-                            test_captured_event_not_queryable,
-                            test_external_event_record_node,
-                            test_own_unsafe_call_invalidates,
-                            test_cross_thread_global_breaks_capture,
-                            test_cross_thread_thread_local_is_exempt,
-                            test_cross_thread_relaxed_is_exempt,
-                            test_cross_thread_capture_not_global_is_ignored,
-                            test_legacy_stream_implicit_dependency,
-                            test_capture_misuse,
-                            test_end_capture_on_wrong_thread,
-                            test_fork_join_streams_in_capture,
-                            test_wait_on_uncaptured_event_is_isolation,
-                            test_test_kernels_obey_capture,
-                            test_capture_on_per_thread_stream,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakecuda_capture", "capture", 180, tests, NULL));
+    return ng_check_run(ng_check_suite("fakecuda_capture", "capture", 180, ng_check_tests(), NULL));
 }

@@ -48,7 +48,7 @@ static int child_after_initialised_parent(CUstream s, CUevent ev)
     return 0;
 }
 
-START_TEST(test_child_of_busy_parent_does_not_hang)
+NG_TEST(test_child_of_busy_parent_does_not_hang)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -94,7 +94,7 @@ static void *hammer_thread(void *arg)
     return NULL;
 }
 
-START_TEST(test_fork_while_other_threads_call_cuda)
+NG_TEST(test_fork_while_other_threads_call_cuda)
 {
     struct hammer h = {fct_init_ctx(), 0, 0};
     pthread_t t[2];
@@ -129,7 +129,7 @@ static int child_fresh(void)
     return fct_load(&ran) == 1 ? 0 : 6;
 }
 
-START_TEST(test_child_of_uninitialised_parent_starts_clean)
+NG_TEST(test_child_of_uninitialised_parent_starts_clean)
 {
     int v;
     CU_OK(cuDriverGetVersion(&v)); /* loaded, not initialised */
@@ -142,8 +142,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {test_child_of_busy_parent_does_not_hang,
-                            test_fork_while_other_threads_call_cuda,
-                            test_child_of_uninitialised_parent_starts_clean, NULL};
-    return ng_check_run(ng_check_suite("fakecuda_fork", "fork", 180, tests, NULL));
+    return ng_check_run(ng_check_suite("fakecuda_fork", "fork", 180, ng_check_tests(), NULL));
 }

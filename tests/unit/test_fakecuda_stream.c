@@ -9,7 +9,7 @@
 
 #include "test_fakecuda_util.h"
 
-START_TEST(test_fifo_order)
+NG_TEST(test_fifo_order)
 {
     fct_init_ctx();
     CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -26,7 +26,7 @@ START_TEST(test_fifo_order)
 }
 END_TEST
 
-START_TEST(test_event_not_ready_until_reached)
+NG_TEST(test_event_not_ready_until_reached)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -50,7 +50,7 @@ START_TEST(test_event_not_ready_until_reached)
 }
 END_TEST
 
-START_TEST(test_elapsed_time_lower_bound)
+NG_TEST(test_elapsed_time_lower_bound)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -88,7 +88,7 @@ END_TEST
 /* cuda.h, cuEventElapsedTime: "If either event was created with the
  * CU_EVENT_DISABLE_TIMING flag, then this function will return
  * CUDA_ERROR_INVALID_HANDLE", whichever side, even when both are complete. */
-START_TEST(test_elapsed_refuses_untimed_events)
+NG_TEST(test_elapsed_refuses_untimed_events)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -110,7 +110,7 @@ START_TEST(test_elapsed_refuses_untimed_events)
 END_TEST
 
 /* The per-thread counters of the benchmarks: every call, and timed records apart. */
-START_TEST(test_thread_call_counters)
+NG_TEST(test_thread_call_counters)
 {
     fct_init_ctx();
     CUstream s = fct_stream(0);
@@ -126,7 +126,7 @@ START_TEST(test_thread_call_counters)
 }
 END_TEST
 
-START_TEST(test_rerecord_moves_event)
+NG_TEST(test_rerecord_moves_event)
 {
     fct_init_ctx();
     CUstream s1 = fct_stream(0);
@@ -144,7 +144,7 @@ START_TEST(test_rerecord_moves_event)
 }
 END_TEST
 
-START_TEST(test_stream_wait_event)
+NG_TEST(test_stream_wait_event)
 {
     fct_init_ctx();
     CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -165,7 +165,7 @@ START_TEST(test_stream_wait_event)
 }
 END_TEST
 
-START_TEST(test_legacy_waits_for_blocking_streams_only)
+NG_TEST(test_legacy_waits_for_blocking_streams_only)
 {
     fct_init_ctx();
     CUstream blocking = fct_stream(CU_STREAM_DEFAULT);
@@ -188,7 +188,7 @@ START_TEST(test_legacy_waits_for_blocking_streams_only)
 }
 END_TEST
 
-START_TEST(test_blocking_streams_wait_for_legacy)
+NG_TEST(test_blocking_streams_wait_for_legacy)
 {
     fct_init_ctx();
     CUstream blocking = fct_stream(0);
@@ -237,7 +237,7 @@ static void *ptds_thread(void *arg)
     return NULL;
 }
 
-START_TEST(test_per_thread_default_stream)
+NG_TEST(test_per_thread_default_stream)
 {
     CUcontext ctx = fct_init_ctx();
     int release = 0;
@@ -269,7 +269,7 @@ START_TEST(test_per_thread_default_stream)
 }
 END_TEST
 
-START_TEST(test_stream_destroy_lets_work_finish)
+NG_TEST(test_stream_destroy_lets_work_finish)
 {
     fct_init_ctx();
     int base = fakecuda_live_threads(), release = 0, ran = 0;
@@ -292,7 +292,7 @@ START_TEST(test_stream_destroy_lets_work_finish)
 }
 END_TEST
 
-START_TEST(test_event_of_other_context_rejected)
+NG_TEST(test_event_of_other_context_rejected)
 {
     CUcontext a = fct_init_ctx(), b;
     CUevent ev = fct_event(0);
@@ -313,7 +313,7 @@ START_TEST(test_event_of_other_context_rejected)
 }
 END_TEST
 
-START_TEST(test_ctx_synchronize)
+NG_TEST(test_ctx_synchronize)
 {
     fct_init_ctx();
     CUstream s1 = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -328,7 +328,7 @@ START_TEST(test_ctx_synchronize)
 }
 END_TEST
 
-START_TEST(test_memory)
+NG_TEST(test_memory)
 {
     fct_init_ctx();
     size_t free0, total, free1;
@@ -381,7 +381,7 @@ static void *release_after_quiet(void *arg)
     return NULL;
 }
 
-START_TEST(test_sync_copy_waits_for_blocking_streams)
+NG_TEST(test_sync_copy_waits_for_blocking_streams)
 {
     fct_init_ctx();
     CUstream b = fct_stream(0);
@@ -402,7 +402,7 @@ START_TEST(test_sync_copy_waits_for_blocking_streams)
 }
 END_TEST
 
-START_TEST(test_record_and_query_allocate_nothing)
+NG_TEST(test_record_and_query_allocate_nothing)
 {
     fct_init_ctx();
     CUstream s = fct_stream(CU_STREAM_NON_BLOCKING);
@@ -430,7 +430,7 @@ START_TEST(test_record_and_query_allocate_nothing)
 }
 END_TEST
 
-START_TEST(test_op_delay_env)
+NG_TEST(test_op_delay_env)
 {
     setenv("FAKECUDA_OP_DELAY_US", "40000", 1);
     fct_init_ctx();
@@ -447,7 +447,7 @@ START_TEST(test_op_delay_env)
 }
 END_TEST
 
-START_TEST(test_stall_env)
+NG_TEST(test_stall_env)
 {
     setenv("FAKECUDA_STALL_AFTER_OPS", "2", 1);
     fct_init_ctx();
@@ -514,7 +514,7 @@ static void start_blocked(struct blocking_call *c, pthread_t *t)
 }
 
 /* cuEventSynchronize on an event behind a kernel that never ends blocks the host with it. */
-START_TEST(test_event_synchronize_blocks_while_stalled)
+NG_TEST(test_event_synchronize_blocks_while_stalled)
 {
     struct blocking_call c = {.ctx = fct_init_ctx(), .sync = true};
     volatile int release = 0;
@@ -532,7 +532,7 @@ END_TEST
 
 /* FAKECUDA_QUEUE_DEPTH=2: a record on a stream holding two items blocks the host until one
  * ends; another stream has its own queue and takes work meanwhile. */
-START_TEST(test_queue_depth_blocks_enqueue)
+NG_TEST(test_queue_depth_blocks_enqueue)
 {
     setenv("FAKECUDA_QUEUE_DEPTH", "2", 1);
     struct blocking_call c = {.ctx = fct_init_ctx()};
@@ -559,7 +559,7 @@ END_TEST
 
 /* Unset, FAKECUDA_QUEUE_DEPTH is FC_QUEUE_DEPTH_DEFAULT (1024), as a real launch queue is
  * bounded: a stalled stream takes that many items, and the next record blocks the host. */
-START_TEST(test_queue_depth_bounded_by_default)
+NG_TEST(test_queue_depth_bounded_by_default)
 {
     unsetenv("FAKECUDA_QUEUE_DEPTH");
     struct blocking_call c = {.ctx = fct_init_ctx()};
@@ -610,29 +610,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {test_fifo_order,
-                            test_event_not_ready_until_reached,
-                            test_elapsed_time_lower_bound,
-                            test_elapsed_refuses_untimed_events,
-                            test_thread_call_counters,
-                            test_rerecord_moves_event,
-                            test_stream_wait_event,
-                            test_legacy_waits_for_blocking_streams_only,
-                            test_blocking_streams_wait_for_legacy,
-                            test_per_thread_default_stream,
-                            test_stream_destroy_lets_work_finish,
-                            test_event_of_other_context_rejected,
-                            test_ctx_synchronize,
-                            test_memory,
-                            test_sync_copy_waits_for_blocking_streams,
-                            test_record_and_query_allocate_nothing,
-                            test_op_delay_env,
-                            test_stall_env,
-                            test_event_synchronize_blocks_while_stalled,
-                            test_queue_depth_blocks_enqueue,
-                            test_queue_depth_bounded_by_default,
-                            NULL};
-    Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, tests, &tc);
+    Suite *s = ng_check_suite("fakecuda_stream", "stream", 180, ng_check_tests(), &tc);
     tcase_add_loop_test(tc, test_instant_events_env, 0, 2);
     tcase_add_loop_test(tc, test_max_connections_shares_one_queue, 0, 2);
     return ng_check_run(s);

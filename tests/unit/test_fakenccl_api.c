@@ -27,7 +27,7 @@ static const char *lib_path(void)
     return info.dli_fname;
 }
 
-START_TEST(error_strings_are_nccls)
+NG_TEST(error_strings_are_nccls)
 {
     static const char *const want[] = {
         "no error",
@@ -45,7 +45,7 @@ START_TEST(error_strings_are_nccls)
 }
 END_TEST
 
-START_TEST(version_and_unique_ids)
+NG_TEST(version_and_unique_ids)
 {
     int v = 0;
     ncclUniqueId a, b;
@@ -68,7 +68,7 @@ END_TEST
                       "%s: last error '%s' lacks '%s'", #call, ncclGetLastError(NULL), (text)); \
     } while (0)
 
-START_TEST(arguments_are_checked_like_nccl)
+NG_TEST(arguments_are_checked_like_nccl)
 {
     ncclUniqueId id = fnt_unique_id(), id2 = fnt_unique_id();
     ncclComm_t comm, out;
@@ -134,7 +134,7 @@ START_TEST(arguments_are_checked_like_nccl)
 }
 END_TEST
 
-START_TEST(group_simulate_end_launches_nothing)
+NG_TEST(group_simulate_end_launches_nothing)
 {
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER, bad = NCCL_SIM_INFO_INITIALIZER;
     int v = 3, out = -1;
@@ -154,7 +154,7 @@ START_TEST(group_simulate_end_launches_nothing)
 }
 END_TEST
 
-START_TEST(only_nccl_names_are_exported)
+NG_TEST(only_nccl_names_are_exported)
 {
     char cmd[512], line[512];
     int strong = 0, weak = 0, hooks = 0;
@@ -184,7 +184,7 @@ START_TEST(only_nccl_names_are_exported)
 END_TEST
 
 /* The environment audit takes the NCCL variables a library reads from its read-only data. */
-START_TEST(read_only_data_names_only_the_variables_read)
+NG_TEST(read_only_data_names_only_the_variables_read)
 {
     char *data = NULL;
     size_t n = 0;
@@ -223,7 +223,7 @@ START_TEST(read_only_data_names_only_the_variables_read)
 }
 END_TEST
 
-START_TEST(noop_enqueues_nothing)
+NG_TEST(noop_enqueues_nothing)
 {
     setenv("FAKENCCL_NOOP", "1", 1); /* before the first NCCL call, which reads it */
     CUstream s;
@@ -240,7 +240,7 @@ START_TEST(noop_enqueues_nothing)
 }
 END_TEST
 
-START_TEST(nccl_debug_warn_prints_warnings)
+NG_TEST(nccl_debug_warn_prints_warnings)
 {
     setenv("NCCL_DEBUG", "WARN", 1);
     fnt_stderr_begin();
@@ -335,7 +335,7 @@ static char *read_log(const char *dir, const char *prefix)
     return fnt_read_file(path);
 }
 
-START_TEST(call_log_is_identical_across_runs)
+NG_TEST(call_log_is_identical_across_runs)
 {
     char dir[64], log[128];
     ng_check_tmpdir(dir, sizeof dir, "fnt-log");
@@ -382,15 +382,5 @@ END_TEST
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "calllog-child")) return calllog_scenario();
-    const TTest *tests[] = {error_strings_are_nccls,
-                            version_and_unique_ids,
-                            arguments_are_checked_like_nccl,
-                            group_simulate_end_launches_nothing,
-                            only_nccl_names_are_exported,
-                            read_only_data_names_only_the_variables_read,
-                            noop_enqueues_nothing,
-                            nccl_debug_warn_prints_warnings,
-                            call_log_is_identical_across_runs,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakenccl_api", "api", 120, tests, NULL));
+    return ng_check_run(ng_check_suite("fakenccl_api", "api", 120, ng_check_tests(), NULL));
 }

@@ -115,7 +115,7 @@ static void allreduce_big_rank(ncclComm_t comm, CUstream s, int rank, int n, siz
         FNT_CHECK(buf[i] == (float)(i % 1000) * factor, "[%zu] = %g", i, buf[i]);
 }
 
-START_TEST(allreduce_in_place_many_chunks)
+NG_TEST(allreduce_in_place_many_chunks)
 {
     run_n(2, allreduce_big_rank, 1u << 20);
     run_n(5, allreduce_big_rank, 300001);
@@ -141,7 +141,7 @@ static void broadcast_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t 
     }
 }
 
-START_TEST(broadcast_and_bcast_every_root)
+NG_TEST(broadcast_and_bcast_every_root)
 {
     run_n(3, broadcast_rank, 1000);
     run_n(2, broadcast_rank, 400000); /* several chunks */
@@ -169,7 +169,7 @@ static void reduce_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t cou
     }
 }
 
-START_TEST(reduce_every_root_and_op)
+NG_TEST(reduce_every_root_and_op)
 {
     run_n(4, reduce_rank, 333);
 }
@@ -194,7 +194,7 @@ static void allgather_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t 
     }
 }
 
-START_TEST(allgather_in_rank_order)
+NG_TEST(allgather_in_rank_order)
 {
     run_n(5, allgather_rank, 777);
     run_n(3, allgather_rank, 300000); /* several chunks */
@@ -227,7 +227,7 @@ static void reducescatter_rank(ncclComm_t comm, CUstream s, int rank, int n, siz
     }
 }
 
-START_TEST(reducescatter_blocks_and_in_place)
+NG_TEST(reducescatter_blocks_and_in_place)
 {
     run_n(4, reducescatter_rank, 1001);
     run_n(2, reducescatter_rank, 200000); /* several chunks */
@@ -253,7 +253,7 @@ static void alltoall_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t c
     }
 }
 
-START_TEST(alltoall_blocks_and_in_place)
+NG_TEST(alltoall_blocks_and_in_place)
 {
     run_n(3, alltoall_rank, 555);
     run_n(2, alltoall_rank, 300000); /* several chunks, in-place snapshot */
@@ -281,7 +281,7 @@ static void gather_scatter_rank(ncclComm_t comm, CUstream s, int rank, int n, si
     }
 }
 
-START_TEST(gather_and_scatter_every_root)
+NG_TEST(gather_and_scatter_every_root)
 {
     run_n(3, gather_scatter_rank, 100);
     run_n(2, gather_scatter_rank, 1500000); /* several chunks */
@@ -319,7 +319,7 @@ static void premulsum_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t 
               "destroyed operator accepted");
 }
 
-START_TEST(premulsum_immediate_and_device_scalars)
+NG_TEST(premulsum_immediate_and_device_scalars)
 {
     run_n(3, premulsum_rank, 300);
 }
@@ -337,7 +337,7 @@ static void zero_count_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t
     FNT_CHECK(out == n * (n + 1) / 2, "out = %d", out);
 }
 
-START_TEST(zero_count_ops_complete)
+NG_TEST(zero_count_ops_complete)
 {
     run_n(2, zero_count_rank, 0);
 }
@@ -360,7 +360,7 @@ static void memalloc_rank(ncclComm_t comm, CUstream s, int rank, int n, size_t c
     FNT_NCCL(ncclMemFree(buf));
 }
 
-START_TEST(memalloc_register_buffers)
+NG_TEST(memalloc_register_buffers)
 {
     run_n(2, memalloc_rank, 0);
 }
@@ -369,18 +369,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {allreduce_in_place_many_chunks,
-                            broadcast_and_bcast_every_root,
-                            reduce_every_root_and_op,
-                            allgather_in_rank_order,
-                            reducescatter_blocks_and_in_place,
-                            alltoall_blocks_and_in_place,
-                            gather_and_scatter_every_root,
-                            premulsum_immediate_and_device_scalars,
-                            zero_count_ops_complete,
-                            memalloc_register_buffers,
-                            NULL};
-    Suite *s = ng_check_suite("fakenccl_coll", "coll", 240, tests, &tc);
+    Suite *s = ng_check_suite("fakenccl_coll", "coll", 240, ng_check_tests(), &tc);
     tcase_add_loop_test(tc, allreduce_every_type_and_op, 0, 4);
     return ng_check_run(s);
 }

@@ -83,7 +83,7 @@ static char *read_in(const char *name)
 }
 
 /* The environment says no profiler; the env plugin says "count": NCCL obeys the plugin. */
-START_TEST(every_read_is_the_plugins_answer)
+NG_TEST(every_read_is_the_plugins_answer)
 {
     findable("libnccl-env-test.so");
     findable("libnccl-profiler-count.so");
@@ -116,7 +116,7 @@ START_TEST(every_read_is_the_plugins_answer)
 }
 END_TEST
 
-START_TEST(none_means_getenv)
+NG_TEST(none_means_getenv)
 {
     struct args *a = prepare();
     setenv("NCCL_ENV_PLUGIN", "none", 1);
@@ -132,8 +132,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {every_read_is_the_plugins_answer, none_means_getenv, NULL};
-    Suite *s = ng_check_suite("fakenccl_envplugin", "envplugin", 120, tests, &tc);
+    Suite *s = ng_check_suite("fakenccl_envplugin", "envplugin", 120, ng_check_tests(), &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return ng_check_run(s);
 }

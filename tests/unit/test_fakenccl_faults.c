@@ -48,7 +48,7 @@ static void fail_nth_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(fail_op_nth_call_on_one_rank)
+NG_TEST(fail_op_nth_call_on_one_rank)
 {
     setenv("FAKENCCL_FAIL_OP", "AllReduce", 1);
     setenv("FAKENCCL_FAIL_NTH", "2", 1);
@@ -59,7 +59,7 @@ START_TEST(fail_op_nth_call_on_one_rank)
 END_TEST
 
 /* FAIL_OP=GroupEnd with a numeric result: the first group fails and launches nothing. */
-START_TEST(fail_group_end_drops_the_group)
+NG_TEST(fail_group_end_drops_the_group)
 {
     setenv("FAKENCCL_FAIL_OP", "ncclGroupEnd", 1);
     setenv("FAKENCCL_FAIL_RESULT", "5", 1);
@@ -96,7 +96,7 @@ static void delay_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(delay_slows_one_ranks_stream)
+NG_TEST(delay_slows_one_ranks_stream)
 {
     setenv("FAKENCCL_DELAY_MS", "1200", 1);
     setenv("FAKENCCL_DELAY_RANK", "1", 1);
@@ -136,7 +136,7 @@ static void delay_by_env_rank(int rank, int n, void *arg)
     FNT_CHECK(out == 0, "the aborted op ran");
 }
 
-START_TEST(delay_rank_follows_the_rank_variable)
+NG_TEST(delay_rank_follows_the_rank_variable)
 {
     setenv("FAKENCCL_DELAY_MS", "600000", 1);
     setenv("FAKENCCL_DELAY_RANK", "1", 1);
@@ -173,7 +173,7 @@ static void async_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommAbort(comm));
 }
 
-START_TEST(async_error_after_n_ops)
+NG_TEST(async_error_after_n_ops)
 {
     setenv("FAKENCCL_ASYNC_ERROR_AFTER", "2", 1);
     setenv("FAKENCCL_ASYNC_ERROR_RANK", "0", 1);
@@ -187,7 +187,7 @@ END_TEST
  * The stream is held until both ops are enqueued: otherwise the first may complete,
  * and raise the error, before the second is enqueued (which then fails at once).
  */
-START_TEST(async_error_result_and_later_ops_fail)
+NG_TEST(async_error_result_and_later_ops_fail)
 {
     setenv("FAKENCCL_ASYNC_ERROR_AFTER", "1", 1);
     setenv("FAKENCCL_ASYNC_ERROR_RESULT", "ncclSystemError", 1);
@@ -211,12 +211,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {fail_op_nth_call_on_one_rank,
-                            fail_group_end_drops_the_group,
-                            delay_slows_one_ranks_stream,
-                            delay_rank_follows_the_rank_variable,
-                            async_error_after_n_ops,
-                            async_error_result_and_later_ops_fail,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakenccl_faults", "faults", 240, tests, NULL));
+    return ng_check_run(ng_check_suite("fakenccl_faults", "faults", 240, ng_check_tests(), NULL));
 }

@@ -85,7 +85,7 @@ static void nonblocking_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(nonblocking_init_op_group_finalize)
+NG_TEST(nonblocking_init_op_group_finalize)
 {
     fnt_run_clean(2, nonblocking_rank, new_shared());
 }
@@ -110,7 +110,7 @@ static void env_nonblocking_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(nccl_comm_blocking_env)
+NG_TEST(nccl_comm_blocking_env)
 {
     fnt_run_clean(2, env_nonblocking_rank, new_shared());
 }
@@ -167,7 +167,7 @@ static void split_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(split_membership_and_results)
+NG_TEST(split_membership_and_results)
 {
     fnt_run_clean(4, split_rank, new_shared());
 }
@@ -210,7 +210,7 @@ static void shrink_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(shrink_membership_and_abort_mode)
+NG_TEST(shrink_membership_and_abort_mode)
 {
     fnt_run_clean(4, shrink_rank, new_shared());
 }
@@ -256,7 +256,7 @@ static void abort_rank(int rank, int n, void *arg)
     FNT_CHECK(out == 0, "the aborted op wrote a result");
 }
 
-START_TEST(abort_is_local)
+NG_TEST(abort_is_local)
 {
     struct shared *sh = new_shared();
     fnt_stderr_begin();
@@ -315,7 +315,7 @@ static void notify_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommAbort(comm));
 }
 
-START_TEST(abort_notify_gives_remote_error_after_delay)
+NG_TEST(abort_notify_gives_remote_error_after_delay)
 {
     fnt_run_clean(2, notify_rank, new_shared());
 }
@@ -365,7 +365,7 @@ static void revoke_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(revoke_ends_pending_ops_and_keeps_handle)
+NG_TEST(revoke_ends_pending_ops_and_keeps_handle)
 {
     fnt_run_clean(2, revoke_rank, new_shared());
 }
@@ -413,13 +413,13 @@ static void destroy_waits_rank(int rank, int n, void *arg)
     }
 }
 
-START_TEST(destroy_and_finalize_wait_for_outstanding_ops)
+NG_TEST(destroy_and_finalize_wait_for_outstanding_ops)
 {
     fnt_run_clean(2, destroy_waits_rank, new_shared());
 }
 END_TEST
 
-START_TEST(use_after_destroy_is_rejected_loudly)
+NG_TEST(use_after_destroy_is_rejected_loudly)
 {
     ncclUniqueId id = fnt_unique_id();
     ncclComm_t comm;
@@ -502,7 +502,7 @@ static int fork_child(void)
     return 0;
 }
 
-START_TEST(fork_child_starts_clean)
+NG_TEST(fork_child_starts_clean)
 {
     char dir[64], path[96];
     ng_check_tmpdir(dir, sizeof dir, "fnt-fork");
@@ -529,7 +529,7 @@ END_TEST
 
 /* After cuInit in the parent, a child cannot use CUDA (as with the real driver): it gets clean
  * errors, never a hang, and the parent's communicator is refused there. */
-START_TEST(fork_child_refuses_parent_comm)
+NG_TEST(fork_child_refuses_parent_comm)
 {
     ncclUniqueId id = fnt_unique_id();
     ncclComm_t comm;
@@ -569,7 +569,7 @@ static void one_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(killed_ranks_leave_nothing_behind)
+NG_TEST(killed_ranks_leave_nothing_behind)
 {
     struct shared *sh = new_shared();
     struct fnt_job job;
@@ -587,18 +587,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {nonblocking_init_op_group_finalize,
-                            nccl_comm_blocking_env,
-                            split_membership_and_results,
-                            shrink_membership_and_abort_mode,
-                            abort_is_local,
-                            abort_notify_gives_remote_error_after_delay,
-                            revoke_ends_pending_ops_and_keeps_handle,
-                            destroy_and_finalize_wait_for_outstanding_ops,
-                            use_after_destroy_is_rejected_loudly,
-                            fork_child_starts_clean,
-                            fork_child_refuses_parent_comm,
-                            killed_ranks_leave_nothing_behind,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakenccl_life", "life", 240, tests, NULL));
+    return ng_check_run(ng_check_suite("fakenccl_life", "life", 240, ng_check_tests(), NULL));
 }

@@ -65,7 +65,7 @@ static void first_launch_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(first_launch_waits_for_every_rank)
+NG_TEST(first_launch_waits_for_every_rank)
 {
     fnt_run_clean(2, first_launch_rank, new_shared());
 }
@@ -94,7 +94,7 @@ static void seeded_rank(int rank, int n, void *arg)
 
 /* Seeds 7, 7 and 9: the same seed gives the same sequence, with both results in it (the
  * first op, which connects, is always in progress); another seed gives another one. */
-START_TEST(nb_seed_mixes_results_deterministically)
+NG_TEST(nb_seed_mixes_results_deterministically)
 {
     struct shared *sh = new_shared();
     const int seeds[3] = {7, 7, 9};
@@ -115,7 +115,7 @@ START_TEST(nb_seed_mixes_results_deterministically)
 END_TEST
 
 /* Without a seed every op answers ncclInProgress, one of the outcomes NCCL can give. */
-START_TEST(without_seed_ops_are_in_progress)
+NG_TEST(without_seed_ops_are_in_progress)
 {
     struct shared *sh = new_shared();
     sh->seed = -1;
@@ -144,7 +144,7 @@ static void simulate_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(nonblocking_simulate_end_launches)
+NG_TEST(nonblocking_simulate_end_launches)
 {
     fnt_run_clean(2, simulate_rank, new_shared());
 }
@@ -206,7 +206,7 @@ static void overlap_rank(int rank, int n, void *arg)
     FNT_CHECK(out == 1, "out = %d", out);
 }
 
-START_TEST(overlapping_calls_on_one_comm_are_reported)
+NG_TEST(overlapping_calls_on_one_comm_are_reported)
 {
     struct shared *sh = new_shared();
     fnt_stderr_begin();
@@ -222,11 +222,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {first_launch_waits_for_every_rank,
-                            nb_seed_mixes_results_deterministically,
-                            without_seed_ops_are_in_progress,
-                            nonblocking_simulate_end_launches,
-                            overlapping_calls_on_one_comm_are_reported,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakenccl_nb", "nb", 240, tests, NULL));
+    return ng_check_run(ng_check_suite("fakenccl_nb", "nb", 240, ng_check_tests(), NULL));
 }

@@ -148,7 +148,7 @@ static void findable(const char *lib)
 #endif
 }
 
-START_TEST(short_name_gets_the_prefix_and_v5)
+NG_TEST(short_name_gets_the_prefix_and_v5)
 {
     findable("libnccl-profiler-count.so");
     struct args *a = prepare("count", 5);
@@ -156,7 +156,7 @@ START_TEST(short_name_gets_the_prefix_and_v5)
 }
 END_TEST
 
-START_TEST(newest_version_first_v6)
+NG_TEST(newest_version_first_v6)
 {
     findable("libnccl-profiler-count6.so");
     struct args *a = prepare("count6", 6);
@@ -164,7 +164,7 @@ START_TEST(newest_version_first_v6)
 }
 END_TEST
 
-START_TEST(path_and_fallback_to_v4)
+NG_TEST(path_and_fallback_to_v4)
 {
     char path[PATH_MAX + 64];
     fakes_path("libnccl-profiler-count4.so", path, sizeof path);
@@ -173,7 +173,7 @@ START_TEST(path_and_fallback_to_v4)
 }
 END_TEST
 
-START_TEST(static_plugin_is_the_global_scope)
+NG_TEST(static_plugin_is_the_global_scope)
 {
     char path[PATH_MAX + 64];
     fakes_path("libnccl-profiler-count.so", path, sizeof path);
@@ -183,7 +183,7 @@ START_TEST(static_plugin_is_the_global_scope)
 }
 END_TEST
 
-START_TEST(none_and_unset_load_nothing)
+NG_TEST(none_and_unset_load_nothing)
 {
     struct args *a = prepare("none", 0);
     ck_assert_int_eq(fnt_run(2, job_rank, a), 0);
@@ -212,7 +212,7 @@ static void widen_rank(int rank, int n, void *arg)
     free(t);
 }
 
-START_TEST(mask_is_read_again_at_each_event)
+NG_TEST(mask_is_read_again_at_each_event)
 {
     findable("libnccl-profiler-count.so");
     struct args *a = prepare("count", 5);
@@ -225,14 +225,7 @@ END_TEST
 int main(void)
 {
     TCase *tc;
-    const TTest *tests[] = {short_name_gets_the_prefix_and_v5,
-                            newest_version_first_v6,
-                            path_and_fallback_to_v4,
-                            static_plugin_is_the_global_scope,
-                            none_and_unset_load_nothing,
-                            mask_is_read_again_at_each_event,
-                            NULL};
-    Suite *s = ng_check_suite("fakenccl_profiler", "profiler", 120, tests, &tc);
+    Suite *s = ng_check_suite("fakenccl_profiler", "profiler", 120, ng_check_tests(), &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return ng_check_run(s);
 }

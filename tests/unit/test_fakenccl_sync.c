@@ -62,7 +62,7 @@ static void peers_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(op_completes_only_when_all_peers_arrived)
+NG_TEST(op_completes_only_when_all_peers_arrived)
 {
     fnt_run_clean(3, peers_rank, new_shared());
 }
@@ -88,7 +88,7 @@ static void late_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(missing_rank_keeps_peers_waiting)
+NG_TEST(missing_rank_keeps_peers_waiting)
 {
     struct shared *sh = new_shared();
     struct fnt_job job;
@@ -133,7 +133,7 @@ static void mismatch_rank(int rank, int n, void *arg)
     FNT_CU(cuEventSynchronize(ev));
 }
 
-START_TEST(mismatch_hangs_every_rank_and_says_so)
+NG_TEST(mismatch_hangs_every_rank_and_says_so)
 {
     struct shared *sh = new_shared();
     fnt_stderr_begin();
@@ -168,7 +168,7 @@ static void p2p_mismatch_rank(int rank, int n, void *arg)
     FNT_CU(cuEventSynchronize(ev));
 }
 
-START_TEST(send_recv_mismatch_hangs_both)
+NG_TEST(send_recv_mismatch_hangs_both)
 {
     struct shared *sh = new_shared();
     fnt_stderr_begin();
@@ -207,7 +207,7 @@ static void ring_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(send_recv_ring_in_a_group)
+NG_TEST(send_recv_ring_in_a_group)
 {
     fnt_run_clean(4, ring_rank, new_shared());
 }
@@ -246,7 +246,7 @@ static void two_comms_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(b));
 }
 
-START_TEST(group_spans_two_comms_and_two_streams)
+NG_TEST(group_spans_two_comms_and_two_streams)
 {
     struct shared *sh = new_shared();
     ck_assert_int_eq(fnt_run(2, two_comms_rank, sh), 0);
@@ -292,7 +292,7 @@ static void two_streams_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(one_comm_serializes_its_streams)
+NG_TEST(one_comm_serializes_its_streams)
 {
     fnt_run_clean(2, two_streams_rank, new_shared());
 }
@@ -325,7 +325,7 @@ static void joined_streams_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(group_on_two_streams_is_one_launch)
+NG_TEST(group_on_two_streams_is_one_launch)
 {
     fnt_run_clean(2, joined_streams_rank, new_shared());
 }
@@ -366,7 +366,7 @@ static void joined_end_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(group_streams_wait_for_the_whole_launch)
+NG_TEST(group_streams_wait_for_the_whole_launch)
 {
     fnt_run_clean(2, joined_end_rank, new_shared());
 }
@@ -396,7 +396,7 @@ static void nested_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(group_launches_at_outermost_end)
+NG_TEST(group_launches_at_outermost_end)
 {
     fnt_run_clean(2, nested_rank, new_shared());
 }
@@ -447,7 +447,7 @@ static void per_thread_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(b));
 }
 
-START_TEST(group_state_is_per_thread)
+NG_TEST(group_state_is_per_thread)
 {
     struct shared *sh = new_shared();
     ck_assert_int_eq(fnt_run(2, per_thread_rank, sh), 0);
@@ -456,7 +456,7 @@ END_TEST
 
 /* ncclCommInitAll: every rank in this process, one device and stream each, driven by one
  * thread through a group (as NCCL requires when one thread drives several ranks). */
-START_TEST(init_all_in_one_process)
+NG_TEST(init_all_in_one_process)
 {
     enum { N = 4 };
     ncclComm_t comms[N];
@@ -529,7 +529,7 @@ static void *thread_rank(void *p)
     return NULL;
 }
 
-START_TEST(ranks_as_threads)
+NG_TEST(ranks_as_threads)
 {
     enum { N = 4 };
     struct rank_thread t[N];
@@ -579,7 +579,7 @@ static void graph_rank(int rank, int n, void *arg)
     FNT_NCCL(ncclCommDestroy(comm));
 }
 
-START_TEST(captured_allreduce_runs_at_each_graph_launch)
+NG_TEST(captured_allreduce_runs_at_each_graph_launch)
 {
     fnt_run_clean(3, graph_rank, new_shared());
 }
@@ -587,20 +587,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {op_completes_only_when_all_peers_arrived,
-                            missing_rank_keeps_peers_waiting,
-                            mismatch_hangs_every_rank_and_says_so,
-                            send_recv_mismatch_hangs_both,
-                            send_recv_ring_in_a_group,
-                            group_spans_two_comms_and_two_streams,
-                            one_comm_serializes_its_streams,
-                            group_on_two_streams_is_one_launch,
-                            group_streams_wait_for_the_whole_launch,
-                            group_launches_at_outermost_end,
-                            group_state_is_per_thread,
-                            init_all_in_one_process,
-                            ranks_as_threads,
-                            captured_allreduce_runs_at_each_graph_launch,
-                            NULL};
-    return ng_check_run(ng_check_suite("fakenccl_sync", "sync", 240, tests, NULL));
+    return ng_check_run(ng_check_suite("fakenccl_sync", "sync", 240, ng_check_tests(), NULL));
 }

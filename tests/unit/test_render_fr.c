@@ -88,7 +88,7 @@ static int64_t num(const struct dr_pk_val *v)
     return x;
 }
 
-START_TEST(entries_hold_what_torchfrtrace_reads)
+NG_TEST(entries_hold_what_torchfrtrace_reads)
 {
     struct rn_fr_counts n;
     struct rn_pk pk = export_rank0(&n);
@@ -140,7 +140,7 @@ START_TEST(entries_hold_what_torchfrtrace_reads)
 }
 END_TEST
 
-START_TEST(the_fr_reader_reads_back_the_same_ops)
+NG_TEST(the_fr_reader_reads_back_the_same_ops)
 {
     struct rn_fr_counts n;
     struct rn_pk pk = export_rank0(&n);
@@ -178,9 +178,7 @@ END_TEST
 static Suite *suite(void)
 {
     TCase *tc;
-    const TTest *const tests[] = {entries_hold_what_torchfrtrace_reads,
-                                  the_fr_reader_reads_back_the_same_ops, NULL};
-    Suite *s = ng_check_suite("render_fr", "export", 30, tests, &tc);
+    Suite *s = ng_check_suite("render_fr", "export", 30, ng_check_tests(), &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }

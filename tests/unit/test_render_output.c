@@ -95,7 +95,7 @@ static void culprit_has_null(const char *cause, int rank, const char *key)
     json_decref(j);
 }
 
-START_TEST(json_names_the_missing_rank_and_its_op)
+NG_TEST(json_names_the_missing_rank_and_its_op)
 {
     for (int r = 0; r < 4; r++) rank_at(r, 4, r == 2);
     ck_assert_int_eq(ad_analyze(&g_an, g_dir, NULL), AN_EXIT_CULPRIT);
@@ -115,7 +115,7 @@ START_TEST(json_names_the_missing_rank_and_its_op)
 }
 END_TEST
 
-START_TEST(json_has_no_dump_for_a_rank_without_one)
+NG_TEST(json_has_no_dump_for_a_rank_without_one)
 {
     /* rank 3 of 4 left no dump: a no_dump finding, about no op of its own */
     for (int r = 0; r < 3; r++) rank_at(r, 4, 0);
@@ -123,7 +123,7 @@ START_TEST(json_has_no_dump_for_a_rank_without_one)
 }
 END_TEST
 
-START_TEST(json_has_no_op_for_a_crash)
+NG_TEST(json_has_no_op_for_a_crash)
 {
     /* rank 1's dump was written by the crash handler: a finding about no op */
     for (int r = 0; r < 3; r++) {
@@ -137,7 +137,7 @@ START_TEST(json_has_no_op_for_a_crash)
 }
 END_TEST
 
-START_TEST(text_starts_with_the_verdict_and_groups_ranks)
+NG_TEST(text_starts_with_the_verdict_and_groups_ranks)
 {
     for (int r = 0; r < 6; r++) rank_at(r, 6, r == 4);
     ck_assert_int_eq(ad_analyze(&g_an, g_dir, NULL), AN_EXIT_CULPRIT);
@@ -149,7 +149,7 @@ START_TEST(text_starts_with_the_verdict_and_groups_ranks)
 }
 END_TEST
 
-START_TEST(healthy_text_and_json)
+NG_TEST(healthy_text_and_json)
 {
     for (int r = 0; r < 2; r++) {
         struct fdump d = {.rank = r, .reason = "exit"};
@@ -174,7 +174,7 @@ static void escape_sample(const struct an *a, FILE *f)
     rn_escape(f, NULL);
 }
 
-START_TEST(html_escapes_every_markup_character)
+NG_TEST(html_escapes_every_markup_character)
 {
     char *text = printed(escape_sample);
     ck_assert_str_eq(text, "&lt;module&gt; &amp; &quot;x&quot; &#39;y&#39; ok");
@@ -185,14 +185,7 @@ END_TEST
 static Suite *suite(void)
 {
     TCase *tc;
-    const TTest *const tests[] = {json_names_the_missing_rank_and_its_op,
-                                  json_has_no_dump_for_a_rank_without_one,
-                                  json_has_no_op_for_a_crash,
-                                  text_starts_with_the_verdict_and_groups_ranks,
-                                  healthy_text_and_json,
-                                  html_escapes_every_markup_character,
-                                  NULL};
-    Suite *s = ng_check_suite("render_output", "printers", 30, tests, &tc);
+    Suite *s = ng_check_suite("render_output", "printers", 30, ng_check_tests(), &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }

@@ -38,7 +38,7 @@ static struct rn_pk one_int(int64_t v)
     return p;
 }
 
-START_TEST(scalars_are_python_s_bytes)
+NG_TEST(scalars_are_python_s_bytes)
 {
     struct rn_pk p;
     rn_pk_init(&p);
@@ -63,7 +63,7 @@ START_TEST(scalars_are_python_s_bytes)
 }
 END_TEST
 
-START_TEST(integers_take_the_shortest_opcode)
+NG_TEST(integers_take_the_shortest_opcode)
 {
     struct rn_pk p;
     p = one_int(0);
@@ -96,7 +96,7 @@ START_TEST(integers_take_the_shortest_opcode)
 }
 END_TEST
 
-START_TEST(containers_are_written_as_they_fill)
+NG_TEST(containers_are_written_as_they_fill)
 {
     /* {"a": [1, ("b", None)], "c": {}} */
     struct rn_pk p;
@@ -121,7 +121,7 @@ START_TEST(containers_are_written_as_they_fill)
 }
 END_TEST
 
-START_TEST(unbalanced_containers_fail)
+NG_TEST(unbalanced_containers_fail)
 {
     struct rn_pk p;
     rn_pk_init(&p);
@@ -135,7 +135,7 @@ START_TEST(unbalanced_containers_fail)
 }
 END_TEST
 
-START_TEST(the_reader_reads_back_what_it_wrote)
+NG_TEST(the_reader_reads_back_what_it_wrote)
 {
     static const int64_t ints[] = {0,         1,
                                    255,       256,
@@ -194,13 +194,7 @@ END_TEST
 
 static Suite *suite(void)
 {
-    const TTest *const tests[] = {scalars_are_python_s_bytes,
-                                  integers_take_the_shortest_opcode,
-                                  containers_are_written_as_they_fill,
-                                  unbalanced_containers_fail,
-                                  the_reader_reads_back_what_it_wrote,
-                                  NULL};
-    return ng_check_suite("render_pickle", "writer", 30, tests, NULL);
+    return ng_check_suite("render_pickle", "writer", 30, ng_check_tests(), NULL);
 }
 
 int main(void)

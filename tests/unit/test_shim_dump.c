@@ -420,7 +420,7 @@ static void dump_name(char *out, const char *r, const char *h)
     fmt_path(out, "ncclguard-r%s-%s-%d.json", r, h, (int)getpid());
 }
 
-START_TEST(round_trip)
+NG_TEST(round_trip)
 {
     /* env: the allowed variable is written; the others are not (the checker
      * fails on any name off its own allowlist). */
@@ -488,7 +488,7 @@ static void expected_op_text(int i, char *out, size_t cap)
  * writer formats them in runs (json.h), which must give exactly the bytes of
  * its one-call-per-key-and-value way: the checker compares parsed values and
  * would miss a difference in the text. */
-START_TEST(ops_bytes_as_printf_writes_them)
+NG_TEST(ops_bytes_as_printf_writes_them)
 {
     setup("3", "job42", "d");
     build_registry();
@@ -516,7 +516,7 @@ START_TEST(ops_bytes_as_printf_writes_them)
 }
 END_TEST
 
-START_TEST(schema_header_docs_agree)
+NG_TEST(schema_header_docs_agree)
 {
     ck_assert_msg(access(checker, R_OK) == 0, "%s not found: run from the repository root",
                   checker);
@@ -530,7 +530,7 @@ START_TEST(schema_header_docs_agree)
 END_TEST
 
 /* A reader of version 2 still reads 1.x files, and rejects unknown majors. */
-START_TEST(checker_reads_1x_and_rejects_3)
+NG_TEST(checker_reads_1x_and_rejects_3)
 {
     char old[PATH_MAX], cmd[3 * PATH_MAX];
     fmt_path(old, "%s/tests/fixtures/dumps/dump-1.2.json", repo);
@@ -547,7 +547,7 @@ START_TEST(checker_reads_1x_and_rejects_3)
 }
 END_TEST
 
-START_TEST(large_dump_streams_through_the_buffer)
+NG_TEST(large_dump_streams_through_the_buffer)
 {
     setup("0", "big", "d");
     build_registry();
@@ -587,7 +587,7 @@ static void *writer(void *arg)
     return NULL;
 }
 
-START_TEST(dump_while_writers_append)
+NG_TEST(dump_while_writers_append)
 {
     setup("0", "job42", "d");
     build_registry();
@@ -641,7 +641,7 @@ static void *collectives(void *arg)
  * last_completed_seq, when comms were read before the ops), and no completed op
  * without its end time (a record overwritten between its copy and the merge of
  * what lay beside it: the small ring laps often). */
-START_TEST(comm_counters_cover_the_listed_ops)
+NG_TEST(comm_counters_cover_the_listed_ops)
 {
     setup("0", "job42", "d");
     build_registry();
@@ -658,7 +658,7 @@ START_TEST(comm_counters_cover_the_listed_ops)
 }
 END_TEST
 
-START_TEST(later_dump_replaces_earlier)
+NG_TEST(later_dump_replaces_earlier)
 {
     setup("2", "job42", "d");
     build_registry();
@@ -707,94 +707,15 @@ static void check_symlink_not_followed(int at_temp)
     run_checker(path, NULL);
 }
 
-START_TEST(symlink_at_final_name_not_followed)
+NG_TEST(symlink_at_final_name_not_followed)
 {
     check_symlink_not_followed(0);
 }
 END_TEST
 
-START_TEST(symlink_at_temp_name_not_followed)
+NG_TEST(symlink_at_temp_name_not_followed)
 {
     check_symlink_not_followed(1);
-}
-END_TEST
-
-/* A process's poller lock file in the node directory. */
-static int lock_files(const char *node)
-{
-    DIR *d = opendir(node);
-    ck_assert_msg(d != NULL, "cannot open %s", node);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "poller-", 7);
-    closedir(d);
-    return n;
-}
-
-/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
- * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
-static void init_with_node_dir(char *node)
-{
-    char base[PATH_MAX];
-    make_root();
-    path_of(base, "node");
-    ck_assert_int_eq(mkdir(base, 0700), 0);
-    setenv("NCCLGUARD_NODE_DIR", base, 1);
-    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
-    ncclguard_identity_init();
-    init_dump();
-}
-
-/* The dump thread goes on polling while the process exits; once the exit handler
- * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
- * a job's lock file left after the job). */
-START_TEST(no_poller_lock_after_exit)
-{
-    char node[PATH_MAX];
-    init_with_node_dir(node);
-    ncclguard_trigger_init();
-    ncclguard_trigger_exit(); /* before this process became the poller */
-    ncclguard_trigger_check();
-    ck_assert_int_eq(lock_files(node), 0);
-    ncclguard_trigger_init();
-    ncclguard_trigger_check();
-    ck_assert_int_eq(lock_files(node), 1); /* the poller's */
-    ncclguard_trigger_exit();
-    ck_assert_int_eq(lock_files(node), 0);
-    unsetenv("NCCLGUARD_NODE_DIR");
-}
-END_TEST
-
-/* A process that is not the node's poller checks nothing on a timer: its dump
- * thread sleeps until the node directory changes. When the poller's lock is
- * let go (here: its holder closes it, as a killed poller's exit does), the
- * change wakes it and it becomes the poller, which checks every period. */
-START_TEST(non_poller_waits_for_the_lock_to_go)
-{
-    char node[PATH_MAX], lock[PATH_MAX + 64];
-    init_with_node_dir(node);
-    ncclguard_trigger_init(); /* makes the node directory */
-    snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
-             (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
-    int held = open(lock, O_RDWR | O_CREAT, 0600); /* another process's poller */
-    ck_assert_int_ge(held, 0);
-    ck_assert_int_eq(flock(held, LOCK_EX | LOCK_NB), 0);
-    int fd = ncclguard_trigger_wait_fd();
-    ck_assert_int_ge(fd, 0);
-    int64_t period = 100000000, now = ng_clock_ns(CLOCK_MONOTONIC);
-    ck_assert_int_le(ncclguard_trigger_next_ns(now, period), now); /* the first try */
-    ncclguard_trigger_check();
-    now = ng_clock_ns(CLOCK_MONOTONIC);
-    ck_assert_int_eq(ncclguard_trigger_next_ns(now, period), INT64_MAX);
-    close(held);
-    struct pollfd p = {fd, POLLIN, 0};
-    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* a generous bound: the close wakes it */
-    ncclguard_trigger_check();
-    now = ng_clock_ns(CLOCK_MONOTONIC);
-    int64_t next = ncclguard_trigger_next_ns(now, period);
-    ck_assert_int_lt(next, INT64_MAX); /* the poller: its stat of TRIGGER each period */
-    ck_assert_int_gt(next, now);
-    ncclguard_trigger_exit();
-    unsetenv("NCCLGUARD_NODE_DIR");
 }
 END_TEST
 
@@ -838,7 +759,7 @@ static void root_with_unmakeable_dir(char *dir, char *tmpdir)
     setenv("SLURM_JOB_ID", "job42", 1);
 }
 
-START_TEST(unwritable_dir_falls_back_to_tmpdir)
+NG_TEST(unwritable_dir_falls_back_to_tmpdir)
 {
     char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
     root_with_unmakeable_dir(dir, tmpdir);
@@ -865,7 +786,7 @@ START_TEST(unwritable_dir_falls_back_to_tmpdir)
 }
 END_TEST
 
-START_TEST(foreign_fallback_dir_is_refused)
+NG_TEST(foreign_fallback_dir_is_refused)
 {
     char dir[PATH_MAX], tmpdir[PATH_MAX], fallback[PATH_MAX];
     root_with_unmakeable_dir(dir, tmpdir);
@@ -888,7 +809,7 @@ START_TEST(foreign_fallback_dir_is_refused)
 }
 END_TEST
 
-START_TEST(hostile_job_id_stays_inside)
+NG_TEST(hostile_job_id_stays_inside)
 {
     init_in_root("SLURM_JOB_ID", "../../etc x/y");
     char path[PATH_MAX], want[PATH_MAX], name[PATH_MAX];
@@ -902,7 +823,7 @@ START_TEST(hostile_job_id_stays_inside)
 }
 END_TEST
 
-START_TEST(hostile_host_and_long_job_are_sanitised)
+NG_TEST(hostile_host_and_long_job_are_sanitised)
 {
     make_root();
     char job[300];
@@ -942,7 +863,7 @@ static void config_with_nested_dump(struct ng_json *j)
     ncclguard_json_end_object(j);
 }
 
-START_TEST(second_concurrent_dump_is_refused_and_config_hook)
+NG_TEST(second_concurrent_dump_is_refused_and_config_hook)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_with_nested_dump);
@@ -963,7 +884,7 @@ static void config_writes_nothing(struct ng_json *j)
     (void)j;
 }
 
-START_TEST(config_hook_that_writes_nothing_gives_null)
+NG_TEST(config_hook_that_writes_nothing_gives_null)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_writes_nothing);
@@ -989,7 +910,7 @@ static void config_forks(struct ng_json *j)
     ncclguard_json_null(j);
 }
 
-START_TEST(fork_child_may_dump)
+NG_TEST(fork_child_may_dump)
 {
     setup("3", "job42", "d");
     ncclguard_dump_set_config_writer(config_forks);
@@ -1010,7 +931,7 @@ static void on_signal(int sig)
     signal_rc = ncclguard_dump_write_signal("signal", signal_path, sizeof signal_path);
 }
 
-START_TEST(dump_from_signal_handler)
+NG_TEST(dump_from_signal_handler)
 {
     setup("3", "job42", "d");
     build_registry();
@@ -1025,7 +946,7 @@ START_TEST(dump_from_signal_handler)
 }
 END_TEST
 
-START_TEST(dump_before_init_fails)
+NG_TEST(dump_before_init_fails)
 {
     char path[PATH_MAX] = "untouched";
     errno = 0;
@@ -1036,7 +957,7 @@ START_TEST(dump_before_init_fails)
 }
 END_TEST
 
-START_TEST(dump_dir_from_config_file)
+NG_TEST(dump_dir_from_config_file)
 {
     make_root();
     setenv("SLURM_JOB_ID", "job42", 1);
@@ -1061,7 +982,7 @@ START_TEST(dump_dir_from_config_file)
 }
 END_TEST
 
-START_TEST(relative_dir_is_resolved_at_init)
+NG_TEST(relative_dir_is_resolved_at_init)
 {
     init_in_root("NCCLGUARD_DUMP_DIR", "rel/dumps/");
     ck_assert_int_eq(chdir("/"), 0); /* the job changes directory later */
@@ -1076,6 +997,85 @@ START_TEST(relative_dir_is_resolved_at_init)
     ck_assert_int_eq(ncclguard_dump_write("timeout", small, 5), 0);
     ck_assert_str_eq(small, "/tmp");
     ck_assert_int_eq(small[5], 'z');
+}
+END_TEST
+
+/* A process's poller lock file in the node directory. */
+static int lock_files(const char *node)
+{
+    DIR *d = opendir(node);
+    ck_assert_msg(d != NULL, "cannot open %s", node);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "poller-", 7);
+    closedir(d);
+    return n;
+}
+
+/* This test's root with NCCLGUARD_NODE_DIR set to a new directory in it, then identity and
+ * dump initialised; node gets this user's node directory (made by ncclguard_trigger_init). */
+static void init_with_node_dir(char *node)
+{
+    char base[PATH_MAX];
+    make_root();
+    path_of(base, "node");
+    ck_assert_int_eq(mkdir(base, 0700), 0);
+    setenv("NCCLGUARD_NODE_DIR", base, 1);
+    fmt_path(node, "%s/ncclguard-%u", base, (unsigned)geteuid());
+    ncclguard_identity_init();
+    init_dump();
+}
+
+/* The dump thread goes on polling while the process exits; once the exit handler
+ * has run it takes no poller lock, which nobody would remove (seen in e2e/hostile:
+ * a job's lock file left after the job). */
+NG_TEST(no_poller_lock_after_exit)
+{
+    char node[PATH_MAX];
+    init_with_node_dir(node);
+    ncclguard_trigger_init();
+    ncclguard_trigger_exit(); /* before this process became the poller */
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 0);
+    ncclguard_trigger_init();
+    ncclguard_trigger_check();
+    ck_assert_int_eq(lock_files(node), 1); /* the poller's */
+    ncclguard_trigger_exit();
+    ck_assert_int_eq(lock_files(node), 0);
+    unsetenv("NCCLGUARD_NODE_DIR");
+}
+END_TEST
+
+/* A process that is not the node's poller checks nothing on a timer: its dump
+ * thread sleeps until the node directory changes. When the poller's lock is
+ * let go (here: its holder closes it, as a killed poller's exit does), the
+ * change wakes it and it becomes the poller, which checks every period. */
+NG_TEST(non_poller_waits_for_the_lock_to_go)
+{
+    char node[PATH_MAX], lock[PATH_MAX + 64];
+    init_with_node_dir(node);
+    ncclguard_trigger_init(); /* makes the node directory */
+    snprintf(lock, sizeof lock, "%s/poller-%016llx.lock", node,
+             (unsigned long long)ng_hash_str(ncclguard_dump_dir()));
+    int held = open(lock, O_RDWR | O_CREAT, 0600); /* another process's poller */
+    ck_assert_int_ge(held, 0);
+    ck_assert_int_eq(flock(held, LOCK_EX | LOCK_NB), 0);
+    int fd = ncclguard_trigger_wait_fd();
+    ck_assert_int_ge(fd, 0);
+    int64_t period = 100000000, now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_le(ncclguard_trigger_next_ns(now, period), now); /* the first try */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    ck_assert_int_eq(ncclguard_trigger_next_ns(now, period), INT64_MAX);
+    close(held);
+    struct pollfd p = {fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* a generous bound: the close wakes it */
+    ncclguard_trigger_check();
+    now = ng_clock_ns(CLOCK_MONOTONIC);
+    int64_t next = ncclguard_trigger_next_ns(now, period);
+    ck_assert_int_lt(next, INT64_MAX); /* the poller: its stat of TRIGGER each period */
+    ck_assert_int_gt(next, now);
+    ncclguard_trigger_exit();
+    unsetenv("NCCLGUARD_NODE_DIR");
 }
 END_TEST
 
@@ -1094,31 +1094,7 @@ int main(void)
     strcpy(checker, repo);
     strcat(checker, "/tests/unit/check_dump.py");
     TCase *tc;
-    const TTest *tests[] = {round_trip,
-                            ops_bytes_as_printf_writes_them,
-                            schema_header_docs_agree,
-                            checker_reads_1x_and_rejects_3,
-                            large_dump_streams_through_the_buffer,
-                            dump_while_writers_append,
-                            comm_counters_cover_the_listed_ops,
-                            later_dump_replaces_earlier,
-                            symlink_at_final_name_not_followed,
-                            symlink_at_temp_name_not_followed,
-                            unwritable_dir_falls_back_to_tmpdir,
-                            foreign_fallback_dir_is_refused,
-                            hostile_job_id_stays_inside,
-                            hostile_host_and_long_job_are_sanitised,
-                            second_concurrent_dump_is_refused_and_config_hook,
-                            config_hook_that_writes_nothing_gives_null,
-                            fork_child_may_dump,
-                            dump_from_signal_handler,
-                            dump_before_init_fails,
-                            dump_dir_from_config_file,
-                            relative_dir_is_resolved_at_init,
-                            no_poller_lock_after_exit,
-                            non_poller_waits_for_the_lock_to_go,
-                            NULL};
-    Suite *s = ng_check_suite("shim_dump", "dump", 60, tests, &tc);
+    Suite *s = ng_check_suite("shim_dump", "dump", 60, ng_check_tests(), &tc);
     tcase_add_checked_fixture(tc, NULL, cleanup);
     return ng_check_run(s);
 }

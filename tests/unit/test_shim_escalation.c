@@ -121,7 +121,7 @@ static int check_in_child(int64_t now)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-START_TEST(abort_past_deadline_kills_when_kill_is_set)
+NG_TEST(abort_past_deadline_kills_when_kill_is_set)
 {
     int64_t t0, t1;
     start_abort("3", &t0, &t1);
@@ -140,7 +140,7 @@ START_TEST(abort_past_deadline_kills_when_kill_is_set)
 }
 END_TEST
 
-START_TEST(abort_returned_in_time_never_kills)
+NG_TEST(abort_returned_in_time_never_kills)
 {
     int64_t t0, t1;
     start_abort("3", &t0, &t1);
@@ -161,7 +161,7 @@ START_TEST(abort_returned_in_time_never_kills)
 }
 END_TEST
 
-START_TEST(abort_past_deadline_without_kill_lives)
+NG_TEST(abort_past_deadline_without_kill_lives)
 {
     int64_t t0, t1;
     struct ng_comm *c = start_abort("off", &t0, &t1);
@@ -178,8 +178,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {abort_past_deadline_kills_when_kill_is_set,
-                            abort_returned_in_time_never_kills,
-                            abort_past_deadline_without_kill_lives, NULL};
-    return ng_check_run(ng_check_suite("escalation", "escalation", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("escalation", "escalation", 60, ng_check_tests(), NULL));
 }

@@ -44,7 +44,7 @@ static void count_drop(const struct ng_op_record *r)
 }
 
 /* One process-wide ring: the tests run in forked children (CK_FORK default). */
-START_TEST(append_copy_and_wrap)
+NG_TEST(append_copy_and_wrap)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     ncclguard_flight_on_drop(count_drop);
@@ -75,7 +75,7 @@ END_TEST
 /* What a writer does not store, a copy derives: the communicator's id, rank
  * and size from its registry record (a split child's once known), the bytes
  * from count and type, the CLOCK_REALTIME enqueue time from the monotonic one. */
-START_TEST(copy_derives_the_rest)
+NG_TEST(copy_derives_the_rest)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     struct ng_comm *c = ncclguard_comm_new(0xabcdefULL, -1, -1, 0x1234ULL, NULL);
@@ -106,7 +106,7 @@ START_TEST(copy_derives_the_rest)
 END_TEST
 
 /* A record without CUDA events is dropped (and counted) without the callback. */
-START_TEST(drop_without_events)
+NG_TEST(drop_without_events)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     ncclguard_flight_on_drop(count_drop);
@@ -123,7 +123,7 @@ START_TEST(drop_without_events)
 }
 END_TEST
 
-START_TEST(advance_is_compare_and_swap)
+NG_TEST(advance_is_compare_and_swap)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     struct ng_op_record r = make(1);
@@ -152,7 +152,7 @@ END_TEST
 
 /* The end of a deferral is tagged with its record: it clears NG_REC_DEFERRED in
  * copies of that record, and never in the next record of the slot. */
-START_TEST(deferral_end_belongs_to_its_record)
+NG_TEST(deferral_end_belongs_to_its_record)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     struct ng_op_record r = make(1);
@@ -227,7 +227,7 @@ static void *race_checker(void *arg)
     return NULL;
 }
 
-START_TEST(watchdog_values_never_reach_a_newer_record)
+NG_TEST(watchdog_values_never_reach_a_newer_record)
 {
     ck_assert_int_eq(ncclguard_flight_init(16), 0);
     pthread_t w[LAPPERS], wd, ck;
@@ -292,7 +292,7 @@ static void *reader(void *arg)
     return NULL;
 }
 
-START_TEST(concurrent_writers_and_reader)
+NG_TEST(concurrent_writers_and_reader)
 {
     ck_assert_int_eq(ncclguard_flight_init(RING), 0);
     ncclguard_flight_on_drop(count_drop);
@@ -341,13 +341,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {append_copy_and_wrap,
-                            copy_derives_the_rest,
-                            drop_without_events,
-                            advance_is_compare_and_swap,
-                            deferral_end_belongs_to_its_record,
-                            watchdog_values_never_reach_a_newer_record,
-                            concurrent_writers_and_reader,
-                            NULL};
-    return ng_check_run(ng_check_suite("flight", "ring", 120, tests, NULL));
+    return ng_check_run(ng_check_suite("flight", "ring", 120, ng_check_tests(), NULL));
 }

@@ -122,7 +122,7 @@ static void check_sample(size_t cap)
     free(buf);
 }
 
-START_TEST(exact_across_flushes)
+NG_TEST(exact_across_flushes)
 {
     check_sample(7);
     check_sample(1);
@@ -131,7 +131,7 @@ START_TEST(exact_across_flushes)
 }
 END_TEST
 
-START_TEST(newline_layout)
+NG_TEST(newline_layout)
 {
     struct sink s;
     sink_open(&s);
@@ -193,7 +193,7 @@ static void check_string(const char *in, size_t n, const char *want)
     }
 }
 
-START_TEST(string_escapes)
+NG_TEST(string_escapes)
 {
     check_string("plain", 5, "\"plain\"\n");
     check_string("q\"b\\s/", 6, "\"q\\\"b\\\\s/\"\n");
@@ -206,7 +206,7 @@ END_TEST
 
 /* Plain strings are scanned eight bytes at a time: a byte to escape is found
  * at every position of strings of every length around the word size. */
-START_TEST(escape_at_every_position)
+NG_TEST(escape_at_every_position)
 {
     static const struct {
         char c;
@@ -231,7 +231,7 @@ START_TEST(escape_at_every_position)
 }
 END_TEST
 
-START_TEST(string_utf8)
+NG_TEST(string_utf8)
 {
     /* valid: 2, 3 and 4 bytes, and the limits of each range */
     check_string("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9,
@@ -252,7 +252,7 @@ END_TEST
 
 /* NG_JSON_MEMORY keeps the document in the buffer and fails when it does not
  * fit; NG_JSON_COUNT keeps nothing and counts. */
-START_TEST(memory_and_count_modes)
+NG_TEST(memory_and_count_modes)
 {
     char buf[32];
     struct ng_json j;
@@ -280,7 +280,7 @@ START_TEST(memory_and_count_modes)
 END_TEST
 
 /* ncclguard_json_number: at most N decimals, without trailing zeros. */
-START_TEST(numbers_without_trailing_zeros)
+NG_TEST(numbers_without_trailing_zeros)
 {
     static const struct {
         double v;
@@ -299,7 +299,7 @@ START_TEST(numbers_without_trailing_zeros)
 }
 END_TEST
 
-START_TEST(format_helpers)
+NG_TEST(format_helpers)
 {
     char s[32];
     ck_assert_uint_eq(ncclguard_fmt_uint64(s, 0), 1);
@@ -385,7 +385,7 @@ static void check_integer(uint64_t v, enum number kind)
 /* Integers are formatted eight digits at a time: every count of digits at its
  * limits (powers of ten and their neighbours), both signs, the extremes of
  * both types, and pseudo-random values of every magnitude. */
-START_TEST(integers_as_printf_writes_them)
+NG_TEST(integers_as_printf_writes_them)
 {
     check_integer((uint64_t)INT64_MIN, SIGNED);
     check_integer((uint64_t)INT64_MIN + 1, SIGNED);
@@ -413,7 +413,7 @@ START_TEST(integers_as_printf_writes_them)
 END_TEST
 
 /* Hex strings, written eight digits at a time, as printf's %016llx. */
-START_TEST(hex_as_printf_writes_it)
+NG_TEST(hex_as_printf_writes_it)
 {
     uint64_t state = 0x243f6a8885a308d3u;
     for (int i = 0; i < 20000; i++) {
@@ -525,7 +525,7 @@ static char *records_doc(size_t cap, int with_runs)
  * null, strings in place and those that go the writer's way (escapes, above
  * NG_JSON_RUN_STRING_MAX), an array after a flush, a run longer than its
  * buffer; through buffers that flush inside a run's piece and that do not. */
-START_TEST(runs_write_what_the_calls_write)
+NG_TEST(runs_write_what_the_calls_write)
 {
     static const size_t caps[] = {1, 7, 100, 4096, 1 << 16};
     char *want = records_doc(4096, 0);
@@ -601,6 +601,35 @@ static int run_doc(void (*build)(struct ng_json *), int *err, char **out)
     return rc;
 }
 
+NG_TEST(runs_refused_where_members_cannot_go)
+{
+    void (*bad[])(struct ng_json *) = {run_in_array, run_after_key, run_on_lines};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int err;
+        char *out;
+        ck_assert_msg(run_doc(bad[i], &err, &out) == -1, "case %zu accepted", i);
+        ck_assert_int_eq(err, EINVAL);
+        ck_assert_ptr_null(strstr(out, "\"k\"")); /* the run's member never reached it */
+        free(out);
+    }
+    int err;
+    char *out;
+    ck_assert_int_eq(run_doc(empty_run, &err, &out), 0);
+    ck_assert_str_eq(out, "{}\n");
+    free(out);
+}
+END_TEST
+
+/* ncclguard_json_quote: escaped, quoted, and cut (never broken) when too long. */
+NG_TEST(quote_for_json_lines)
+{
+    char out[64];
+    ck_assert_str_eq(ncclguard_json_quote("a\"b\\c\n", out, sizeof out), "\"a\\\"b\\\\c\\n\"");
+    char small[16]; /* room for (16 - 3) / 6 = 2 input bytes */
+    ck_assert_str_eq(ncclguard_json_quote("/some/long/path", small, sizeof small), "\"/s\"");
+}
+END_TEST
+
 static void value_without_key(struct ng_json *j)
 {
     ncclguard_json_begin_object(j);
@@ -657,7 +686,7 @@ static void deepest(struct ng_json *j)
     for (int i = 0; i < NG_JSON_MAX_DEPTH; i++) ncclguard_json_end_array(j);
 }
 
-START_TEST(misuse_is_sticky_einval)
+NG_TEST(misuse_is_sticky_einval)
 {
     void (*bad[])(struct ng_json *) = {value_without_key, key_in_array, key_without_value,
                                        wrong_end,         left_open,    two_values,
@@ -682,26 +711,7 @@ START_TEST(misuse_is_sticky_einval)
 }
 END_TEST
 
-START_TEST(runs_refused_where_members_cannot_go)
-{
-    void (*bad[])(struct ng_json *) = {run_in_array, run_after_key, run_on_lines};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int err;
-        char *out;
-        ck_assert_msg(run_doc(bad[i], &err, &out) == -1, "case %zu accepted", i);
-        ck_assert_int_eq(err, EINVAL);
-        ck_assert_ptr_null(strstr(out, "\"k\"")); /* the run's member never reached it */
-        free(out);
-    }
-    int err;
-    char *out;
-    ck_assert_int_eq(run_doc(empty_run, &err, &out), 0);
-    ck_assert_str_eq(out, "{}\n");
-    free(out);
-}
-END_TEST
-
-START_TEST(write_errors_are_reported)
+NG_TEST(write_errors_are_reported)
 {
     int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
     ck_assert_int_ge(fd, 0);
@@ -727,33 +737,7 @@ START_TEST(write_errors_are_reported)
 }
 END_TEST
 
-/* ncclguard_json_quote: escaped, quoted, and cut (never broken) when too long. */
-START_TEST(quote_for_json_lines)
-{
-    char out[64];
-    ck_assert_str_eq(ncclguard_json_quote("a\"b\\c\n", out, sizeof out), "\"a\\\"b\\\\c\\n\"");
-    char small[16]; /* room for (16 - 3) / 6 = 2 input bytes */
-    ck_assert_str_eq(ncclguard_json_quote("/some/long/path", small, sizeof small), "\"/s\"");
-}
-END_TEST
-
 int main(void)
 {
-    const TTest *tests[] = {exact_across_flushes,
-                            newline_layout,
-                            string_escapes,
-                            escape_at_every_position,
-                            string_utf8,
-                            memory_and_count_modes,
-                            numbers_without_trailing_zeros,
-                            format_helpers,
-                            integers_as_printf_writes_them,
-                            hex_as_printf_writes_it,
-                            runs_write_what_the_calls_write,
-                            runs_refused_where_members_cannot_go,
-                            quote_for_json_lines,
-                            misuse_is_sticky_einval,
-                            write_errors_are_reported,
-                            NULL};
-    return ng_check_run(ng_check_suite("shim_json", "json", 0, tests, NULL));
+    return ng_check_run(ng_check_suite("shim_json", "json", 0, ng_check_tests(), NULL));
 }

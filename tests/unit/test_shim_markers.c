@@ -77,7 +77,7 @@ static void take_and_give_back(int *m)
     ncclguard_marker_release(*m);
 }
 
-START_TEST(a_thread_gets_back_its_own)
+NG_TEST(a_thread_gets_back_its_own)
 {
     start();
     int mine = take(), other;
@@ -96,7 +96,7 @@ static void take_all_and_give_back(int *n)
     for (int i = 0; i < *n; i++) ncclguard_marker_release(m[i]);
 }
 
-START_TEST(none_out_of_reach)
+NG_TEST(none_out_of_reach)
 {
     void *end_ev;
     start();
@@ -136,7 +136,7 @@ static void churn(int *out)
     }
 }
 
-START_TEST(threads_at_once_lose_none)
+NG_TEST(threads_at_once_lose_none)
 {
     start();
     pthread_t t[CHURNERS];
@@ -157,7 +157,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {a_thread_gets_back_its_own, none_out_of_reach,
-                            threads_at_once_lose_none, NULL};
-    return ng_check_run(ng_check_suite("markers", "homes", 0, tests, NULL));
+    return ng_check_run(ng_check_suite("markers", "homes", 0, ng_check_tests(), NULL));
 }

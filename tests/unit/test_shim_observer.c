@@ -132,7 +132,7 @@ static void pass(void)
     ncclguard_observer_pass(0);
 }
 
-START_TEST(lane_oldest_first)
+NG_TEST(lane_oldest_first)
 {
     start(1024);
     static volatile int spin;
@@ -164,7 +164,7 @@ END_TEST
 /* 48 streams, each with the ops of two communicators (96 lanes): each lane's
  * front is followed on its own, and once released every op completes. */
 #define NSTREAMS 48
-START_TEST(many_streams_and_comms)
+NG_TEST(many_streams_and_comms)
 {
     start(4096);
     static volatile int spin[NSTREAMS];
@@ -210,7 +210,7 @@ END_TEST
  * them. The 17th op, on a 17th stream, overwrites the first while it is in
  * flight: that one leaves its lane, the new one gets a lane, and every other
  * op still completes. */
-START_TEST(as_many_lanes_as_slots)
+NG_TEST(as_many_lanes_as_slots)
 {
     start(16);
     static volatile int spin;
@@ -242,7 +242,7 @@ END_TEST
  * records in the middle of the lane. The 16 newest complete once the stream
  * goes on, and the markers of the dropped ones come back: 10 rounds need 400
  * markers of a pool of 80. */
-START_TEST(overwritten_in_flight)
+NG_TEST(overwritten_in_flight)
 {
     start(16);
     CUstream s = stream();
@@ -303,7 +303,7 @@ static void *write_ops(void *arg)
     return NULL;
 }
 
-START_TEST(overwritten_while_passes_run)
+NG_TEST(overwritten_while_passes_run)
 {
     /* An unbounded launch queue: a held stream takes every op (a real one blocks
      * the writer after about a thousand, analyze.sh's queuefull job). */
@@ -335,7 +335,7 @@ END_TEST
 
 /* One communicator, two streams: its op on s2 is started by its marker, but
  * NCCL runs it after its op on s1, which is held before it starts. */
-START_TEST(comm_waits_for_its_other_stream)
+NG_TEST(comm_waits_for_its_other_stream)
 {
     start(1024);
     static volatile int before, spin;
@@ -363,7 +363,7 @@ END_TEST
 
 /* Three ops of a group on one stream share its marker: all three are started,
  * then completed, together; an op behind them waits. */
-START_TEST(group_shares_marker)
+NG_TEST(group_shares_marker)
 {
     void *end_ev;
     start(1024);
@@ -396,7 +396,7 @@ END_TEST
 /* A group's stream that got no marker at its ncclGroupEnd: its ops are
  * untracked while nothing tells more, and complete once the op behind them on
  * the stream completes (the stream ran them first). */
-START_TEST(group_without_marker_untracked)
+NG_TEST(group_without_marker_untracked)
 {
     start(1024);
     CUstream s = stream();
@@ -445,7 +445,7 @@ static uint64_t hook_op(ncclComm_t h, CUstream s)
  * empty publishes its stream without a marker: its op is untracked, and
  * completes with the next op on its stream, which gets a marker again, once
  * the GPU finished that one. */
-START_TEST(group_end_without_marker)
+NG_TEST(group_end_without_marker)
 {
     void *end_ev;
     static volatile int spin;
@@ -479,7 +479,7 @@ END_TEST
  * of its own, and its op follows the group's first stream, which NCCL makes
  * wait for the whole launch: scheduled while that stream has not reached the
  * group, completed with it. */
-START_TEST(group_17th_stream_follows_its_group)
+NG_TEST(group_17th_stream_follows_its_group)
 {
     start(1024);
     static volatile int spin;
@@ -506,7 +506,7 @@ END_TEST
  * followed stream finishing first does not give that marker back (to be taken
  * by the next op, still pending) while the 17th's op, held behind an earlier op
  * of its own stream, has still to ask it. */
-START_TEST(follower_keeps_its_share_of_the_marker)
+NG_TEST(follower_keeps_its_share_of_the_marker)
 {
     start(1024);
     static volatile int spin;
@@ -543,7 +543,7 @@ END_TEST
  * capture), and the op follows the group's other stream of its communicator.
  * In a group of the legacy stream alone, the op is untracked, and completes
  * with a later op there once the capture is over. */
-START_TEST(group_legacy_stream_during_capture)
+NG_TEST(group_legacy_stream_during_capture)
 {
     start(1024);
     static volatile int spin;
@@ -581,37 +581,10 @@ START_TEST(group_legacy_stream_during_capture)
 }
 END_TEST
 
-/* The hooks' lookup of the communicator is kept by the thread while the handle
- * map is unchanged: a handle destroyed and handed out again for another
- * communicator names that one in the ops that follow. */
-START_TEST(reused_handle_names_new_comm)
-{
-    start(16);
-    ncclComm_t h = (ncclComm_t)(uintptr_t)0x5100;
-    CUstream s = stream();
-    struct ng_op_record r;
-    for (uint64_t id = 51; id <= 52; id++) {
-        struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
-        ck_assert_ptr_nonnull(c);
-        ncclguard_comm_attach(c, h);
-        for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
-            struct ng_op_ticket t;
-            ck_assert_int_eq(ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat,
-                                              ncclSum, -1),
-                             0);
-            ncclguard_op_post(&t, ncclSuccess);
-            ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
-            ck_assert_uint_eq(r.comm_id, id);
-        }
-        ncclguard_comm_set_state(c, NG_COMM_DESTROYED);
-    }
-}
-END_TEST
-
 /* A nonblocking op whose end marker is deferred has nothing to ask: the op
  * behind it on its lane completes meanwhile; it completes once its end marker
  * is recorded. */
-START_TEST(deferred_op_passed_over)
+NG_TEST(deferred_op_passed_over)
 {
     void *end_ev;
     start(1024);
@@ -640,7 +613,7 @@ END_TEST
 
 /* An aborted communicator's ops end aborted: one in its lane, one without a
  * marker (in no lane), and one appended after the abort. */
-START_TEST(aborted_comm_ends_its_ops)
+NG_TEST(aborted_comm_ends_its_ops)
 {
     start(1024);
     static volatile int before;
@@ -666,6 +639,33 @@ START_TEST(aborted_comm_ends_its_ops)
 }
 END_TEST
 
+/* The hooks' lookup of the communicator is kept by the thread while the handle
+ * map is unchanged: a handle destroyed and handed out again for another
+ * communicator names that one in the ops that follow. */
+NG_TEST(reused_handle_names_new_comm)
+{
+    start(16);
+    ncclComm_t h = (ncclComm_t)(uintptr_t)0x5100;
+    CUstream s = stream();
+    struct ng_op_record r;
+    for (uint64_t id = 51; id <= 52; id++) {
+        struct ng_comm *c = ncclguard_comm_new(id, 0, 1, 0, NULL);
+        ck_assert_ptr_nonnull(c);
+        ncclguard_comm_attach(c, h);
+        for (int k = 0; k < 2; k++) { /* the second is found in the thread's keeping */
+            struct ng_op_ticket t;
+            ck_assert_int_eq(ncclguard_op_pre(&t, NG_OP_ALLREDUCE, h, (cudaStream_t)s, 2, ncclFloat,
+                                              ncclSum, -1),
+                             0);
+            ncclguard_op_post(&t, ncclSuccess);
+            ck_assert_int_eq(ncclguard_flight_copy(ncclguard_flight_head() - 1, &r), 0);
+            ck_assert_uint_eq(r.comm_id, id);
+        }
+        ncclguard_comm_set_state(c, NG_COMM_DESTROYED);
+    }
+}
+END_TEST
+
 static long sleep_ms(void)
 {
     ncclguard_observer_pass(1);
@@ -678,7 +678,7 @@ static long sleep_ms(void)
  * appended, or was less than a second ago, and once a second once nothing has
  * been for a second: the sleep it chose after each full pass. The waits are
  * lower bounds the code holds to, not measurements. */
-START_TEST(observer_sleeps_a_second_at_rest)
+NG_TEST(observer_sleeps_a_second_at_rest)
 {
     start(1024);                       /* NCCLGUARD_POLL_MS: 100 */
     ck_assert_int_eq(sleep_ms(), 100); /* idle from now */
@@ -755,7 +755,7 @@ static void pt_op_begin(pthread_t *t, struct pt_op *o)
 /* The per-thread default stream (CU_STREAM_PER_THREAD, 0x2) of two threads is
  * two streams: the op of the second thread, which its stream finished, is not
  * held up behind the first thread's, which its own stream holds started. */
-START_TEST(per_thread_streams_are_lanes_of_their_own)
+NG_TEST(per_thread_streams_are_lanes_of_their_own)
 {
     start(1024);
     static volatile int spin;
@@ -783,23 +783,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {lane_oldest_first,
-                            many_streams_and_comms,
-                            as_many_lanes_as_slots,
-                            overwritten_in_flight,
-                            overwritten_while_passes_run,
-                            comm_waits_for_its_other_stream,
-                            group_shares_marker,
-                            group_without_marker_untracked,
-                            group_end_without_marker,
-                            group_17th_stream_follows_its_group,
-                            follower_keeps_its_share_of_the_marker,
-                            group_legacy_stream_during_capture,
-                            deferred_op_passed_over,
-                            aborted_comm_ends_its_ops,
-                            reused_handle_names_new_comm,
-                            observer_sleeps_a_second_at_rest,
-                            per_thread_streams_are_lanes_of_their_own,
-                            NULL};
-    return ng_check_run(ng_check_suite("observer", "lanes", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("observer", "lanes", 60, ng_check_tests(), NULL));
 }

@@ -88,7 +88,7 @@ static int count_in(const char *file, const char *needle)
     return count(buf, needle);
 }
 
-START_TEST(refuses_what_is_not_a_regular_file)
+NG_TEST(refuses_what_is_not_a_regular_file)
 {
     char why[300];
     ck_assert_int_eq(mkfifo(at("fifo"), 0600), 0);
@@ -117,7 +117,7 @@ START_TEST(refuses_what_is_not_a_regular_file)
 }
 END_TEST
 
-START_TEST(creates_files_0600)
+NG_TEST(creates_files_0600)
 {
     char why[300];
     umask(0);
@@ -138,7 +138,7 @@ START_TEST(creates_files_0600)
 }
 END_TEST
 
-START_TEST(log_to_a_fifo_falls_back_to_stderr_once)
+NG_TEST(log_to_a_fifo_falls_back_to_stderr_once)
 {
     capture_stderr();
     ck_assert_int_eq(mkfifo(at("log.fifo"), 0600), 0);
@@ -163,7 +163,7 @@ static void cap_file_size(rlim_t bytes)
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
 }
 
-START_TEST(lines_a_file_cannot_take_are_lost_counted_and_said_once)
+NG_TEST(lines_a_file_cannot_take_are_lost_counted_and_said_once)
 {
     capture_stderr();
     static char log[128], events[128];
@@ -199,7 +199,7 @@ END_TEST
  * every call returns, the lines beyond the queue are lost and counted, and once
  * the pipe is read again every line is either written whole or counted as lost.
  */
-START_TEST(a_stuck_writer_never_blocks_the_callers)
+NG_TEST(a_stuck_writer_never_blocks_the_callers)
 {
     capture_stderr();
     int p[2];
@@ -246,13 +246,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    const TTest *tests[] = {refuses_what_is_not_a_regular_file,
-                            creates_files_0600,
-                            log_to_a_fifo_falls_back_to_stderr_once,
-                            lines_a_file_cannot_take_are_lost_counted_and_said_once,
-                            a_stuck_writer_never_blocks_the_callers,
-                            NULL};
-    Suite *s = ng_check_suite("output", "output", 0, tests, &t);
+    Suite *s = ng_check_suite("output", "output", 0, ng_check_tests(), &t);
     tcase_add_checked_fixture(t, setup, teardown);
     return ng_check_run(s);
 }

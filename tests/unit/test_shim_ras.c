@@ -60,7 +60,7 @@ static int tasks_are(int n)
     return tasks() == n;
 }
 
-START_TEST(one_query_per_incident)
+NG_TEST(one_query_per_incident)
 {
     int srv = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(srv, 0);
@@ -97,6 +97,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {one_query_per_incident, NULL};
-    return ng_check_run(ng_check_suite("ras", "ras", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("ras", "ras", 60, ng_check_tests(), NULL));
 }

@@ -77,7 +77,7 @@ static void init(int depth)
                   "libunwind.so.8 is needed (scripts/install-deps installs libunwind8)");
 }
 
-START_TEST(one_id_per_stack)
+NG_TEST(one_id_per_stack)
 {
     init(24);
     const unsigned paths[] = {5, 5, 6};
@@ -101,7 +101,7 @@ START_TEST(one_id_per_stack)
 }
 END_TEST
 
-START_TEST(depth_cuts_the_stack)
+NG_TEST(depth_cuts_the_stack)
 {
     init(3);
     const uint64_t *pcs;
@@ -109,7 +109,7 @@ START_TEST(depth_cuts_the_stack)
 }
 END_TEST
 
-START_TEST(off_without_depth)
+NG_TEST(off_without_depth)
 {
     ncclguard_stacks_init(0);
     ck_assert_int_eq(stack_sites_path(0, 2, capture), NG_NO_STACK);
@@ -122,7 +122,7 @@ END_TEST
 
 /* 2048 distinct stacks: the first 1024 get ids 0..1023, the others none, and
  * the ones in the table are still found. */
-START_TEST(full_table_keeps_what_it_has)
+NG_TEST(full_table_keeps_what_it_has)
 {
     init(24);
     enum { N = 2 * NG_STACKS_MAX + 2 };
@@ -162,7 +162,7 @@ static void *capturer(void *arg)
 
 /* Threads that meet the same new stacks at once agree on their ids, and no
  * stack takes two entries; a thread started afterwards finds them all. */
-START_TEST(threads_agree)
+NG_TEST(threads_agree)
 {
     init(24);
     pthread_t t[5];
@@ -194,7 +194,7 @@ END_TEST
  * outermost level's call in stack_sites_path; site_a and site_b are one
  * function once the compiler folds them): each capture,
  * in any order, has the stack of a full unwind, and most come from the cache. */
-START_TEST(shared_innermost_frames)
+NG_TEST(shared_innermost_frames)
 {
     init(7);
     for (int round = 0; round < 20; round++)
@@ -213,7 +213,7 @@ END_TEST
 /* The same call site 1 to 6 calls deep into a recursion: stacks that differ
  * only by one more repetition of the same return address (depth 5: the
  * recursion of 3 and of 4 differ in their last frame only). */
-START_TEST(recursion_depths)
+NG_TEST(recursion_depths)
 {
     init(5);
     for (int round = 0; round < 20; round++)
@@ -260,7 +260,7 @@ static void fiber(void)
  * its own making, in turn: each has its stack (the site's 7 frames and the
  * function that called it), though the words of the other stay where they
  * were. */
-START_TEST(stack_switch)
+NG_TEST(stack_switch)
 {
     init(8);
     size_t size = 256 * 1024;
@@ -369,20 +369,20 @@ static void reload_case(int watched, enum unload how, int between)
 
 /* Not watched (this program's dlclose is not the one the loader's lookups
  * find): the loader's own count, asked at every capture. */
-START_TEST(dl_site_after_reload)
+NG_TEST(dl_site_after_reload)
 {
     reload_case(0, THROUGH_WRAPPER, 0);
 }
 END_TEST
 
 /* Watched: the wrapper's count of unloads alone. */
-START_TEST(dl_site_after_reload_watched)
+NG_TEST(dl_site_after_reload_watched)
 {
     reload_case(1, THROUGH_WRAPPER, 0);
 }
 END_TEST
 
-START_TEST(dl_unload_past_wrapper_seen_at_next_unwind)
+NG_TEST(dl_unload_past_wrapper_seen_at_next_unwind)
 {
     reload_case(1, PAST_WRAPPER, 1);
 }
@@ -437,19 +437,7 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {one_id_per_stack,
-                            depth_cuts_the_stack,
-                            off_without_depth,
-                            full_table_keeps_what_it_has,
-                            threads_agree,
-                            shared_innermost_frames,
-                            recursion_depths,
-                            stack_switch,
-                            dl_site_after_reload,
-                            dl_site_after_reload_watched,
-                            dl_unload_past_wrapper_seen_at_next_unwind,
-                            NULL};
-    Suite *s = ng_check_suite("stacks", "table", 60, tests, NULL);
+    Suite *s = ng_check_suite("stacks", "table", 60, ng_check_tests(), NULL);
     TCase *threads = tcase_create("threads"); /* CK_RUN_CASE=threads under TSan */
     tcase_set_timeout(threads, 120);
     tcase_add_test(threads, threads_share_sites);

@@ -29,7 +29,7 @@ static int near(int64_t got, int64_t want, double tolerance)
     return (d < 0 ? -d : d) <= tolerance * (double)want;
 }
 
-START_TEST(warm_up_then_the_median)
+NG_TEST(warm_up_then_the_median)
 {
     ncclguard_stats_reset();
     for (int i = 0; i < 32; i++) ck_assert_int_eq(observe((1 + i % 3) * MS), 0);
@@ -38,7 +38,7 @@ START_TEST(warm_up_then_the_median)
 }
 END_TEST
 
-START_TEST(median_of_a_spread)
+NG_TEST(median_of_a_spread)
 {
     ncclguard_stats_reset();
     int64_t m = 0;
@@ -47,7 +47,7 @@ START_TEST(median_of_a_spread)
 }
 END_TEST
 
-START_TEST(classes_are_kept_apart)
+NG_TEST(classes_are_kept_apart)
 {
     ncclguard_stats_reset();
     for (int i = 0; i < 50; i++) {
@@ -65,7 +65,7 @@ START_TEST(classes_are_kept_apart)
 }
 END_TEST
 
-START_TEST(ageing_follows_a_drift)
+NG_TEST(ageing_follows_a_drift)
 {
     ncclguard_stats_reset();
     for (int i = 0; i < 500; i++) observe(MS);
@@ -75,7 +75,7 @@ START_TEST(ageing_follows_a_drift)
 }
 END_TEST
 
-START_TEST(durations_out_of_range)
+NG_TEST(durations_out_of_range)
 {
     ncclguard_stats_reset();
     for (int i = 0; i < 40; i++) observe(i % 2 ? 0 : INT64_MAX);
@@ -86,7 +86,7 @@ END_TEST
 
 /* The relative rule: one long op among fast ones (a peer that paused once) is not
  * slow; a class that stays over factor x median is, from its sixth sample over. */
-START_TEST(slow_only_when_persistent)
+NG_TEST(slow_only_when_persistent)
 {
     ncclguard_stats_reset();
     struct ng_sample k;
@@ -109,12 +109,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {warm_up_then_the_median,
-                            median_of_a_spread,
-                            classes_are_kept_apart,
-                            ageing_follows_a_drift,
-                            durations_out_of_range,
-                            slow_only_when_persistent,
-                            NULL};
-    return ng_check_run(ng_check_suite("stats", "stats", 0, tests, NULL));
+    return ng_check_run(ng_check_suite("stats", "stats", 0, ng_check_tests(), NULL));
 }

@@ -32,7 +32,7 @@ static uintptr_t sym(void *h, const char *name)
     return (uintptr_t)p;
 }
 
-START_TEST(static_function_named_from_symtab)
+NG_TEST(static_function_named_from_symtab)
 {
     char path[PATH_MAX];
     void *h = open_sites("libsymsites.so", path);
@@ -48,7 +48,7 @@ START_TEST(static_function_named_from_symtab)
 }
 END_TEST
 
-START_TEST(stripped_gives_module_and_offset_only)
+NG_TEST(stripped_gives_module_and_offset_only)
 {
     char path[PATH_MAX];
     void *h = open_sites("libsymsites-stripped.so", path);
@@ -71,7 +71,7 @@ START_TEST(stripped_gives_module_and_offset_only)
 END_TEST
 
 /* dladdr answers a size-0 symbol for its own address: no name. */
-START_TEST(sizeless_symbol_names_nothing)
+NG_TEST(sizeless_symbol_names_nothing)
 {
     char path[PATH_MAX];
     void *h = open_sites("libsymsites-stripped.so", path);
@@ -89,8 +89,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {static_function_named_from_symtab,
-                            stripped_gives_module_and_offset_only, sizeless_symbol_names_nothing,
-                            NULL};
-    return ng_check_run(ng_check_suite("symbolize", "names", 0, tests, NULL));
+    return ng_check_run(ng_check_suite("symbolize", "names", 0, ng_check_tests(), NULL));
 }

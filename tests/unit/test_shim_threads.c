@@ -159,7 +159,7 @@ static int stack_names(const struct ng_thread_view *t, const char *function)
     return found;
 }
 
-START_TEST(syscalls_are_left_alone_and_stacks_are_taken)
+NG_TEST(syscalls_are_left_alone_and_stacks_are_taken)
 {
     ck_assert_str_ne(ncclguard_unwind_open(), "none");
     ck_assert_int_gt(ncclguard_threads_init(0), 0);
@@ -254,7 +254,7 @@ static void app_handler(int sig)
     (void)sig;
 }
 
-START_TEST(signal_choice_respects_handlers_and_nccl)
+NG_TEST(signal_choice_respects_handlers_and_nccl)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -274,7 +274,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {syscalls_are_left_alone_and_stacks_are_taken,
-                            signal_choice_respects_handlers_and_nccl, NULL};
-    return ng_check_run(ng_check_suite("shim_threads", "threads", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("shim_threads", "threads", 60, ng_check_tests(), NULL));
 }

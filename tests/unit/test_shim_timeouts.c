@@ -91,7 +91,7 @@ static int timed_out(uint64_t index)
     return (r.flags & NG_REC_TIMEOUT) != 0;
 }
 
-START_TEST(younger_first_timeout_behind_older)
+NG_TEST(younger_first_timeout_behind_older)
 {
     load(NULL);
     uint64_t first = op(1, 7, 5 * S, 8, 1, 1);  /* 5 s of 600 */
@@ -115,7 +115,7 @@ START_TEST(younger_first_timeout_behind_older)
 }
 END_TEST
 
-START_TEST(size_scaled_timeouts)
+NG_TEST(size_scaled_timeouts)
 {
     load("1000000000");                                   /* 1 GB/s: 1 s more per GB */
     uint64_t big = op(1, 7, 4 * S, 10000000000ULL, 0, 1); /* 4 s of 1 + 10 */
@@ -140,19 +140,19 @@ static void own_timeout_applies(const char *var, int allreduce_times_out)
     ck_assert_int_eq(timed_out(bc), !allreduce_times_out);
 }
 
-START_TEST(own_timeout_of_allreduce_applies)
+NG_TEST(own_timeout_of_allreduce_applies)
 {
     own_timeout_applies("NCCLGUARD_TIMEOUT_ALLREDUCE", 1);
 }
 END_TEST
 
-START_TEST(own_timeout_of_broadcast_applies)
+NG_TEST(own_timeout_of_broadcast_applies)
 {
     own_timeout_applies("NCCLGUARD_TIMEOUT_BROADCAST", 0);
 }
 END_TEST
 
-START_TEST(agenda_order)
+NG_TEST(agenda_order)
 {
     ck_assert_int_eq(ncclguard_due_init(64), 0);
     ncclguard_due_clear();
@@ -180,7 +180,7 @@ static struct ng_enforcer_schedule schedule(void)
 /* Nothing can fall due for a long while: the enforcer sleeps a second after a
  * pass that took ops (they may go on coming), until the observer's heartbeat
  * can be late (5 s) after one that took none: not one period. */
-START_TEST(idle_enforcer_sleeps_long)
+NG_TEST(idle_enforcer_sleeps_long)
 {
     start_enforcer("600");
     op(1, 7, 0, 8, 0, 1); /* due in 600 s */
@@ -195,40 +195,9 @@ START_TEST(idle_enforcer_sleeps_long)
 }
 END_TEST
 
-/* With nothing in flight the enforcer rests: it is woken by the observer's
- * pass that finds ops appended, once, not at every pass; the observer sleeps
- * a second while nothing is in flight, a period otherwise. The wake-ups are
- * counted, not timed. */
-START_TEST(enforcer_rests_until_ops_arrive)
-{
-    start_enforcer("600");
-    ncclguard_watchdog_poll_once();
-    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
-    nanosleep(&second, NULL);
-    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
-    struct ng_enforcer_schedule e = schedule();
-    ck_assert_int_eq(e.resting, 1);
-    ck_assert_int_eq(e.kicks, 0);
-    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
-    struct ng_watchdog_stats w;
-    ncclguard_watchdog_stats(&w);
-    ck_assert_int_eq(w.observer_sleep_ms, 1000);
-    op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
-    e = schedule();
-    ck_assert_int_eq(e.kicks, 1);
-    ck_assert_int_eq(e.resting, 0);
-    ncclguard_watchdog_stats(&w);
-    ck_assert_int_eq(w.observer_sleep_ms, 10);
-    op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
-    ck_assert_int_eq(schedule().kicks, 1);
-}
-END_TEST
-
 /* A sleep never runs past the step of an op appended while it lasts (its
  * enqueue comes after the pass), nor past the agenda's next step. */
-START_TEST(op_appended_during_sleep_is_due_no_sooner)
+NG_TEST(op_appended_during_sleep_is_due_no_sooner)
 {
     start_enforcer("0.3");
     ncclguard_watchdog_poll_once(); /* nothing in flight */
@@ -256,32 +225,41 @@ START_TEST(op_appended_during_sleep_is_due_no_sooner)
 }
 END_TEST
 
-/* With no timeout, ops never enter the agenda: the enforcer still does not rest
- * after a pass that took ops, so that ops flowing wake it once, not at every
- * pass of the observer; once a pass finds none, it rests again. */
-START_TEST(enforcer_not_woken_while_ops_flow)
+/* With nothing in flight the enforcer rests: it is woken by the observer's
+ * pass that finds ops appended, once, not at every pass; the observer sleeps
+ * a second while nothing is in flight, a period otherwise. The wake-ups are
+ * counted, not timed. */
+NG_TEST(enforcer_rests_until_ops_arrive)
 {
-    start_enforcer("0");
+    start_enforcer("600");
     ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().resting, 1);
-    for (int i = 0; i < 3; i++) {
-        op(1, 7, 0, 8, 0, 1);
-        ncclguard_watchdog_poll_once();
-        ck_assert_int_eq(schedule().kicks, 1);
-        ck_assert_int_eq(schedule().resting, 0);
-    }
-    ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().resting, 1);
+    struct timespec second = {1, 100000000}; /* the observer rests after a second idle */
+    nanosleep(&second, NULL);
+    for (int i = 0; i < 2; i++) ncclguard_watchdog_poll_once();
+    struct ng_enforcer_schedule e = schedule();
+    ck_assert_int_eq(e.resting, 1);
+    ck_assert_int_eq(e.kicks, 0);
+    ck_assert_int_eq(e.next_ns - e.last_ns, 5 * S);
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 1000);
     op(1, 7, 0, 8, 0, 1);
-    ncclguard_watchdog_poll_once();
-    ck_assert_int_eq(schedule().kicks, 2);
+    ncclguard_watchdog_poll_once(); /* the observer finds it, then the enforcer takes it */
+    e = schedule();
+    ck_assert_int_eq(e.kicks, 1);
+    ck_assert_int_eq(e.resting, 0);
+    ncclguard_watchdog_stats(&w);
+    ck_assert_int_eq(w.observer_sleep_ms, 10);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once(); /* not at rest: no wake-up */
+    ck_assert_int_eq(schedule().kicks, 1);
 }
 END_TEST
 
 /* At rest the observer sleeps a second, unless a burst as dense as the densest
  * it saw between two passes (in a period) would fill half the ring meanwhile:
  * then as long as that takes, a period at least (ring of 1024, period 10 ms). */
-START_TEST(observer_rest_after_a_burst)
+NG_TEST(observer_rest_after_a_burst)
 {
     start_enforcer("600");
     struct ng_watchdog_stats w;
@@ -310,6 +288,28 @@ START_TEST(observer_rest_after_a_burst)
 }
 END_TEST
 
+/* With no timeout, ops never enter the agenda: the enforcer still does not rest
+ * after a pass that took ops, so that ops flowing wake it once, not at every
+ * pass of the observer; once a pass finds none, it rests again. */
+NG_TEST(enforcer_not_woken_while_ops_flow)
+{
+    start_enforcer("0");
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    for (int i = 0; i < 3; i++) {
+        op(1, 7, 0, 8, 0, 1);
+        ncclguard_watchdog_poll_once();
+        ck_assert_int_eq(schedule().kicks, 1);
+        ck_assert_int_eq(schedule().resting, 0);
+    }
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().resting, 1);
+    op(1, 7, 0, 8, 0, 1);
+    ncclguard_watchdog_poll_once();
+    ck_assert_int_eq(schedule().kicks, 2);
+}
+END_TEST
+
 /* A group's op enqueued `age_ns` ago on `stream` in group `group`, without a
  * marker of its own, with `flags` (NG_REC_FOLLOWS and a place). */
 static uint64_t group_op(uint64_t stream, uint64_t group, int64_t age_ns, uint64_t flags)
@@ -328,7 +328,7 @@ static uint64_t group_op(uint64_t stream, uint64_t group, int64_t age_ns, uint64
  * legacy stream during a capture). Not when its stream, or that place, got no
  * marker at ncclGroupEnd (the pool was empty): it is untracked, even before the
  * observer, which may be stuck in a CUDA call, has said so. */
-START_TEST(markerless_group_ops_time_out_only_when_followed)
+NG_TEST(markerless_group_ops_time_out_only_when_followed)
 {
     load(NULL);
     ncclguard_groups_init(1024);
@@ -349,17 +349,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {younger_first_timeout_behind_older,
-                            size_scaled_timeouts,
-                            own_timeout_of_allreduce_applies,
-                            own_timeout_of_broadcast_applies,
-                            agenda_order,
-                            idle_enforcer_sleeps_long,
-                            op_appended_during_sleep_is_due_no_sooner,
-                            enforcer_rests_until_ops_arrive,
-                            observer_rest_after_a_burst,
-                            enforcer_not_woken_while_ops_flow,
-                            markerless_group_ops_time_out_only_when_followed,
-                            NULL};
-    return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("timeouts", "timeouts", 60, ng_check_tests(), NULL));
 }

@@ -82,7 +82,7 @@ static void teardown(void)
 
 static const char *joined_id = "1700000100.000000250-r1@otherhost";
 
-START_TEST(timeout_just_inside_the_window_joins)
+NG_TEST(timeout_just_inside_the_window_joins)
 {
     setup();
     fake_realtime = raised + JOIN_S * S - 1;
@@ -94,7 +94,7 @@ START_TEST(timeout_just_inside_the_window_joins)
 }
 END_TEST
 
-START_TEST(timeout_at_the_window_starts_its_own)
+NG_TEST(timeout_at_the_window_starts_its_own)
 {
     setup();
     fake_realtime = raised + JOIN_S * S;
@@ -108,7 +108,7 @@ START_TEST(timeout_at_the_window_starts_its_own)
 }
 END_TEST
 
-START_TEST(timeout_right_after_the_raise_joins)
+NG_TEST(timeout_right_after_the_raise_joins)
 {
     setup();
     fake_realtime = raised;
@@ -120,7 +120,7 @@ END_TEST
 
 /* A TRIGGER from before the process started is history (an earlier job's): a timeout
  * starts an incident of its own; one written at the start is this job's. */
-START_TEST(trigger_from_before_the_start_is_history)
+NG_TEST(trigger_from_before_the_start_is_history)
 {
     setup_at(start - 1);
     fake_realtime = start + S;
@@ -131,7 +131,7 @@ START_TEST(trigger_from_before_the_start_is_history)
 }
 END_TEST
 
-START_TEST(trigger_written_at_the_start_joins)
+NG_TEST(trigger_written_at_the_start_joins)
 {
     setup_at(start);
     fake_realtime = start + S;
@@ -143,11 +143,5 @@ END_TEST
 
 int main(void)
 {
-    const TTest *tests[] = {timeout_just_inside_the_window_joins,
-                            timeout_at_the_window_starts_its_own,
-                            timeout_right_after_the_raise_joins,
-                            trigger_from_before_the_start_is_history,
-                            trigger_written_at_the_start_joins,
-                            NULL};
-    return ng_check_run(ng_check_suite("trigger", "trigger", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("trigger", "trigger", 60, ng_check_tests(), NULL));
 }

@@ -67,7 +67,7 @@ static int verdicts(const char *dir)
     return 0;
 }
 
-START_TEST(one_verdict_per_incident)
+NG_TEST(one_verdict_per_incident)
 {
     char dir[64], me[PATH_MAX], name[128];
     ng_check_tmpdir(dir, sizeof dir, "verdict");
@@ -102,6 +102,5 @@ int main(void)
 {
     const char *dir = getenv("NG_VERDICT_DIR");
     if (dir) return verdicts(dir);
-    const TTest *tests[] = {one_verdict_per_incident, NULL};
-    return ng_check_run(ng_check_suite("verdict", "verdict", 60, tests, NULL));
+    return ng_check_run(ng_check_suite("verdict", "verdict", 60, ng_check_tests(), NULL));
 }
