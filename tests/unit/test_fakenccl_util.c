@@ -225,6 +225,19 @@ void fnt_set_flag(volatile int *flag, int value)
     __atomic_store_n(flag, value, __ATOMIC_RELEASE);
 }
 
+bool fnt_arrive(volatile int *count, int n)
+{
+    __atomic_fetch_add(count, 1, __ATOMIC_ACQ_REL);
+    return fnt_wait_flag(count, n, 30);
+}
+
+bool fnt_pending_after(CUevent ev, CUstream s, int ms)
+{
+    FNT_CU(cuEventRecord(ev, s));
+    fnt_sleep_ms(ms);
+    return cuEventQuery(ev) == CUDA_ERROR_NOT_READY;
+}
+
 static int saved_stderr = -1;
 static char capture_path[64];
 

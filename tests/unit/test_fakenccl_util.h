@@ -105,6 +105,12 @@ void fnt_sleep_ms(int ms);
 /* Waits (sleeping 1 ms steps) until *flag >= value or timeout_s passes; true if reached. */
 bool fnt_wait_flag(volatile int *flag, int value, int timeout_s);
 void fnt_set_flag(volatile int *flag, int value);
+/* Counts this rank in *count, then waits (30 s at most) until all n ranks have; true if they
+ * did. */
+bool fnt_arrive(volatile int *count, int n);
+/* Records ev on s behind the op just enqueued there, sleeps ms and says whether the op is
+ * still pending (ev NOT_READY). */
+bool fnt_pending_after(CUevent ev, CUstream s, int ms);
 
 /* Starts capturing what this process writes to fd 2 into a temp file; fnt_stderr_end returns
  * its contents (malloc'd) and restores fd 2. */
