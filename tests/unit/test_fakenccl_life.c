@@ -364,19 +364,6 @@ START_TEST(revoke_ends_pending_ops_and_keeps_handle)
 }
 END_TEST
 
-struct destroy_arg {
-    ncclComm_t comm;
-    volatile int returned;
-};
-
-static void *destroy_thread(void *p)
-{
-    struct destroy_arg *d = p;
-    FNT_NCCL(ncclCommDestroy(d->comm));
-    fnt_set_flag(&d->returned, 1);
-    return NULL;
-}
-
 /* Destroy (without finalize) waits for outstanding ops, like NCCL's stream sync;
  * finalize too, and destroy after finalize is local. */
 static void destroy_waits_rank(int rank, int n, void *arg)
@@ -385,17 +372,16 @@ static void destroy_waits_rank(int rank, int n, void *arg)
     CUstream s;
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     int v = 1, out = 0;
-    pthread_t t;
     if (rank == 1) FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     if (rank == 0) {
-        struct destroy_arg d = {comm, 0};
-        FNT_CHECK(pthread_create(&t, NULL, destroy_thread, &d) == 0, "pthread_create");
+        struct fnt_destroyer d;
+        fnt_destroy_start(&d, comm);
         fnt_sleep_ms(400);
         FNT_CHECK(!__atomic_load_n(&d.returned, __ATOMIC_ACQUIRE),
                   "destroy returned with an op outstanding");
         fnt_set_flag(&sh->flag, 1);
-        pthread_join(t, NULL);
+        FNT_NCCL(fnt_destroy_join(&d));
         FNT_CHECK(out == 2, "out %d", out);
     } else {
         FNT_NCCL(ncclCommFinalize(comm)); /* blocking: returns once the op is done */

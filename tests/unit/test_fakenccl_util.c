@@ -231,6 +231,28 @@ bool fnt_arrive(volatile int *count, int n)
     return fnt_wait_flag(count, n, 30);
 }
 
+static void *destroy_main(void *arg)
+{
+    struct fnt_destroyer *d = arg;
+    d->r = ncclCommDestroy(d->comm);
+    fnt_set_flag(&d->returned, 1);
+    return NULL;
+}
+
+void fnt_destroy_start(struct fnt_destroyer *d, ncclComm_t comm)
+{
+    d->comm = comm;
+    d->r = ncclInternalError;
+    d->returned = 0;
+    FNT_CHECK(pthread_create(&d->t, NULL, destroy_main, d) == 0, "no thread");
+}
+
+ncclResult_t fnt_destroy_join(struct fnt_destroyer *d)
+{
+    FNT_CHECK(pthread_join(d->t, NULL) == 0, "join");
+    return d->r;
+}
+
 bool fnt_pending_after(CUevent ev, CUstream s, int ms)
 {
     FNT_CU(cuEventRecord(ev, s));

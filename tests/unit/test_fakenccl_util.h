@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,18 @@ ncclUniqueId fnt_unique_id(void);
 bool fnt_shm_clean(const ncclUniqueId *id);
 /* Synchronizes stream s and checks it. */
 void fnt_sync(CUstream s);
+
+/* ncclCommDestroy(comm) on a thread of its own: fnt_destroy_start starts it (checked);
+ * `returned` is set once the call returned, with its result in r; fnt_destroy_join waits for
+ * the thread (checked) and returns r. */
+struct fnt_destroyer {
+    ncclComm_t comm;
+    ncclResult_t r;
+    volatile int returned;
+    pthread_t t;
+};
+void fnt_destroy_start(struct fnt_destroyer *d, ncclComm_t comm);
+ncclResult_t fnt_destroy_join(struct fnt_destroyer *d);
 
 /* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
 ncclResult_t fnt_poll_async(ncclComm_t comm);
