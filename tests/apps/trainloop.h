@@ -143,6 +143,8 @@ void tl_rdzv_unique_id(const struct tl_proc *p, int tid, ncclUniqueId *id);
 /* trainloop_ops.c */
 void tl_ops_setup(struct tl_worker *w);
 void tl_ops_free(struct tl_worker *w);
+/* Frees one op's device and host buffers and zeroes it. */
+void tl_buf_free(struct tl_buf *b);
 void tl_step_issue(struct tl_worker *w, int step);
 
 /* trainloop_check.c */

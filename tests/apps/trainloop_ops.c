@@ -60,16 +60,18 @@ void tl_ops_setup(struct tl_worker *w)
     }
 }
 
+void tl_buf_free(struct tl_buf *b)
+{
+    TL_CU(cuMemFree, (b->dsend));
+    TL_CU(cuMemFree, (b->drecv));
+    free(b->hsend);
+    free(b->hrecv);
+    memset(b, 0, sizeof(*b));
+}
+
 void tl_ops_free(struct tl_worker *w)
 {
-    for (int k = 0; k < w->nops; k++) {
-        struct tl_buf *b = &w->buf[k];
-        TL_CU(cuMemFree, (b->dsend));
-        TL_CU(cuMemFree, (b->drecv));
-        free(b->hsend);
-        free(b->hrecv);
-        memset(b, 0, sizeof(*b));
-    }
+    for (int k = 0; k < w->nops; k++) tl_buf_free(&w->buf[k]);
 }
 
 /* The pipeline stage: send to rank+1 and receive from rank-1 around the ring, in one group. */

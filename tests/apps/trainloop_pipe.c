@@ -53,14 +53,7 @@ void tl_pipeline_setup(struct tl_worker *w)
 
 void tl_pipeline_free(struct tl_worker *w)
 {
-    for (int k = 0; k < 3; k++) {
-        struct tl_buf *b = &w->pipe[k];
-        TL_CU(cuMemFree, (b->dsend));
-        TL_CU(cuMemFree, (b->drecv));
-        free(b->hsend);
-        free(b->hrecv);
-        memset(b, 0, sizeof(*b));
-    }
+    for (int k = 0; k < 3; k++) tl_buf_free(&w->pipe[k]);
     TL_CU(cuEventDestroy, (w->handoff_done));
     TL_CU(cuEventDestroy, (w->rs_done));
 }

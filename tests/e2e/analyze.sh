@@ -10,9 +10,7 @@ NG=$ROOT/$B/ncclguard
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
 GEN=$ROOT/$B/bench/gendumps
-if [ ! -x "$NG" ] || [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
-    skip "analyze" "ncclguard or the harness not built"; finish; exit
-fi
+needs_harness analyze "$TRAIN"
 
 
 # verdict NAME WANT [ANALYZE_ARGS...]: analyze $TMP/NAME/dumps; WANT is "healthy", or the

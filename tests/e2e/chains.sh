@@ -11,9 +11,7 @@
 #    not see. The verdict is rank 0, p2p, with no "not NCCL's" for the victims.
 source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
-if [ ! -x "$NG" ] || [ ! -x "$APPS/trainloop" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
-    skip "chains" "ncclguard or the harness not built"; finish; exit
-fi
+needs_harness chains "$APPS/trainloop"
 
 # chain NAME CHECK: analyze $TMP/NAME/dumps (exit 1: a culprit), then the Python
 # expression CHECK on the culprits `c` (verdict.culprits), the communicators `world`

@@ -8,9 +8,7 @@ source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
-if [ ! -x "$NG" ] || [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
-    skip "cli tools" "ncclguard or the harness not built"; finish; exit
-fi
+needs_harness "cli tools" "$TRAIN"
 
 # The sanitizer runtime alone (empty in a plain build): what LD_PRELOAD holds before `run`.
 SANRT=$(p=$(preload); [ "$p" = "$SHIM" ] && echo "" || echo "${p%:*}")

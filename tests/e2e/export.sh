@@ -9,9 +9,7 @@
 # torchfrtrace itself on the same kind of export.)
 source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
-if [ ! -x "$NG" ] || [ ! -x "$APPS/trainloop" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
-    skip "export" "ncclguard or the harness not built"; finish; exit
-fi
+needs_harness export "$APPS/trainloop"
 export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
 
 # culprits DIR: "rank:cause ..." of `ncclguard analyze --json DIR`, and its exit status

@@ -21,6 +21,16 @@ skip() { echo "SKIP $1: ${2:-}"; _skipped=$((_skipped + 1)); }
 # check NAME CMD...: pass when CMD succeeds
 check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n" "command failed: $*"; fi; }
 finish() { echo "e2e-summary: passed=$_passed failed=$_failed skipped=$_skipped"; [ $_failed -eq 0 ]; }
+# needs_harness NAME PROGRAM...: unless ncclguard ($NG), each PROGRAM and the fake
+# libnccl.so.2 are built, says SKIP NAME and ends the script
+needs_harness() {
+    local name=$1 p ok=1
+    shift
+    for p in "$NG" "$@"; do [ -x "$p" ] || ok=0; done
+    [ -e "$FAKES/libnccl.so.2" ] || ok=0
+    [ $ok -eq 1 ] && return
+    skip "$name" "ncclguard or the harness not built"; finish; exit
+}
 # dumps_sane: every dump the script's jobs wrote under $TMP shows what any dump must
 # ($CHECK tree): one case, for scripts that write dumps, before finish
 dumps_sane() {

@@ -8,7 +8,6 @@ TRAIN=$APPS/trainloop
 if [ ! -x "$TRAIN" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
     skip "stacks" "harness not built"; finish; exit
 fi
-show() { echo "--- $1 (last lines)"; tail -n 12 "$TMP/$1/out"; }
 # stacks_check NAME [ARG]: checks the dumps of job NAME with check_dump.py, then runs
 # the Python program on stdin with ARG (when given) and the dumps as arguments
 stacks_check() {

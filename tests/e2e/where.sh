@@ -10,9 +10,7 @@
 #    names job_stuck_in_main, and the comm thread idle in comm_main.
 source "$(dirname "$0")/lib.sh"
 NG=$ROOT/$B/ncclguard
-if [ ! -x "$NG" ] || [ ! -x "$APPS/launch" ] || [ ! -e "$FAKES/libnccl.so.2" ]; then
-    skip "where" "ncclguard or the harness not built"; finish; exit
-fi
+needs_harness where "$APPS/launch"
 # The peers time out (not on their first op, whose timeout is set far off).
 export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
 

@@ -27,13 +27,8 @@
 
 CUresult fc_event_lookup(CUevent h, const char *call, struct fc_event **out)
 {
-    enum fc_handle_state st = fc_handle_state(h, FC_KIND_EVENT);
+    FC_TRY(fc_handle_check(h, FC_KIND_EVENT, call, "event"));
     struct fc_event *ev = (struct fc_event *)h;
-    if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call, st == FC_HANDLE_DEAD ? "event %p was destroyed" : "%p is not an event",
-                    (void *)h);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
     if (!fc_ctx_usable(ev->ctx, ev->ctx_gen)) {
         fc_complain(call, "the context of event %p was destroyed", (void *)h);
         return CUDA_ERROR_INVALID_HANDLE;

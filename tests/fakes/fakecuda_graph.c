@@ -55,25 +55,14 @@ void fc_graph_discard(struct fc_graph *g)
 
 static CUresult graph_lookup(CUgraph h, const char *call, struct fc_graph **out)
 {
-    enum fc_handle_state st = fc_handle_state(h, FC_KIND_GRAPH);
-    if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call, st == FC_HANDLE_DEAD ? "graph %p was destroyed" : "%p is not a graph",
-                    (void *)h);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
+    FC_TRY(fc_handle_check(h, FC_KIND_GRAPH, call, "graph"));
     *out = (struct fc_graph *)h;
     return CUDA_SUCCESS;
 }
 
 static CUresult exec_lookup(CUgraphExec h, const char *call, struct fc_exec **out)
 {
-    enum fc_handle_state st = fc_handle_state(h, FC_KIND_EXEC);
-    if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call,
-                    st == FC_HANDLE_DEAD ? "graph exec %p was destroyed" : "%p is not a graph exec",
-                    (void *)h);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
+    FC_TRY(fc_handle_check(h, FC_KIND_EXEC, call, "graph exec"));
     *out = (struct fc_exec *)h;
     return CUDA_SUCCESS;
 }

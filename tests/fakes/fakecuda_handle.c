@@ -93,6 +93,17 @@ enum fc_handle_state fc_handle_state(const void *p, uint32_t kind)
                : FC_HANDLE_DEAD;
 }
 
+CUresult fc_handle_check(const void *p, uint32_t kind, const char *call, const char *what)
+{
+    enum fc_handle_state st = fc_handle_state(p, kind);
+    if (st == FC_HANDLE_ALIVE) return CUDA_SUCCESS;
+    if (st == FC_HANDLE_DEAD)
+        fc_complain(call, "%s %p was destroyed", what, p);
+    else
+        fc_complain(call, "%p is not %s %s", p, strchr("aeiou", what[0]) ? "an" : "a", what);
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
 bool fc_handle_kill(void *p)
 {
     struct fc_hdr *h = p;

@@ -104,6 +104,9 @@ enum fc_handle_state { FC_HANDLE_FOREIGN, FC_HANDLE_DEAD, FC_HANDLE_ALIVE };
 void *fc_handle_new(uint32_t kind, size_t size);
 /* Classifies p without dereferencing it unless it lies in the arena. Lock-free. */
 enum fc_handle_state fc_handle_state(const void *p, uint32_t kind);
+/* CUDA_SUCCESS when p is a live handle of kind; else complains for call that the `what` at p
+ * was destroyed, or that p is not a `what`, and returns CUDA_ERROR_INVALID_HANDLE. */
+CUresult fc_handle_check(const void *p, uint32_t kind, const char *call, const char *what);
 /* Marks a handle destroyed; returns false when it already was. */
 bool fc_handle_kill(void *p);
 

@@ -85,12 +85,7 @@ CUresult fc_stream_resolve(CUstream h, bool ptds, const char *call, struct fc_st
         *out = ctx->legacy;
         return CUDA_SUCCESS;
     }
-    enum fc_handle_state st = fc_handle_state(h, FC_KIND_STREAM);
-    if (st != FC_HANDLE_ALIVE) {
-        fc_complain(call, st == FC_HANDLE_DEAD ? "stream %p was destroyed" : "%p is not a stream",
-                    (void *)h);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
+    FC_TRY(fc_handle_check(h, FC_KIND_STREAM, call, "stream"));
     *out = (struct fc_stream *)h;
     return CUDA_SUCCESS;
 }

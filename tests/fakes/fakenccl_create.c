@@ -215,6 +215,17 @@ static bool ctrl_agree(const struct fn_create_job *j, const struct fn_ctrl_rec *
     return true;
 }
 
+/* The last step of a split or a shrink: c becomes rank me of n and joins the child
+ * communicator that kind (FN_CTRL_SPLIT or FN_CTRL_SHRINK), ordinal and detail name. */
+static ncclResult_t join_child(const struct fn_comm *p, struct fn_comm *c, int me, int n,
+                               uint32_t kind, uint64_t ordinal, uint64_t detail)
+{
+    if (!fn_comm_set_size(c, me, n)) return ncclSystemError;
+    uint8_t key[FN_KEY_BYTES];
+    child_key(p->key, kind, ordinal, detail, key);
+    return join(c, key);
+}
+
 static ncclResult_t run_split(struct fn_create_job *j)
 {
     struct fn_comm *p = j->parent, *c = j->comm;
@@ -239,11 +250,7 @@ static ncclResult_t run_split(struct fn_create_job *j)
     }
     for (int i = 0; i < n; i++)
         if (members[i] == p->rank) me = i;
-    r = ncclSystemError;
-    if (!fn_comm_set_size(c, me, n)) goto out;
-    uint8_t key[FN_KEY_BYTES];
-    child_key(p->key, FN_CTRL_SPLIT, j->ordinal, (uint32_t)j->color, key);
-    r = join(c, key);
+    r = join_child(p, c, me, n, FN_CTRL_SPLIT, j->ordinal, (uint32_t)j->color);
 out:
     free(all);
     free(members);
@@ -269,11 +276,7 @@ static ncclResult_t run_shrink(struct fn_create_job *j)
         if (i == p->rank) me = n;
         n += part[i];
     }
-    r = ncclSystemError;
-    if (!fn_comm_set_size(c, me, n)) goto out;
-    uint8_t key[FN_KEY_BYTES];
-    child_key(p->key, FN_CTRL_SHRINK, j->ordinal, tag, key);
-    r = join(c, key);
+    r = join_child(p, c, me, n, FN_CTRL_SHRINK, j->ordinal, tag);
 out:
     free(all);
     free(part);

@@ -46,36 +46,37 @@ void fn_group_note_error(ncclResult_t err)
         g.err = err;
 }
 
+/* The group's array arr (n elements of size bytes in use, *cap allocated) with room for one
+ * more: as it is while there is room, else grown to twice *cap (first, the first time). NULL
+ * when out of memory (arr is left as it was; the group notes ncclSystemError). */
+static void *room_for_one(void *arr, int n, int *cap, int first, size_t size)
+{
+    if (n < *cap) return arr;
+    int grown = *cap ? *cap * 2 : first;
+    void *p = realloc(arr, (size_t)grown * size);
+    if (!p) {
+        fn_warn("fakenccl: out of memory recording a group call");
+        fn_group_note_error(ncclSystemError);
+        return NULL;
+    }
+    *cap = grown;
+    return p;
+}
+
 ncclResult_t fn_group_add_op(const struct fn_op *op)
 {
-    if (g.nops == g.cap) {
-        int cap = g.cap ? g.cap * 2 : 16;
-        struct fn_op *ops = realloc(g.ops, (size_t)cap * sizeof *ops);
-        if (!ops) {
-            fn_warn("fakenccl: out of memory recording a group call");
-            fn_group_note_error(ncclSystemError);
-            return ncclSystemError;
-        }
-        g.ops = ops;
-        g.cap = cap;
-    }
+    struct fn_op *ops = room_for_one(g.ops, g.nops, &g.cap, 16, sizeof *ops);
+    if (!ops) return ncclSystemError;
+    g.ops = ops;
     g.ops[g.nops++] = *op;
     return ncclSuccess;
 }
 
 ncclResult_t fn_group_add_create(struct fn_create_job *job)
 {
-    if (g.njobs == g.jcap) {
-        int cap = g.jcap ? g.jcap * 2 : 8;
-        struct fn_create_job **jobs = realloc(g.jobs, (size_t)cap * sizeof *jobs);
-        if (!jobs) {
-            fn_warn("fakenccl: out of memory recording a group call");
-            fn_group_note_error(ncclSystemError);
-            return ncclSystemError;
-        }
-        g.jobs = jobs;
-        g.jcap = cap;
-    }
+    struct fn_create_job **jobs = room_for_one(g.jobs, g.njobs, &g.jcap, 8, sizeof *jobs);
+    if (!jobs) return ncclSystemError;
+    g.jobs = jobs;
     g.jobs[g.njobs++] = job;
     return ncclSuccess;
 }

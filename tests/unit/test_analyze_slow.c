@@ -70,6 +70,25 @@ static void set_op(struct dr_op *o, int r, uint64_t seq, int64_t enq, int64_t st
     strcpy(o->redop, "sum");
 }
 
+/* Dump d (rank r's) gets one communicator c: "world" of RANKS ranks on device, every one of its
+ * nops ops completed, and room for those ops. */
+static void give_world(struct dr_dump *d, struct dr_comm *c, int r, int device, size_t nops)
+{
+    *c = (struct dr_comm){.id = 0xabcdef0123456789ull,
+                          .rank = r,
+                          .nranks = RANKS,
+                          .device = device,
+                          .last_seq = nops,
+                          .last_completed_seq = nops,
+                          .name = "world",
+                          .state = "ready",
+                          .blocking = 1};
+    d->comms = c;
+    d->ncomms = 1;
+    d->ops = calloc(nops, sizeof *d->ops);
+    d->nops = nops;
+}
+
 /* One seeded run. late: the rank whose GPU is late_ms late every step, -1 none;
  * stall: one extra arrival where rank 0 holds the others up 10 s (the machine
  * stalled once), which must not outweigh everything else. */
@@ -92,19 +111,7 @@ static void make_job(struct job *j, uint64_t seed, int late, double late_ms, int
         d->pid = 100 + r;
         d->rank = r;
         d->local_rank = r;
-        j->c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
-                                   .rank = r,
-                                   .nranks = RANKS,
-                                   .device = r,
-                                   .last_seq = nops,
-                                   .last_completed_seq = nops,
-                                   .name = "world",
-                                   .state = "ready",
-                                   .blocking = 1};
-        d->comms = &j->c[r];
-        d->ncomms = 1;
-        d->ops = calloc(nops, sizeof *d->ops);
-        d->nops = nops;
+        give_world(d, &j->c[r], r, r, nops);
     }
     uint64_t seq = 0;
     size_t k = 0;
@@ -282,18 +289,7 @@ static void enqueue_job(int steps, int per, int64_t gap, int64_t late, char *out
                               .pid = 100 + r,
                               .rank = r,
                               .local_rank = r};
-        j.c[r] = (struct dr_comm){.id = 0xabcdef0123456789ull,
-                                  .rank = r,
-                                  .nranks = RANKS,
-                                  .last_seq = nops,
-                                  .last_completed_seq = nops,
-                                  .name = "world",
-                                  .state = "ready",
-                                  .blocking = 1};
-        d->comms = &j.c[r];
-        d->ncomms = 1;
-        d->ops = calloc(nops, sizeof *d->ops);
-        d->nops = nops;
+        give_world(d, &j.c[r], r, 0, nops);
         for (size_t k = 0; k < nops; k++) {
             int64_t at = 1000 * MS + (int64_t)(k / (size_t)per) * 100 * MS +
                          (int64_t)(k % (size_t)per) * gap; /* 0: an unknown time */

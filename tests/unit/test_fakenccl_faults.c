@@ -168,8 +168,7 @@ static void async_rank(int rank, int n, void *arg)
     } else {
         FNT_CHECK(st == ncclSuccess, "rank 1 got async %d", st);
     }
-    __atomic_fetch_add(&sh->count, 1, __ATOMIC_ACQ_REL); /* abort only once both checked */
-    FNT_CHECK(fnt_wait_flag(&sh->count, n, 30), "peer lost");
+    FNT_CHECK(fnt_arrive(&sh->count, n), "peer lost"); /* abort only once both checked */
     FNT_NCCL(ncclCommAbort(comm));
 }
 

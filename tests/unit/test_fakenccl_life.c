@@ -36,8 +36,7 @@ static struct shared *new_shared(void)
 
 static void arrive(struct shared *sh, int n)
 {
-    __atomic_fetch_add(&sh->count, 1, __ATOMIC_ACQ_REL);
-    FNT_CHECK(fnt_wait_flag(&sh->count, n, 30), "peers did not arrive");
+    FNT_CHECK(fnt_arrive(&sh->count, n), "peers did not arrive");
 }
 
 static void nonblocking_rank(int rank, int n, void *arg)
@@ -196,9 +195,7 @@ static void shrink_rank(int rank, int n, void *arg)
     /* small rank 1 (parent rank 1) dies; the others are stuck in an AllReduce with it */
     if (me == 1) _exit(0);
     FNT_NCCL(ncclAllReduce(&rank, &out, 1, ncclInt32, ncclSum, small, s));
-    FNT_CU(cuEventRecord(ev, s));
-    fnt_sleep_ms(300);
-    FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "op completed without its peer");
+    FNT_CHECK(fnt_pending_after(ev, s, 300), "op completed without its peer");
     FNT_NCCL(ncclCommShrink(small, excl2, 1, &smaller, NULL, NCCL_SHRINK_ABORT));
     FNT_CU(cuEventSynchronize(ev)); /* the stuck op was ended */
     FNT_NCCL(ncclCommCount(smaller, &count));
@@ -227,9 +224,7 @@ static void abort_rank(int rank, int n, void *arg)
     int v = 1, out = 0;
     if (rank < 2) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
-        FNT_CU(cuEventRecord(ev, s));
-        fnt_sleep_ms(300);
-        FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 2");
+        FNT_CHECK(fnt_pending_after(ev, s, 300), "completed without rank 2");
     }
     arrive(sh, n);
     if (rank == 0) {
@@ -333,9 +328,7 @@ static void revoke_rank(int rank, int n, void *arg)
     int v = 1, out = 0, count;
     if (rank == 0) {
         FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
-        FNT_CU(cuEventRecord(ev, s));
-        fnt_sleep_ms(300);
-        FNT_CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY, "completed without rank 1");
+        FNT_CHECK(fnt_pending_after(ev, s, 300), "completed without rank 1");
         FNT_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
         FNT_CU(cuEventSynchronize(ev)); /* the pending op ended (with an error) */
         FNT_CHECK(out == 0, "the revoked op wrote a result");
@@ -371,19 +364,6 @@ NG_TEST(revoke_ends_pending_ops_and_keeps_handle)
 }
 END_TEST
 
-struct destroy_arg {
-    ncclComm_t comm;
-    volatile int returned;
-};
-
-static void *destroy_thread(void *p)
-{
-    struct destroy_arg *d = p;
-    FNT_NCCL(ncclCommDestroy(d->comm));
-    fnt_set_flag(&d->returned, 1);
-    return NULL;
-}
-
 /* Destroy (without finalize) waits for outstanding ops, like NCCL's stream sync;
  * finalize too, and destroy after finalize is local. */
 static void destroy_waits_rank(int rank, int n, void *arg)
@@ -392,17 +372,16 @@ static void destroy_waits_rank(int rank, int n, void *arg)
     CUstream s;
     ncclComm_t comm = fnt_join(rank, n, sh->id, &s);
     int v = 1, out = 0;
-    pthread_t t;
     if (rank == 1) FNT_CHECK(fnt_wait_flag(&sh->flag, 1, 30), "never released");
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     if (rank == 0) {
-        struct destroy_arg d = {comm, 0};
-        FNT_CHECK(pthread_create(&t, NULL, destroy_thread, &d) == 0, "pthread_create");
+        struct fnt_destroyer d;
+        fnt_destroy_start(&d, comm);
         fnt_sleep_ms(400);
         FNT_CHECK(!__atomic_load_n(&d.returned, __ATOMIC_ACQUIRE),
                   "destroy returned with an op outstanding");
         fnt_set_flag(&sh->flag, 1);
-        pthread_join(t, NULL);
+        FNT_NCCL(fnt_destroy_join(&d));
         FNT_CHECK(out == 2, "out %d", out);
     } else {
         FNT_NCCL(ncclCommFinalize(comm)); /* blocking: returns once the op is done */

@@ -12,7 +12,6 @@
 #include <check.h>
 
 #include "check_main.h"
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,18 +149,6 @@ NG_TEST(nonblocking_simulate_end_launches)
 }
 END_TEST
 
-struct destroyer {
-    ncclComm_t comm;
-    ncclResult_t r;
-};
-
-static void *destroy_main(void *arg)
-{
-    struct destroyer *d = arg;
-    d->r = ncclCommDestroy(d->comm);
-    return NULL;
-}
-
 /* Whether this process's stderr (a file: fnt_stderr_begin) contains `what` yet. */
 static bool stderr_has(const char *what)
 {
@@ -192,17 +179,15 @@ static void overlap_rank(int rank, int n, void *arg)
               "the first op did not return ncclInProgress");
     FNT_CHECK(fnt_poll_async(comm) == ncclSuccess, "the launch did not complete");
     FNT_CHECK(!stderr_has("another thread is inside"), "calls in turn reported as overlapping");
-    struct destroyer d = {comm, ncclInternalError};
-    pthread_t t;
-    FNT_CHECK(pthread_create(&t, NULL, destroy_main, &d) == 0, "no thread");
+    struct fnt_destroyer d;
+    fnt_destroy_start(&d, comm);
     for (int i = 0; i < 30000 && !stderr_has(line); i++) { /* until the destroyer is inside */
         FNT_NCCL(ncclCommGetAsyncError(comm, &st));
         fnt_sleep_ms(1);
     }
     FNT_CHECK(stderr_has(line), "the overlapping call was not reported");
     fnt_set_flag(&sh->flag, 1);
-    FNT_CHECK(pthread_join(t, NULL) == 0, "join");
-    FNT_CHECK(d.r == ncclSuccess, "destroy returned %d", d.r);
+    FNT_CHECK(fnt_destroy_join(&d) == ncclSuccess, "destroy returned %d", d.r);
     FNT_CHECK(out == 1, "out = %d", out);
 }
 

@@ -41,6 +41,26 @@ static void stays_pending(CUevent ev, int ms)
     }
 }
 
+/* Every rank has checked what it must while a spinning kernel holds its stream: rank 0
+ * releases the spin once all n have. */
+static void release_when_all_checked(struct shared *sh, int rank, int n)
+{
+    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
+    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
+}
+
+/* The op just enqueued on s hangs: ev, recorded behind it, stays pending for ms; once all n
+ * ranks have counted themselves in *arrived, aborting comm ends it. */
+static void hangs_until_abort(ncclComm_t comm, CUstream s, CUevent ev, int ms,
+                              volatile int *arrived, int n)
+{
+    FNT_CU(cuEventRecord(ev, s));
+    stays_pending(ev, ms);
+    FNT_CHECK(fnt_arrive(arrived, n), "peer lost");
+    FNT_NCCL(ncclCommAbort(comm)); /* releases the hung op */
+    FNT_CU(cuEventSynchronize(ev));
+}
+
 /* Rank 1's stream is held by a spinning kernel before its AllReduce. */
 static void peers_rank(int rank, int n, void *arg)
 {
@@ -52,11 +72,9 @@ static void peers_rank(int rank, int n, void *arg)
     if (rank == 1) FNT_CU(fakecuda_test_spin(s, &sh->release));
     FNT_NCCL(ncclAllReduce(&v, &out, 1, ncclInt32, ncclSum, comm, s));
     FNT_CU(cuEventRecord(ev, s));
-    __atomic_fetch_add(&sh->enqueued, 1, __ATOMIC_ACQ_REL);
-    FNT_CHECK(fnt_wait_flag(&sh->enqueued, n, 30), "peers did not enqueue");
+    FNT_CHECK(fnt_arrive(&sh->enqueued, n), "peers did not enqueue");
     stays_pending(ev, 500); /* (out is the stream's to write now: not read until done) */
-    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL); /* every rank checked: release */
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
+    release_when_all_checked(sh, rank, n);
     FNT_CU(cuEventSynchronize(ev));
     FNT_CHECK(out == n * (n + 1) / 2, "out = %d", out);
     FNT_NCCL(ncclCommDestroy(comm));
@@ -116,21 +134,11 @@ static void mismatch_rank(int rank, int n, void *arg)
     int32_t buf[32] = {0}, out[32] = {0};
     FNT_NCCL(ncclAllReduce(buf, out, 4, ncclInt32, ncclSum, comm, s)); /* #0 matches */
     FNT_NCCL(ncclAllReduce(buf, out, rank == 0 ? 10 : 20, ncclInt32, ncclSum, comm, s));
-    FNT_CU(cuEventRecord(ev, s));
-    stays_pending(ev, 600);
-    __atomic_fetch_add(&sh->enqueued, 1, __ATOMIC_ACQ_REL);
-    FNT_CHECK(fnt_wait_flag(&sh->enqueued, n, 30), "peer lost");
-    FNT_NCCL(ncclCommAbort(comm)); /* releases the hung op */
-    FNT_CU(cuEventSynchronize(ev));
+    hangs_until_abort(comm, s, ev, 600, &sh->enqueued, n);
     /* a root mismatch on a second communicator; then a Send/Recv count mismatch */
     FNT_NCCL(ncclCommInitRank(&comm2, n, sh->id2, rank));
     FNT_NCCL(ncclBroadcast(buf, out, 4, ncclInt32, rank, comm2, s));
-    FNT_CU(cuEventRecord(ev, s));
-    stays_pending(ev, 300);
-    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
-    FNT_CHECK(fnt_wait_flag(&sh->done, n, 30), "peer lost");
-    FNT_NCCL(ncclCommAbort(comm2));
-    FNT_CU(cuEventSynchronize(ev));
+    hangs_until_abort(comm2, s, ev, 300, &sh->done, n);
 }
 
 NG_TEST(mismatch_hangs_every_rank_and_says_so)
@@ -160,12 +168,7 @@ static void p2p_mismatch_rank(int rank, int n, void *arg)
         FNT_NCCL(ncclSend(buf, 5, ncclInt32, 1, comm, s));
     else
         FNT_NCCL(ncclRecv(buf, 6, ncclInt32, 0, comm, s));
-    FNT_CU(cuEventRecord(ev, s));
-    stays_pending(ev, 500);
-    __atomic_fetch_add(&sh->enqueued, 1, __ATOMIC_ACQ_REL);
-    FNT_CHECK(fnt_wait_flag(&sh->enqueued, n, 30), "peer lost");
-    FNT_NCCL(ncclCommAbort(comm));
-    FNT_CU(cuEventSynchronize(ev));
+    hangs_until_abort(comm, s, ev, 500, &sh->enqueued, n);
 }
 
 NG_TEST(send_recv_mismatch_hangs_both)
@@ -278,8 +281,7 @@ static void two_streams_rank(int rank, int n, void *arg)
     FNT_CU(cuEventRecord(after, s2));
     FNT_CU(cuEventSynchronize(before)); /* s2 runs: only the op waits */
     stays_pending(after, 300);
-    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
+    release_when_all_checked(sh, rank, n);
     fnt_sync(s2);
     FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
     FNT_NCCL(ncclGroupStart());
@@ -317,8 +319,7 @@ static void joined_streams_rank(int rank, int n, void *arg)
     FNT_CU(cuEventRecord(after, s1));
     stays_pending(after, 300);
     FNT_CHECK(oa == 0, "the op on s1 ran before s2 reached the group");
-    __atomic_fetch_add(&sh->done, 1, __ATOMIC_ACQ_REL);
-    if (rank == 0 && fnt_wait_flag(&sh->done, n, 30)) fnt_set_flag(&sh->release, 1);
+    release_when_all_checked(sh, rank, n);
     fnt_sync(s1);
     FNT_CHECK(oa == 3 && ob == 30, "oa %d ob %d", oa, ob);
     fnt_sync(s2);

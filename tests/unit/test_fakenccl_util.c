@@ -225,6 +225,41 @@ void fnt_set_flag(volatile int *flag, int value)
     __atomic_store_n(flag, value, __ATOMIC_RELEASE);
 }
 
+bool fnt_arrive(volatile int *count, int n)
+{
+    __atomic_fetch_add(count, 1, __ATOMIC_ACQ_REL);
+    return fnt_wait_flag(count, n, 30);
+}
+
+static void *destroy_main(void *arg)
+{
+    struct fnt_destroyer *d = arg;
+    d->r = ncclCommDestroy(d->comm);
+    fnt_set_flag(&d->returned, 1);
+    return NULL;
+}
+
+void fnt_destroy_start(struct fnt_destroyer *d, ncclComm_t comm)
+{
+    d->comm = comm;
+    d->r = ncclInternalError;
+    d->returned = 0;
+    FNT_CHECK(pthread_create(&d->t, NULL, destroy_main, d) == 0, "no thread");
+}
+
+ncclResult_t fnt_destroy_join(struct fnt_destroyer *d)
+{
+    FNT_CHECK(pthread_join(d->t, NULL) == 0, "join");
+    return d->r;
+}
+
+bool fnt_pending_after(CUevent ev, CUstream s, int ms)
+{
+    FNT_CU(cuEventRecord(ev, s));
+    fnt_sleep_ms(ms);
+    return cuEventQuery(ev) == CUDA_ERROR_NOT_READY;
+}
+
 static int saved_stderr = -1;
 static char capture_path[64];
 

@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -96,6 +97,18 @@ bool fnt_shm_clean(const ncclUniqueId *id);
 /* Synchronizes stream s and checks it. */
 void fnt_sync(CUstream s);
 
+/* ncclCommDestroy(comm) on a thread of its own: fnt_destroy_start starts it (checked);
+ * `returned` is set once the call returned, with its result in r; fnt_destroy_join waits for
+ * the thread (checked) and returns r. */
+struct fnt_destroyer {
+    ncclComm_t comm;
+    ncclResult_t r;
+    volatile int returned;
+    pthread_t t;
+};
+void fnt_destroy_start(struct fnt_destroyer *d, ncclComm_t comm);
+ncclResult_t fnt_destroy_join(struct fnt_destroyer *d);
+
 /* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns it. */
 ncclResult_t fnt_poll_async(ncclComm_t comm);
 
@@ -105,6 +118,12 @@ void fnt_sleep_ms(int ms);
 /* Waits (sleeping 1 ms steps) until *flag >= value or timeout_s passes; true if reached. */
 bool fnt_wait_flag(volatile int *flag, int value, int timeout_s);
 void fnt_set_flag(volatile int *flag, int value);
+/* Counts this rank in *count, then waits (30 s at most) until all n ranks have; true if they
+ * did. */
+bool fnt_arrive(volatile int *count, int n);
+/* Records ev on s behind the op just enqueued there, sleeps ms and says whether the op is
+ * still pending (ev NOT_READY). */
+bool fnt_pending_after(CUevent ev, CUstream s, int ms);
 
 /* Starts capturing what this process writes to fd 2 into a temp file; fnt_stderr_end returns
  * its contents (malloc'd) and restores fd 2. */

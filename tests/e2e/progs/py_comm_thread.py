@@ -8,8 +8,8 @@ WORLD_SIZE, LAUNCH_RDZV_DIR). The unique id goes through the rendezvous director
 With HANG_RANK=R and HANG_STEP=S, rank R's main thread blocks in
 stuck_in_training_step before step S: its comm thread then waits idle on the
 queue, while the other ranks' comm threads wait in the AllReduce and time out.
-The verdict must name stuck_in_training_step. Like py_hang.py, the calls go through
-ctypes.CDLL(None) to the preloaded shim.
+The verdict must name stuck_in_training_step. The calls go through py_hang.py's
+ctypes.CDLL(None) to the preloaded shim, with its ncclUniqueId.
 """
 import ctypes
 import os
@@ -18,19 +18,13 @@ import sys
 import threading
 import time
 
-ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
-ctypes.CDLL("libnccl.so.2", mode=ctypes.RTLD_GLOBAL)
-g = ctypes.CDLL(None)
+from py_hang import UniqueId, g  # loads the fakes, RTLD_GLOBAL
 
 RANK = int(os.environ.get("RANK", "0"))
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 HANG_RANK = int(os.environ.get("HANG_RANK", "-1"))
 HANG_STEP = int(os.environ.get("HANG_STEP", "3"))
 STEPS = int(os.environ.get("STEPS", "20"))
-
-
-class UniqueId(ctypes.Structure):  # ncclUniqueId: passed by value
-    _fields_ = [("internal", ctypes.c_char * 128)]
 
 
 def check(what, rc):
