@@ -76,6 +76,18 @@ static inline Suite *ng_check_suite(const char *name, const char *tcase, double 
     return s;
 }
 
+/* ng_check_suite of the tests NG_TEST added, each run between setup and teardown (Check's
+ * checked fixture, in the test's own process). */
+static inline Suite *ng_check_fixture_suite(const char *name, const char *tcase, double timeout_s,
+                                            void (*setup)(void), void (*teardown)(void), TCase **tc)
+{
+    TCase *t;
+    Suite *s = ng_check_suite(name, tcase, timeout_s, ng_check_tests(), &t);
+    tcase_add_checked_fixture(t, setup, teardown);
+    if (tc) *tc = t;
+    return s;
+}
+
 /* A new empty directory /tmp/ng-<name>-XXXXXX, its path in dir (size bytes), checked. */
 static inline void ng_check_tmpdir(char *dir, size_t size, const char *name)
 {

@@ -820,8 +820,7 @@ int main(void)
 {
     TCase *t;
     /* a few ms each; a loaded machine can take seconds */
-    Suite *s = ng_check_suite("analyze_causes", "causes", 120, ng_check_tests(), &t);
-    tcase_add_checked_fixture(t, setup, teardown);
+    Suite *s = ng_check_fixture_suite("analyze_causes", "causes", 120, setup, teardown, &t);
     tcase_add_loop_test(t, signature_fields, 0, 6);
     tcase_add_loop_test(t, reason_of_a_dump, 0, (int)(sizeof reasons / sizeof reasons[0]));
     tcase_add_loop_test(t, launcher_line_of_the_culprit, 0,

@@ -434,9 +434,7 @@ END_TEST
 
 int main(void)
 {
-    TCase *t;
     /* a few ms each; a loaded machine can take seconds */
-    Suite *s = ng_check_suite("analyze_chains", "chains", 120, ng_check_tests(), &t);
-    tcase_add_checked_fixture(t, setup, teardown);
-    return ng_check_run(s);
+    return ng_check_run(
+        ng_check_fixture_suite("analyze_chains", "chains", 120, setup, teardown, NULL));
 }

@@ -807,8 +807,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    Suite *s = ng_check_suite("config", "config", 0, ng_check_tests(), &t);
-    tcase_add_checked_fixture(t, setup, teardown);
+    Suite *s = ng_check_fixture_suite("config", "config", 0, setup, teardown, &t);
     tcase_add_loop_test(t, precedence_matrix, 0, 32);
     return ng_check_run(s);
 }

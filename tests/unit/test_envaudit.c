@@ -391,8 +391,7 @@ END_TEST
 int main(void)
 {
     TCase *t;
-    Suite *s = ng_check_suite("envaudit", "envaudit", 60, ng_check_tests(), &t);
-    tcase_add_checked_fixture(t, setup, NULL);
+    Suite *s = ng_check_fixture_suite("envaudit", "envaudit", 60, setup, NULL, &t);
     tcase_add_loop_test(t, first_comm_hook, 0, 4);
     return ng_check_run(s);
 }

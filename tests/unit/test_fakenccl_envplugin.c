@@ -131,8 +131,6 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = ng_check_suite("fakenccl_envplugin", "envplugin", 120, ng_check_tests(), &tc);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return ng_check_run(s);
+    return ng_check_run(
+        ng_check_fixture_suite("fakenccl_envplugin", "envplugin", 120, setup, teardown, NULL));
 }

@@ -175,15 +175,7 @@ NG_TEST(the_fr_reader_reads_back_the_same_ops)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    TCase *tc;
-    Suite *s = ng_check_suite("render_fr", "export", 30, ng_check_tests(), &tc);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    return ng_check_run(ng_check_fixture_suite("render_fr", "export", 30, setup, teardown, NULL));
 }

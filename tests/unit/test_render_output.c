@@ -182,15 +182,8 @@ NG_TEST(html_escapes_every_markup_character)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    TCase *tc;
-    Suite *s = ng_check_suite("render_output", "printers", 30, ng_check_tests(), &tc);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return s;
-}
-
 int main(void)
 {
-    return ng_check_run(suite());
+    return ng_check_run(
+        ng_check_fixture_suite("render_output", "printers", 30, setup, teardown, NULL));
 }

@@ -1093,8 +1093,5 @@ int main(void)
     if (!getcwd(repo, sizeof repo) || strlen(repo) + 32 > sizeof checker) return EXIT_FAILURE;
     strcpy(checker, repo);
     strcat(checker, "/tests/unit/check_dump.py");
-    TCase *tc;
-    Suite *s = ng_check_suite("shim_dump", "dump", 60, ng_check_tests(), &tc);
-    tcase_add_checked_fixture(tc, NULL, cleanup);
-    return ng_check_run(s);
+    return ng_check_run(ng_check_fixture_suite("shim_dump", "dump", 60, NULL, cleanup, NULL));
 }

@@ -245,8 +245,5 @@ END_TEST
 
 int main(void)
 {
-    TCase *t;
-    Suite *s = ng_check_suite("output", "output", 0, ng_check_tests(), &t);
-    tcase_add_checked_fixture(t, setup, teardown);
-    return ng_check_run(s);
+    return ng_check_run(ng_check_fixture_suite("output", "output", 0, setup, teardown, NULL));
 }
