@@ -22,8 +22,8 @@ $(B)/tests/unit/libstackdl2.so: tests/unit/stack_dl.c
 	$(CC) $(STACKDL_FLAGS) -DPAD=72 -o $@ $< $(filter-out $(SANFLAGS),$(LDFLAGS))
 $(B)/tests/unit/test_shim_stacks: $(B)/tests/unit/libstacksites.so $(B)/tests/unit/libstackdl1.so \
     $(B)/tests/unit/libstackdl2.so
-$(B)/tests/unit/test_shim_stacks: CFLAGS += -DSTACKDL_DIR='"$(abspath $(B)/tests/unit)"'
-$(B)/tests/unit/test_shim_stacks: LDFLAGS += -L$(B)/tests/unit -lstacksites \
+$(B)/tests/unit/test_shim_stacks: private CFLAGS += -DSTACKDL_DIR='"$(abspath $(B)/tests/unit)"'
+$(B)/tests/unit/test_shim_stacks: private LDFLAGS += -L$(B)/tests/unit -lstacksites \
     -Wl,-rpath,$(abspath $(B)/tests/unit)
 
 # test_shim_symbolize names addresses of a library of its own (sym_sites.c: its
@@ -40,7 +40,7 @@ $(B)/tests/unit/test_shim_symbolize: $(B)/tests/unit/libsymsites.so \
 # events (and its test entry points), test_shim_markers the marker pools:
 # linked to it, found at run time by rpath.
 $(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: $(B)/fakes/libcuda.so.1
-$(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: LDFLAGS += \
+$(B)/tests/unit/test_shim_observer $(B)/tests/unit/test_shim_markers: private LDFLAGS += \
     -L$(B)/fakes -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/fakes)
 
 # Check suites of the analyzer's rules (test_analyze_*.c) and of its printers
@@ -73,7 +73,7 @@ UNIT_TESTS += $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(wildcard tests/unit/
 
 # test_shim_python fakes an interpreter: its _PyRuntime and type objects must be
 # in the dynamic symbol table, where the shim looks for them with dlsym.
-$(B)/tests/unit/test_shim_python: LDFLAGS += -rdynamic
+$(B)/tests/unit/test_shim_python: private LDFLAGS += -rdynamic
 
 # The site policy's suites (shim/policy/): the real objects, with a log stub that records messages
 POLICY_UNIT := $(B)/tests/unit/test_config $(B)/tests/unit/test_config_policy \
