@@ -31,9 +31,8 @@
 #include "track/unwind.h"
 
 #define NBUCKETS (2 * NG_STACKS_MAX) /* a power of two, half full at most */
-#define MAX_PROBES 32
-#define SHIM_FRAMES_MAX 8  /* the shim's own frames, left out */
-#define ID_FULL UINT32_MAX /* a bucket claimed when the list was full */
+#define SHIM_FRAMES_MAX 8            /* the shim's own frames, left out */
+#define ID_FULL UINT32_MAX           /* a bucket claimed as the list filled (a race) */
 
 struct bucket {
     ng_atomic(uint64_t) key; /* the stack's hash, 0 when free */
@@ -354,6 +353,36 @@ static int64_t add(struct bucket *b, const uint64_t *pcs, int n)
     return id;
 }
 
+/* Linear probing from the stack's hash. A new stack claims a bucket only while
+ * the list has room, so at most NG_STACKS_MAX keys (and one more per thread
+ * that raced for the last entry) are ever in the NBUCKETS buckets: a probe
+ * always ends, at the stack or at a free bucket, however long the run of
+ * taken buckets before it. A bound on the probes would lose stacks while
+ * the list still had room, as the addresses happened to hash. */
+int64_t ncclguard_stack_intern(const uint64_t *pcs, int n)
+{
+    if (n <= 0 || n > ncclguard_stack_depth) return NG_NO_STACK;
+    uint64_t h = NG_HASH_SEED;
+    for (int i = 0; i < n; i++) h = ng_hash_word(h, pcs[i]);
+    if (!h) h = 1;
+    for (uint64_t probe = 0; probe < NBUCKETS; probe++) {
+        struct bucket *b = &buckets[(h + probe) & (NBUCKETS - 1)];
+        uint64_t key = ng_atomic_load_acquire(&b->key);
+        if (key == 0) {
+            if (ng_atomic_load_relaxed(&used) >= NG_STACKS_MAX) break; /* full: not kept */
+            uint64_t free_key = 0;
+            if (ng_atomic_cas_acq_rel(&b->key, &free_key, h)) return add(b, pcs, n);
+            key = free_key; /* taken meanwhile: by this stack? */
+        }
+        if (key != h) continue;
+        uint32_t id = ng_atomic_load_acquire(&b->id);
+        if (id == ID_FULL) ng_atomic_add_relaxed(&lost, 1);
+        return id == 0 || id == ID_FULL ? NG_NO_STACK : (int64_t)id - 1;
+    }
+    ng_atomic_add_relaxed(&lost, 1);
+    return NG_NO_STACK;
+}
+
 /* The return addresses from the frame record fp on (fp[1] first), by the call
  * frame information alone: what unwind uses once a library has been unloaded.
  * It stops at the outermost frame, or short of it at a rule cfi.c does not
@@ -394,25 +423,7 @@ static int64_t unwind(void *const *fp, const uint64_t **pcs_out, int *n_out, int
     *pcs_out = pcs;
     *n_out = n;
     *skip_out = skip;
-    if (n <= 0) return NG_NO_STACK;
-    uint64_t h = NG_HASH_SEED;
-    for (int i = 0; i < n; i++) h = ng_hash_word(h, pcs[i]);
-    if (!h) h = 1;
-    for (int probe = 0; probe < MAX_PROBES; probe++) {
-        struct bucket *b = &buckets[(h + (uint64_t)probe) & (NBUCKETS - 1)];
-        uint64_t key = ng_atomic_load_acquire(&b->key);
-        if (key == 0) {
-            uint64_t free_key = 0;
-            if (ng_atomic_cas_acq_rel(&b->key, &free_key, h)) return add(b, pcs, n);
-            key = free_key; /* taken meanwhile: by this stack? */
-        }
-        if (key != h) continue;
-        uint32_t id = ng_atomic_load_acquire(&b->id);
-        if (id == ID_FULL) ng_atomic_add_relaxed(&lost, 1);
-        return id == 0 || id == ID_FULL ? NG_NO_STACK : (int64_t)id - 1;
-    }
-    ng_atomic_add_relaxed(&lost, 1);
-    return NG_NO_STACK;
+    return ncclguard_stack_intern(pcs, n);
 }
 
 /* The site of the stack at base, capture's CFA, whose innermost return

@@ -48,6 +48,12 @@ static inline int64_t ncclguard_stack_capture(void *caller_ra)
     return ncclguard_stack_depth ? ncclguard_stack_capture_at(caller_ra) : NG_NO_STACK;
 }
 
+/* The id of the stack pcs[0..n-1] (innermost first, 0 < n <= the depth):
+ * its entry, added when new; NG_NO_STACK when stacks are off, or the list is
+ * full and the stack is not in it (counted in `lost`). The step of
+ * ncclguard_stack_capture after its unwind. */
+int64_t ncclguard_stack_intern(const uint64_t *pcs, int n);
+
 struct ng_stacks_stats {
     int depth;        /* 0: enqueue stacks are off */
     int capacity;     /* NG_STACKS_MAX, 0 when off */
