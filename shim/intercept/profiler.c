@@ -17,31 +17,79 @@
 #include "base/atomic.h"
 #include "base/log.h"
 #include "policy/config.h"
+#include "base/ops.h"
+#include "intercept/real.h"
+#include "intercept/start.h"
 #include "track/comm.h"
+#include "track/kmarks.h"
+#include "track/reported.h"
 
 /* Event type bits and the KernelCh stop state (nccl_profiler.h). */
 #define EV_COLL (1 << 1)
-#define EV_KERNEL_CH (1 << 6)
-#define STATE_KERNEL_CH_STOP 22
-#define DEFAULT_MASK (EV_COLL | EV_KERNEL_CH)
 #define EV_P2P (1 << 2)
+#define EV_KERNEL_CH (1 << 6)
+#define EV_COLL_API (1 << 9)
+#define EV_P2P_API (1 << 10)
+#define STATE_KERNEL_CH_STOP 22
+#define DEFAULT_MASK (EV_COLL | EV_P2P | EV_KERNEL_CH)
 
 typedef void (*ng_nccl_logger_t)(int level, unsigned long flags, const char *file, int line,
                                  const char *fmt, ...);
 
-/* The members of ncclProfilerEventDescr_v5_t read here: its header and the Coll member. */
+/* ncclProfilerEventDescr_v5_t: its header, and the union members read here
+ * (profiler_v5.h). The union is as large as its largest member, the Coll one. */
+struct coll_v5 {
+    uint64_t seq; /* seqNumber: of this collective type on this communicator */
+    const char *func;
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;
+    int root;
+    const char *dtype;
+    uint8_t nchannels, nwarps;
+    const char *algo, *proto;
+    void *parent_group;
+};
+struct p2p_v5 {
+    const char *func;
+    void *buff;
+    const char *dtype;
+    size_t count;
+    int peer;
+    uint8_t nchannels;
+    void *parent_group;
+};
+struct coll_api_v5 {
+    const char *func;
+    size_t count;
+    const char *dtype;
+    int root;
+    void *stream;
+    bool graph_captured;
+};
+struct p2p_api_v5 {
+    const char *func;
+    size_t count;
+    const char *dtype;
+    void *stream;
+    bool graph_captured;
+};
 struct descr_v5 {
     uint64_t type;
     void *parent;
     int rank;
     union {
+        struct coll_v5 coll;
+        struct p2p_v5 p2p;
+        struct coll_api_v5 coll_api;
+        struct p2p_api_v5 p2p_api;
         struct {
-            uint64_t seq;
-            const char *func;
-        } coll;
-        char room[96]; /* the union's other members, not read */
+            uint8_t channel;
+            uint64_t ptimer; /* the GPU's globaltimer */
+        } kernel_ch;
     };
 };
+_Static_assert(sizeof(struct descr_v5) == 112, "ncclProfilerEventDescr_v5_t is 112 bytes");
 
 struct prof_v5 {
     const char *name;
@@ -55,10 +103,13 @@ struct prof_v5 {
 
 #define MAX_COMMS 64
 struct pcomm {
-    void *chain_ctx; /* the chained plugin's context of this communicator */
+    void *chain_ctx;      /* the chained plugin's context of this communicator */
+    struct ng_comm *comm; /* its registry record: the wrappers', or one of its own */
+    int wrapped;          /* the wrappers created it: they record its ops */
     uint64_t hash;
     int rank, nranks;
     ng_atomic(uint64_t) enqueued;      /* Coll events */
+    ng_atomic(uint64_t) p2p_enqueued;  /* P2p events */
     ng_atomic(uint64_t) kernels_start; /* KernelCh starts */
     ng_atomic(uint64_t) kernels_done;  /* KernelChStop */
     ng_atomic(int) finalized;
@@ -72,7 +123,11 @@ static ng_atomic(int) ncomms;
 struct handle {
     struct pcomm *comm;
     int type;
-    void *chain; /* the chained plugin's handle of the same event */
+    void *chain;     /* the chained plugin's handle of the same event */
+    int mark;        /* Coll, P2p, KernelCh: the op's kernel mark (track/reported.h) */
+    uint32_t gen;    /* and its generation */
+    uint64_t stream; /* CollApi, P2pApi: the call's stream */
+    int captured;    /* and whether it was captured into a CUDA graph */
 };
 static struct handle handles[NHANDLES];
 static ng_atomic(uint64_t) next_handle;
@@ -154,11 +209,14 @@ static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name
         *ctx = NULL;
         return 0; /* NCCL goes on; our events for it are ignored */
     }
+    pthread_once(&exit_once, install);
+    ncclguard_real_as_plugin(); /* before the start resolves the wrappers' NCCL */
+    ncclguard_start();          /* loaded as a plugin only: the machinery starts here */
     comms[i].hash = comm_id;
     comms[i].rank = rank;
     comms[i].nranks = nranks;
+    comms[i].comm = ncclguard_reported_comm(comm_id, rank, nranks, comm_name, &comms[i].wrapped);
     *ctx = &comms[i];
-    pthread_once(&exit_once, install);
     nccl_mask = mask;
     if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes, nranks,
                              rank, log) != 0)
@@ -198,17 +256,66 @@ static void *chain_start(struct pcomm *c, struct descr_v5 *d)
         return NULL;
     struct descr_v5 copy = *d;
     copy.parent = chained(d->parent);
-    if (d->type == EV_COLL || d->type == EV_P2P) { /* parentGroup, v5's last member of both */
-        size_t at = d->type == EV_COLL ? 88 : 40;
-        void *g;
-        memcpy(&g, d->room + at, sizeof g);
-        g = chained(g);
-        memcpy(copy.room + at, &g, sizeof g);
-    }
+    if (d->type == EV_COLL) copy.coll.parent_group = chained(d->coll.parent_group);
+    if (d->type == EV_P2P) copy.p2p.parent_group = chained(d->p2p.parent_group);
     void *h = NULL;
     chain->start(c->chain_ctx, &h, &copy);
     add_chain_mask();
     return h;
+}
+
+/* The op type of an NCCL function name (ncclFuncToString), -1 for another. */
+static int op_type(const char *func)
+{
+    for (int t = 0; func && t < NG_OP_NTYPES; t++)
+        if (!strcmp(func, ng_op_name(t))) return t;
+    return -1;
+}
+
+/* The data type of its NCCL name (ncclDatatypeToString), -1 for another. */
+static int dtype_of(const char *name)
+{
+    static const char *const names[] = {
+        [ncclInt8] = "ncclInt8",
+        [ncclUint8] = "ncclUint8",
+        [ncclInt32] = "ncclInt32",
+        [ncclUint32] = "ncclUint32",
+        [ncclInt64] = "ncclInt64",
+        [ncclUint64] = "ncclUint64",
+        [ncclFloat16] = "ncclFloat16",
+        [ncclFloat32] = "ncclFloat32",
+        [ncclFloat64] = "ncclFloat64",
+        [ncclBfloat16] = "ncclBfloat16",
+        [ncclFloat8e4m3] = "ncclFloat8e4m3",
+        [ncclFloat8e5m2] = "ncclFloat8e5m2",
+    };
+    for (int t = 0; name && t < (int)(sizeof names / sizeof names[0]); t++)
+        if (names[t] && !strcmp(name, names[t])) return t;
+    return -1;
+}
+
+/* A Coll or P2p event: the op, recorded through track/reported.h unless the
+ * wrappers record it. Its parent is its API event (v5), which knows the
+ * stream and whether the call was captured. */
+static void launched(struct pcomm *c, struct handle *h, const struct descr_v5 *d)
+{
+    const struct handle *api = in_ring(d->parent) ? d->parent : NULL;
+    uint64_t stream = api ? api->stream : 0;
+    int captured = api ? api->captured : 0;
+    h->mark = NG_NO_MARKER;
+    if (d->type == EV_COLL) {
+        ng_atomic_add_relaxed(&c->enqueued, 1);
+        if (!c->comm) return;
+        const struct coll_v5 *o = &d->coll;
+        ncclguard_reported_op(c->comm, op_type(o->func), o->count, dtype_of(o->dtype), o->root,
+                              o->nchannels, stream, captured, &h->mark, &h->gen);
+    } else {
+        ng_atomic_add_relaxed(&c->p2p_enqueued, 1);
+        if (!c->comm) return;
+        const struct p2p_v5 *o = &d->p2p;
+        ncclguard_reported_op(c->comm, op_type(o->func), o->count, dtype_of(o->dtype), o->peer,
+                              o->nchannels, stream, captured, &h->mark, &h->gen);
+    }
 }
 
 static int p_start(void *ctx, void **out, struct descr_v5 *d)
@@ -216,15 +323,30 @@ static int p_start(void *ctx, void **out, struct descr_v5 *d)
     struct pcomm *c = ctx;
     *out = NULL;
     if (!c) return 0;
-    if (d->type == EV_COLL)
-        ng_atomic_add_relaxed(&c->enqueued, 1);
-    else if (d->type == EV_KERNEL_CH)
-        ng_atomic_add_relaxed(&c->kernels_start, 1);
-    else if (!chain)
-        return 0;
+    int ours = d->type == EV_COLL || d->type == EV_P2P || d->type == EV_KERNEL_CH ||
+               d->type == EV_COLL_API || d->type == EV_P2P_API;
+    if (!ours && !chain) return 0;
     struct handle *h = &handles[ng_atomic_add_relaxed(&next_handle, 1) % NHANDLES];
     h->comm = c;
     h->type = (int)d->type;
+    h->mark = NG_NO_MARKER;
+    if (d->type == EV_COLL_API) {
+        h->stream = (uint64_t)(uintptr_t)d->coll_api.stream;
+        h->captured = d->coll_api.graph_captured;
+    } else if (d->type == EV_P2P_API) {
+        h->stream = (uint64_t)(uintptr_t)d->p2p_api.stream;
+        h->captured = d->p2p_api.graph_captured;
+    } else if (d->type == EV_COLL || d->type == EV_P2P) {
+        launched(c, h, d);
+    } else if (d->type == EV_KERNEL_CH) {
+        ng_atomic_add_relaxed(&c->kernels_start, 1);
+        const struct handle *task = in_ring(d->parent) ? d->parent : NULL;
+        if (task) {
+            h->mark = task->mark;
+            h->gen = task->gen;
+            ncclguard_kmark_start(h->mark, h->gen, (int64_t)d->kernel_ch.ptimer);
+        }
+    }
     h->chain = chain_start(c, d);
     *out = h;
     return 0;
@@ -241,8 +363,12 @@ static int p_stop(void *handle)
 static int p_record(void *handle, int state, void *args)
 {
     struct handle *h = handle;
-    if (h && h->type == EV_KERNEL_CH && state == STATE_KERNEL_CH_STOP)
+    if (h && h->type == EV_KERNEL_CH && state == STATE_KERNEL_CH_STOP) {
         ng_atomic_add_relaxed(&h->comm->kernels_done, 1);
+        uint64_t ptimer = 0; /* ncclProfilerEventStateArgs_v5_t's kernelCh.pTimer */
+        if (args) memcpy(&ptimer, args, sizeof ptimer);
+        ncclguard_kmark_stop(h->mark, h->gen, (int64_t)ptimer);
+    }
     if (h && h->chain && chain) chain->record(h->chain, state, args);
     return 0;
 }
@@ -251,6 +377,7 @@ static int p_finalize(void *ctx)
 {
     struct pcomm *c = ctx;
     if (c) ng_atomic_store_relaxed(&c->finalized, 1);
+    if (c && c->comm) ncclguard_reported_comm_end(c->comm);
     if (c && c->chain_ctx && chain) chain->finalize(c->chain_ctx);
     return 0;
 }
@@ -258,28 +385,50 @@ static int p_finalize(void *ctx)
 __attribute__((visibility("default")))
 const struct prof_v5 ncclProfiler_v5 = {"ncclguard", p_init, p_start, p_stop, p_record, p_finalize};
 
+/* Ops of the wrappers' communicator c that NCCL reported beyond what the wrappers
+ * recorded: calls that reached NCCL past them (a private handle on their comm). */
+static uint64_t unseen_by_wrappers(struct ng_comm *c)
+{
+    uint64_t reported = 0, recorded = 0;
+    for (int t = 0; t < NG_OP_NTYPES; t++) {
+        reported += ng_atomic_load_relaxed(&c->reported_by_type[t]);
+        recorded += ng_atomic_load_relaxed(&c->ops_by_type[t]);
+    }
+    return reported > recorded ? reported - recorded : 0;
+}
+
 void ncclguard_profiler_report(void)
 {
-    int n = ng_atomic_load_relaxed(&ncomms);
-    int wrapped = ncclguard_comm_count();
+    int n = ng_atomic_load_relaxed(&ncomms), wrapped = 0, both = 0;
+    if (n > MAX_COMMS) n = MAX_COMMS;
+    for (int i = 0; i < ncclguard_comm_count(); i++)
+        wrapped += (ng_atomic_load_relaxed(&ncclguard_comm_at(i)->seen) & NG_SEEN_WRAPPERS) != 0;
+    for (int i = 0; i < n; i++) both += comms[i].wrapped;
     /* how this process's NCCL was seen: by the plugin only, or by the wrappers too */
     if (n > 0 && wrapped == 0)
         NG_INFO("%d communicators seen by the profiler plugin only: no call went through the "
                 "wrappers (NCCL linked statically, or resolved through a private dlopen "
-                "handle); ops are counted, not yet tracked",
+                "handle); their ops are tracked from the plugin's events",
                 n);
     else if (n > 0)
-        NG_INFO("%d communicators seen by the profiler plugin, %d through the wrappers", n,
-                wrapped);
-    for (int i = 0; i < n && i < MAX_COMMS; i++) {
+        NG_INFO("%d communicators seen by the profiler plugin, %d through the wrappers, %d of "
+                "them by both (their ops recorded once, by the wrappers)",
+                n, wrapped, both);
+    for (int i = 0; i < n; i++) {
         struct pcomm *c = &comms[i];
         uint64_t ks = ng_atomic_load_relaxed(&c->kernels_start);
         uint64_t kd = ng_atomic_load_relaxed(&c->kernels_done);
+        uint64_t unseen = c->wrapped && c->comm ? unseen_by_wrappers(c->comm) : 0;
         NG_INFO("communicator %016llx rank %d/%d seen by the profiler plugin: %llu collectives "
-                "enqueued, %llu kernels started, %llu finished%s",
+                "and %llu sends and receives enqueued, %llu kernels started, %llu finished%s",
                 (unsigned long long)c->hash, c->rank, c->nranks,
-                (unsigned long long)ng_atomic_load_relaxed(&c->enqueued), (unsigned long long)ks,
-                (unsigned long long)kd,
+                (unsigned long long)ng_atomic_load_relaxed(&c->enqueued),
+                (unsigned long long)ng_atomic_load_relaxed(&c->p2p_enqueued),
+                (unsigned long long)ks, (unsigned long long)kd,
                 ks > kd ? " (started, not finished: the GPU is inside a kernel)" : "");
+        if (unseen)
+            NG_WARN("communicator %016llx: %llu ops reached NCCL without the wrappers (a "
+                    "private handle on a communicator they created): they are not tracked",
+                    (unsigned long long)c->hash, (unsigned long long)unseen);
     }
 }

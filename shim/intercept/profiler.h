@@ -8,18 +8,19 @@
  * rank, size) and, per communicator, the collectives NCCL enqueued (Coll
  * events) and the kernels that started and finished on the GPU (KernelCh
  * start, and KernelChStop): a kernel that started and never stopped is
- * started, not finished. Only these two event kinds are asked for: the
- * activation mask is Coll | KernelCh.
+ * started, not finished. Only these event kinds are asked for: the
+ * activation mask is Coll | P2p | KernelCh.
  *
  * Chaining: a plugin named in the profiler_chain setting (v6 or v5) is loaded
  * behind this one at the first init and gets every event NCCL would have sent
  * it alone (its own mask, an int of its own that is added to NCCL's), with its
  * own contexts and handles: the parents NCCL passes are ours, translated.
  *
- * Not yet: feeding the communicator registry, the flight recorder and the
- * watchdog (an op seen by both paths is then to be one op, matched by
- * communicator and per-type sequence), setting NCCL_PROFILER_PLUGIN from the
- * constructor and taking a job's own value as the chain (issue 21).
+ * Ops: a communicator the wrappers created is theirs, and its ops are theirs
+ * to record; on any other (NCCL static, a private handle) each Coll and P2p
+ * event is an op, recorded through track/reported.h, and its KernelCh events
+ * tell the observer where its kernel is. The plugin's init starts the shim's
+ * machinery when nothing else did (the library loaded only as the plugin).
  *
  * Threads: init and finalize on the thread creating or ending a communicator;
  * start/stop/record on NCCL's calling threads and on its proxy threads. No

@@ -41,6 +41,10 @@ static void *find_real(const char *name, void *self, void *nccl)
  * its address is not a use. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+/* Set when NCCL's profiler plugin loaded the library: NCCL may be static or behind a
+ * private handle, so that nothing is behind the wrappers and nothing calls them. */
+static ng_atomic(int) as_plugin;
+
 static void resolve_all(void)
 {
     int count = 0, missing = 0;
@@ -55,12 +59,17 @@ static void resolve_all(void)
 #undef NCCL_API
 #undef NCCL_API_VOID
     if (nccl) dlclose(nccl);
-    if (missing == count)
+    if (missing == count && !ng_atomic_load_relaxed(&as_plugin))
         NG_WARN("no NCCL library found behind the shim: every NCCL call will fail with "
                 "ncclInvalidUsage; check that libnccl.so.2 is loaded");
     ng_atomic_store_release(&ncclguard_real_resolved, 1);
 }
 #pragma GCC diagnostic pop
+
+void ncclguard_real_as_plugin(void)
+{
+    ng_atomic_store_relaxed(&as_plugin, 1);
+}
 
 void ncclguard_real_resolve(void)
 {

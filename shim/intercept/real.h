@@ -31,6 +31,11 @@ extern NG_HIDDEN ng_atomic(int) ncclguard_real_resolved;
 /* Resolves every entry point once (pthread_once: the first callers wait for it). */
 void ncclguard_real_resolve(void);
 
+/* The library was loaded as NCCL's profiler plugin: a resolution that finds no
+ * NCCL behind the wrappers is then not worth a warning (NCCL is static, or behind
+ * a private handle, and nothing calls the wrappers). Before the first resolve. */
+void ncclguard_real_as_plugin(void);
+
 /* The table, resolved on first use: one load on the hot path. */
 static inline const struct ng_real *ncclguard_real(void)
 {

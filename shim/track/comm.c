@@ -76,6 +76,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         ng_atomic_store_relaxed(&c->nranks, nranks);
         ng_atomic_store_relaxed(&c->device, -1);
         c->blocking = 1;
+        ng_atomic_store_relaxed(&c->seen, NG_SEEN_WRAPPERS);
         c->parent_id = parent_id;
         c->created_ns = ng_clock_ns(CLOCK_REALTIME);
         c->npeers = peers ? nranks : 0;

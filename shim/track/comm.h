@@ -44,6 +44,10 @@ struct ng_peer {
     ng_atomic(uint64_t) done; /* p2p_seq of the newest one seen completed */
 };
 
+/* How the shim learnt of a communicator (ng_comm.seen). */
+#define NG_SEEN_WRAPPERS 1 /* created through the wrappers: they record its ops */
+#define NG_SEEN_PLUGIN 2   /* announced by NCCL's profiler plugin (track/reported.h) */
+
 struct ng_comm {
     /* fixed at creation */
     uint64_t id;
@@ -62,8 +66,10 @@ struct ng_comm {
     ng_atomic(uint64_t) coll_seq;      /* collectives called so far */
     ng_atomic(int) overlap_said;       /* two threads in collectives at once: said (track/ops.c) */
     ng_atomic(uint64_t) completed_seq; /* seq of the newest collective seen completed */
-    ng_atomic(uint64_t) ops_by_type[NG_OP_NTYPES]; /* calls that NCCL accepted */
-    ng_atomic(struct ng_peer *) peers;             /* npeers entries, or NULL (set after npeers) */
+    ng_atomic(uint64_t) ops_by_type[NG_OP_NTYPES];      /* calls that NCCL accepted */
+    ng_atomic(int) seen;                                /* NG_SEEN_* */
+    ng_atomic(uint64_t) reported_by_type[NG_OP_NTYPES]; /* ops the profiler plugin reported */
+    ng_atomic(struct ng_peer *) peers; /* npeers entries, or NULL (set after npeers) */
     int npeers;
     /* The watchdog calls NCCL on `handle` only under poll_lock and while
      * `ending` is 0; the hooks of Finalize/Destroy/Abort/Revoke set `ending`

@@ -46,6 +46,9 @@
 #include "base/ops.h"
 
 #define NG_NO_MARKER (-1)
+/* Where the GPU is with a record's marker: its CUDA events (markers.h), or its
+ * kernel mark (kmarks.h). */
+enum ng_marker_state { NG_MARKER_PENDING, NG_MARKER_STARTED, NG_MARKER_DONE, NG_MARKER_ERROR };
 
 /* Records are copied word by word with relaxed atomic accesses (torn-free, and
  * clean under ThreadSanitizer): 64-bit fields, and 32-bit ones two to a word. */

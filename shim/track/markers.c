@@ -42,6 +42,7 @@
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "track/kmarks.h"
 
 #define MAX_POOLS 16
 #define MAX_MARKERS 65536      /* per pool: a marker is pool * MAX_MARKERS + index */
@@ -511,6 +512,7 @@ int ncclguard_marker_end(int marker, void *stream)
 
 void ncclguard_marker_release(int marker)
 {
+    if (ng_is_kmark(marker)) return ncclguard_kmark_release(marker);
     int i;
     struct pairs *k;
     if (pool_at(marker, &k, &i)) give_back(k, (uint32_t)i);
@@ -527,6 +529,7 @@ static int64_t event_time(struct pool *p, CUevent ev)
 enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *start_ns,
                                            int64_t *end_ns)
 {
+    if (ng_is_kmark(marker)) return ncclguard_kmark_poll(marker, start_ns, end_ns);
     int i;
     struct pairs *k;
     struct pool *p = pool_at(marker, &k, &i);
@@ -551,6 +554,7 @@ enum ng_marker_state ncclguard_marker_poll(int marker, int has_start, int64_t *s
 
 int ncclguard_marker_passed(int marker, int end)
 {
+    if (ng_is_kmark(marker)) return ncclguard_kmark_passed(marker, end);
     int i;
     struct pairs *k;
     if (!pool_at(marker, &k, &i)) return -1;

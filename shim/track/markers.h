@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "track/flight.h"
+
 /* Opens libcuda.so.1 and resolves what the shim uses; 0, or -1 (logged once). */
 int ncclguard_markers_open(void);
 
@@ -73,8 +75,6 @@ int ncclguard_marker_end_event(void *end, void *stream);
 /* Returns the marker to its pool (the GPU may not have reached it: reusing an
  * event only moves it). */
 void ncclguard_marker_release(int marker);
-
-enum ng_marker_state { NG_MARKER_PENDING, NG_MARKER_STARTED, NG_MARKER_DONE, NG_MARKER_ERROR };
 
 /* Watchdog: where the GPU is with `marker`. `has_start` says whether the start
  * event was recorded. GPU times are CLOCK_REALTIME ns, 0 when unknown. */

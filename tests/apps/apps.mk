@@ -19,3 +19,13 @@ $(B)/apps/trainloop: $(APPS_TRAINLOOP_OBJ) $(APPS_FAKE_LIBS)
 	    -l:libnccl.so.2 -l:libcuda.so.1 -lm -o $@
 
 ALL += $(B)/apps/launch $(B)/apps/trainloop
+
+# trainloop_static: the same program with the fake NCCL linked in (as conda's PyTorch links
+# NCCL statically): its calls bind inside the executable, never to a preloaded library, so
+# only NCCL's profiler plugin sees them (tests/e2e/plugin.sh).
+$(B)/apps/trainloop_static: $(APPS_TRAINLOOP_OBJ) $(FAKENCCL_OBJS) $(B)/fakes/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(APPS_TRAINLOOP_OBJ) $(FAKENCCL_OBJS) $(LDFLAGS) -L$(B)/fakes \
+	    -Wl,-rpath-link,$(B)/fakes -l:libcuda.so.1 -lm -lrt -o $@
+
+ALL += $(B)/apps/trainloop_static

@@ -6,45 +6,11 @@
 # of bench/gendumps get their planted culprit; the reader reads back what the shim
 # wrote (schema /2, and the /1.x fixtures), with both JSON libraries alike.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
 GEN=$ROOT/$B/bench/gendumps
 needs_harness analyze "$TRAIN"
 
-
-# verdict NAME WANT [ANALYZE_ARGS...]: analyze $TMP/NAME/dumps; WANT is "healthy", or the
-# culprits as "rank:cause ..." in the verdict's order; passes when the verdict is exactly
-# that and the exit status matches (0 healthy, 1 culprit).
-verdict() {
-    local name=$1 want=$2; shift 2
-    local dir=$TMP/$name/dumps
-    [ -d "$dir" ] || dir=$TMP/$name
-    "$NG" analyze --json "$@" "$dir" >"$TMP/$name.json" 2>"$TMP/$name.err"
-    local rc=$?
-    "$NG" analyze "$@" "$dir" >"$TMP/$name.txt" 2>/dev/null
-    local got
-    got=$(python3 - "$TMP/$name.json" <<'PY'
-import json, sys
-v = json.load(open(sys.argv[1]))
-assert v["schema"] == "ncclguard.analysis/1", v["schema"]
-c = v["verdict"]["culprits"]
-assert v["verdict"]["healthy"] == (not c and not v["stuck"]), v["verdict"]
-for x in c:
-    assert set(x) >= {"rank", "host", "pid", "cause", "comm", "seq", "chain", "where"}, x
-print("healthy" if v["verdict"]["healthy"] else
-      " ".join(f"{x['rank']}:{x['cause']}" for x in c) or "no-culprit")
-PY
-)
-    local want_rc=1
-    [ "$want" = healthy ] && want_rc=0
-    if [ "$got" = "$want" ] && [ $rc -eq $want_rc ]; then
-        pass "$name: $(head -n 1 "$TMP/$name.txt" | cut -c1-160)"
-    else
-        fail "$name" "want '$want' (exit $want_rc), got '$got' (exit $rc): $(head -n 3 "$TMP/$name.txt")"
-        tail -n 5 "$TMP/$name/out" 2>/dev/null
-    fi
-}
 
 # Hangs: the peers time out (not on their first op, whose timeout is set far off), and
 # every rank dumps for the incident.

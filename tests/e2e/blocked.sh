@@ -115,7 +115,6 @@ fi
 # --- guessed frames in the command: the verdict's where never takes one, report marks them
 # Rank 0 waits on an AllReduce rank 1 never called; rank 1's stack is one exact frame,
 # then two guesses (a stale caller and main, as an unconfirmed scan could give).
-NG=$ROOT/$B/ncclguard
 g=$TMP/guessed
 mkdir -p "$g"
 python3 - "$g" <<'PY'

@@ -10,7 +10,6 @@
 #    partner's tp and world streams wait behind the Recv through events the shim does
 #    not see. The verdict is rank 0, p2p, with no "not NCCL's" for the victims.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 needs_harness chains "$APPS/trainloop"
 
 # chain NAME CHECK: analyze $TMP/NAME/dumps (exit 1: a culprit), then the Python

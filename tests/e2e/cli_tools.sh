@@ -5,7 +5,6 @@
 # Chrome trace of real dumps). No timing thresholds: conditions are waited for with
 # generous bounds.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
 needs_harness "cli tools" "$TRAIN"

@@ -8,7 +8,6 @@
 # non-zero exit, and leaves nothing behind. (tests/torch/export.sh runs
 # torchfrtrace itself on the same kind of export.)
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 needs_harness export "$APPS/trainloop"
 export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
 

@@ -10,7 +10,6 @@ source "$(dirname "$0")/lib.sh"
 LAUNCH=$APPS/launch
 TRAIN=$APPS/trainloop
 PROBE=$E2E/policy_probe
-NG=$ROOT/$B/ncclguard
 if [ ! -x "$TRAIN" ] || [ ! -e "$SHIM" ] || [ ! -x "$PROBE" ]; then
     fail "build" "the shim, trainloop or policy_probe is missing: make"; finish; exit 1
 fi

@@ -25,16 +25,18 @@ rc=$?
 check "the job runs with the shim as its profiler plugin" test "$rc" = 0
 check "each rank says its communicators were seen by the plugin only" \
     test "$(grep -c 'communicators seen by the profiler plugin only: no call went through the wrappers' "$TMP/plugin/out")" = 2
-seen='seen by the profiler plugin: [0-9]+ collectives enqueued, [0-9]+ kernels started'
+seen='seen by the profiler plugin: [0-9]+ collectives and [0-9]+ sends and receives enqueued, [0-9]+ kernels started'
 lines=$(grep -cE "rank [01]/2 $seen, [0-9]+ finished\$" "$TMP/plugin/out")
 if [ "$lines" = 2 ]; then pass "each rank reports the world communicator seen by the plugin"
 else fail "each rank reports the world communicator seen by the plugin" "$lines lines"; show plugin; fi
 # the world communicator: one hash on both ranks, nothing left unfinished, and as many
-# collectives as kernels
+# kernels as collectives and sends and receives
 world=$(grep -o 'communicator [0-9a-f]* rank [01]/2 seen by the profiler plugin: .*' \
     "$TMP/plugin/out" | sed 's/ rank [01]\/2//' | sort -u)
-if [ "$(echo "$world" | wc -l)" = 1 ] &&
-    echo "$world" | grep -qE ': ([1-9][0-9]*) collectives enqueued, \1 kernels started, \1 finished$'; then
+counts=$(echo "$world" | sed -nE 's/.*: ([0-9]+) collectives and ([0-9]+) sends and receives enqueued, ([0-9]+) kernels started, ([0-9]+) finished$/\1 \2 \3 \4/p')
+read -r colls p2ps kstarted kdone <<<"${counts:-0 0 -1 -2}"
+if [ "$(echo "$world" | wc -l)" = 1 ] && [ "$colls" -gt 0 ] &&
+    [ $((colls + p2ps)) = "$kstarted" ] && [ "$kstarted" = "$kdone" ]; then
     pass "both ranks saw the same collectives enqueued, started and finished"
 else
     fail "both ranks saw the same collectives" "$world"
@@ -104,7 +106,7 @@ ph_job() {
 }
 ph_job private NCCL_PROFILER_PLUGIN="$SHIM"
 if grep -q 'private_handle: ok' "$TMP/private/out" &&
-    grep -q 'rank 0/1 seen by the profiler plugin: 7 collectives enqueued, 7 kernels started, 7 finished$' "$TMP/private/out" &&
+    grep -q 'rank 0/1 seen by the profiler plugin: 7 collectives and 0 sends and receives enqueued, 7 kernels started, 7 finished$' "$TMP/private/out" &&
     grep -q '1 communicators seen by the profiler plugin only' "$TMP/private/out"; then
     pass "calls through a private handle, unseen by the wrappers, are seen by the plugin"
 else

@@ -7,7 +7,6 @@
 # in the preloaded library.
 source "$(dirname "$0")/lib.sh"
 PROBE=$E2E/policy_probe
-NG=$ROOT/$B/ncclguard
 REAL=$REAL_NCCL_DIR/libnccl.so.2
 FAKE=$FAKES/libnccl.so.2
 EXAMPLE=$ROOT/docs/examples/site.conf

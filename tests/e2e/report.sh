@@ -5,7 +5,6 @@
 # its screenshot is not blank. At 4,096 ranks the picture stays a few rows: identical
 # ranks are one bar, the culprit another.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 GEN=$ROOT/$B/bench/gendumps
 if [ ! -x "$NG" ] || [ ! -x "$GEN" ]; then
     skip "report" "ncclguard or bench/gendumps not built"; finish; exit

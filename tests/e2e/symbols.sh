@@ -15,7 +15,6 @@
 #    looked up at its pc, the others at pc - 1);
 #  - frames that name a FIFO, a directory, devices or /proc files: analyze ends.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 if [ ! -x "$E2E/static_frames_stripped" ] || [ ! -x "$E2E/crash_mid_job" ] || [ ! -x "$NG" ]; then
     skip "symbols" "not built"; finish; exit
 fi

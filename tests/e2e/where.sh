@@ -9,7 +9,6 @@
 #  - C (tests/e2e/progs/comm_thread.c): a condition variable feeds it; the verdict
 #    names job_stuck_in_main, and the comm thread idle in comm_main.
 source "$(dirname "$0")/lib.sh"
-NG=$ROOT/$B/ncclguard
 needs_harness where "$APPS/launch"
 # The peers time out (not on their first op, whose timeout is set far off).
 export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600

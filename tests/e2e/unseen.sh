@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Hangs in NCCL that the wrappers cannot see, followed through NCCL's profiler plugin
+# (libncclguard.so named in NCCL_PROFILER_PLUGIN): a job with the fake NCCL linked into
+# the executable (trainloop_static, as conda's PyTorch links NCCL statically), and one
+# that calls NCCL through a private dlopen handle (private_handle, the pynccl pattern).
+# In both one rank stops calling; the others time out, every rank dumps, and analyze
+# names the rank, with the thread it is stuck in, as it does on the wrappers' path. With
+# the shim preloaded and named as the plugin (both paths at once), every op is recorded
+# once: the verdict and the ops are those of the wrappers alone.
+source "$(dirname "$0")/lib.sh"
+needs_harness unseen "$APPS/trainloop_static"
+
+# under ASan the sanitizer's runtime comes first, as the shim is not preloaded
+asan=
+[ "${SANITIZE:-}" = 1 ] && asan=$(gcc -print-file-name=libasan.so)
+
+# plugin_hang NAME PRELOAD CMD...: CMD with the shim as NCCL's profiler plugin (and PRELOAD
+# preloaded), a 2 s timeout, stopped once every rank dumped and the verdict is in the log
+plugin_hang() {
+    local name=$1 pre=$2; shift 2
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && exec setsid env LD_PRELOAD="$pre" LD_LIBRARY_PATH="$FAKES" \
+        NCCL_PROFILER_PLUGIN="$SHIM" NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" \
+        NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 "$@" >"$TMP/$name/out" 2>&1) &
+    local pid=$!
+    wait_for 120 bash -c "$(dumped "$name") && grep -q 'verdict (' $TMP/$name/out"
+    kill -KILL -- -$pid 2>/dev/null
+    wait $pid 2>/dev/null
+}
+
+# where NAME FUNCTION: the verdict's culprit thread is in FUNCTION
+where() {
+    if python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["verdict"]["culprits"][0]
+assert sys.argv[2] in c["where"]["frames"], c["where"]' "$TMP/$1.json" "$2" 2>/dev/null; then
+        pass "$1: the culprit is stuck in $2"
+    else
+        fail "$1: where" "$(head -n 1 "$TMP/$1.txt")"
+    fi
+}
+
+# ops NAME: per rank, the ops of its dump as "op:seq" (collectives) and "op:peer:p2p_seq",
+# sorted; exits 1 when a rank's dump holds one op twice
+ops() {
+    python3 - "$TMP/$1/dumps" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    d = json.load(open(path))
+    keys = [(o["comm"], o["op"], o.get("seq"), o.get("peer"), o.get("p2p_seq")) for o in d["ops"]]
+    if len(keys) != len(set(keys)):
+        sys.exit("%s holds an op twice" % path)
+    print(d["rank"], sorted(str(k[1:]) for k in keys))
+PY
+}
+
+# --- NCCL linked into the executable: no call binds to the shim ---------------------------
+plugin_hang static "$asan" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop_static" \
+    --steps 100 --hang-rank 1 --hang-step 3 --quiet
+verdict static "1:missing"
+where static trainloop_host_stall
+check "static: no rank called a wrapper" \
+    test "$(grep -c 'no NCCL library found behind the shim' "$TMP/static/out")" = 0
+
+# --- NCCL through a private handle, the shim preloaded and unseen by the calls -----------
+plugin_hang private "$(preload)" "$APPS/launch" -n 4 --timeout 120 -- \
+    "$E2E/private_handle" 1000 2 5
+verdict private "2:missing"
+where private private_stall
+
+# --- both paths at once: one record per op ------------------------------------------------
+plugin_hang both "$(preload)" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop" \
+    --steps 100 --hang-rank 1 --hang-step 3 --quiet
+verdict both "1:missing"
+hang wrappers 4 "$(dumped wrappers) && grep -q 'verdict (' $TMP/wrappers/out"
+if ops both >"$TMP/both.ops" 2>"$TMP/both.err" && ops wrappers >"$TMP/wrappers.ops" &&
+    cmp -s "$TMP/both.ops" "$TMP/wrappers.ops"; then
+    pass "both paths: every rank's ops are those of the wrappers alone, each once"
+else
+    fail "both paths: one record per op" \
+        "$(cat "$TMP/both.err"; diff "$TMP/both.ops" "$TMP/wrappers.ops" | head -n 4)"
+fi
+# a healthy run says at exit that both paths saw each communicator
+mkdir -p "$TMP/both_ok"
+(cd "$TMP/both_ok" && LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+    NCCL_PROFILER_PLUGIN="$SHIM" "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" \
+    --steps 5 --quiet >"$TMP/both_ok/out" 2>&1)
+check "both paths: each rank says its communicators were seen by both" test \
+    "$(grep -cE 'communicators seen by the profiler plugin, ([0-9]+) through the wrappers, \1 of them by both' "$TMP/both_ok/out")" = 2
+finish
