@@ -38,18 +38,37 @@ assert sys.argv[2] in c["where"]["frames"], c["where"]' "$TMP/$1.json" "$2" 2>/d
     fi
 }
 
-# ops NAME: per rank, the ops of its dump as "op:seq" (collectives) and "op:peer:p2p_seq",
-# sorted; exits 1 when a rank's dump holds one op twice
+# ops NAME: per rank, the ops of its dump as (op, seq, peer, p2p_seq, captured), sorted, and how many
+# streams they are on; exits 1 when a rank's dump holds one op twice
 ops() {
     python3 - "$TMP/$1/dumps" <<'PY'
 import glob, json, sys
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     d = json.load(open(path))
-    keys = [(o["comm"], o["op"], o.get("seq"), o.get("peer"), o.get("p2p_seq")) for o in d["ops"]]
+    keys = [(o["comm"], o["op"], o.get("seq"), o.get("peer"), o.get("p2p_seq"),
+             o["state"] == "captured") for o in d["ops"]]
     if len(keys) != len(set(keys)):
         sys.exit("%s holds an op twice" % path)
-    print(d["rank"], sorted(str(k[1:]) for k in keys))
+    print(d["rank"], sorted(str(k[1:]) for k in keys), len({o["stream"] for o in d["ops"]}))
 PY
+}
+
+# the same hangs on the wrappers' path, to compare with: trainloop's, and with an AllReduce
+# captured into a CUDA graph and launched every step
+hang wrappers 4 "$(dumped wrappers) && grep -q 'verdict (' $TMP/wrappers/out"
+ops wrappers >"$TMP/wrappers.ops"
+(export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
+ UNTIL="$(dumped wgraph) && grep -q 'verdict (' $TMP/wgraph/out" job wgraph -n 4 --timeout 120 \
+     -- --steps 100 --graph --hang-rank 1 --hang-step 3 --quiet)
+ops wgraph >"$TMP/wgraph.ops"
+
+# same_ops NAME WRAPPERS: the ops of NAME's dumps are those of the wrappers' run, each once
+same_ops() {
+    if ops "$1" >"$TMP/$1.ops" 2>"$TMP/$1.err" && cmp -s "$TMP/$1.ops" "$TMP/$2.ops"; then
+        pass "$1: every rank's ops are those of the wrappers' run, each once, on as many streams"
+    else
+        fail "$1: the wrappers' ops" "$(cat "$TMP/$1.err"; diff "$TMP/$1.ops" "$TMP/$2.ops" | head -n 4)"
+    fi
 }
 
 # --- NCCL linked into the executable: no call binds to the shim ---------------------------
@@ -57,8 +76,19 @@ plugin_hang static "$asan" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop
     --steps 100 --hang-rank 1 --hang-step 3 --quiet
 verdict static "1:missing"
 where static trainloop_host_stall
+same_ops static wrappers
+check "static: a waiting rank's op started on the GPU and did not finish" \
+    grep -q 'rank 0 .*AllReduce #[0-9]* on comm .* in flight .* started on GPU, not finished' "$TMP/static/out"
 check "static: no rank called a wrapper" \
     test "$(grep -c 'no NCCL library found behind the shim' "$TMP/static/out")" = 0
+
+# the captured AllReduce is captured, never timed out: its launches run unseen (both paths)
+plugin_hang sgraph "$asan" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop_static" \
+    --steps 100 --graph --hang-rank 1 --hang-step 3 --quiet
+verdict sgraph "1:missing"
+same_ops sgraph wgraph
+check "static graph: one AllReduce per rank is captured" \
+    test "$(grep -c "True" "$TMP/sgraph.ops")" = 4
 
 # --- NCCL through a private handle, the shim preloaded and unseen by the calls -----------
 plugin_hang private "$(preload)" "$APPS/launch" -n 4 --timeout 120 -- \
@@ -70,14 +100,7 @@ where private private_stall
 plugin_hang both "$(preload)" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop" \
     --steps 100 --hang-rank 1 --hang-step 3 --quiet
 verdict both "1:missing"
-hang wrappers 4 "$(dumped wrappers) && grep -q 'verdict (' $TMP/wrappers/out"
-if ops both >"$TMP/both.ops" 2>"$TMP/both.err" && ops wrappers >"$TMP/wrappers.ops" &&
-    cmp -s "$TMP/both.ops" "$TMP/wrappers.ops"; then
-    pass "both paths: every rank's ops are those of the wrappers alone, each once"
-else
-    fail "both paths: one record per op" \
-        "$(cat "$TMP/both.err"; diff "$TMP/both.ops" "$TMP/wrappers.ops" | head -n 4)"
-fi
+same_ops both wrappers
 # a healthy run says at exit that both paths saw each communicator
 mkdir -p "$TMP/both_ok"
 (cd "$TMP/both_ok" && LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \

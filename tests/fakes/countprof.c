@@ -131,6 +131,14 @@ static int do_init(void **ctx, int *mask, const char *name, uint64_t id, int nra
     return 0;
 }
 
+/* What a handle NCCL passed is: one of ours (its event type), none, or another's. */
+static const char *handle_name(const void *h)
+{
+    const struct handle *p = h;
+    bool ours = p >= pool && p < pool + sizeof pool / sizeof pool[0];
+    return !p ? "-" : ours ? type_name(p->type) : "foreign";
+}
+
 static int start_event(void *ctx, void **h, void *d_)
 {
     (void)ctx;
@@ -141,14 +149,22 @@ static int start_event(void *ctx, void **h, void *d_)
     struct handle *me = i < (int)(sizeof pool / sizeof pool[0]) ? &pool[i] : NULL;
     if (me) me->type = d->type;
     *h = me;
-    const struct handle *p = d->parent;
-    bool ours = p >= pool && p < pool + sizeof pool / sizeof pool[0];
-    const char *pn = !p ? "-" : ours ? type_name(p->type) : "foreign";
+    const char *pn = handle_name(d->parent);
+#if COUNTPROF_V >= 5 /* v4 has no parentGroup members */
+    char group[64];
+    snprintf(group, sizeof group, " group=%s",
+             handle_name(d->type == 2   ? d->coll.grp
+                         : d->type == 4 ? d->p2p.grp
+                                        : NULL));
+#else
+    const char *group = "";
+#endif
     if (d->type == 2)
-        out("start Coll func=%s seq=%llu rank=%d parent=%s", d->coll.func,
-            (unsigned long long)d->coll.seq, d->rank, pn);
+        out("start Coll func=%s seq=%llu rank=%d parent=%s%s dtype=%s", d->coll.func,
+            (unsigned long long)d->coll.seq, d->rank, pn, group, d->coll.dtype);
     else if (d->type == 4)
-        out("start P2p func=%s peer=%d rank=%d parent=%s", d->p2p.func, d->p2p.peer, d->rank, pn);
+        out("start P2p func=%s peer=%d rank=%d parent=%s%s dtype=%s", d->p2p.func, d->p2p.peer,
+            d->rank, pn, group, d->p2p.dtype);
 #if COUNTPROF_V >= 5
     else if (d->type == (1 << 9) || d->type == (1 << 10))
         out("start %s func=%s parent=%s", type_name(d->type), d->api.func, pn);

@@ -260,13 +260,33 @@ static bool is_p2p(const struct fn_op *op)
     return op->kind == FN_OP_SEND || op->kind == FN_OP_RECV;
 }
 
-/* NCCL's ncclFuncToString names. */
+/* NCCL's ncclFuncToString names (collectives.cc): "AlltoAll", with a small t. */
 static const char *func_name(const struct fn_op *op)
 {
     static const char *const n[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
-                                    "ReduceScatter", "AllToAll",  "Gather", "Scatter",
+                                    "ReduceScatter", "AlltoAll",  "Gather", "Scatter",
                                     "Send",          "Recv"};
     return n[op->kind];
+}
+
+/* NCCL's ncclDatatypeToString names (collectives.cc), which the events carry; it has
+ * none for ncclUint8 ("Unknown"), and neither has the fake. */
+static const char *dtype_name(ncclDataType_t t)
+{
+    static const char *const n[] = {
+        [ncclInt8] = "ncclInt8",
+        [ncclInt32] = "ncclInt32",
+        [ncclUint32] = "ncclUint32",
+        [ncclInt64] = "ncclInt64",
+        [ncclUint64] = "ncclUint64",
+        [ncclFloat16] = "ncclFloat16",
+        [ncclFloat32] = "ncclFloat32",
+        [ncclFloat64] = "ncclFloat64",
+        [ncclBfloat16] = "ncclBfloat16",
+        [ncclFloat8e4m3] = "ncclFloat8e4m3",
+        [ncclFloat8e5m2] = "ncclFloat8e5m2",
+    };
+    return (unsigned)t < sizeof n / sizeof n[0] && n[t] ? n[t] : "Unknown";
 }
 
 static uint64_t gpu_timer(void)
@@ -289,11 +309,20 @@ void fn_prof_group_api_stop(void)
     }
 }
 
+/* Whether the call's stream is capturing into a CUDA graph, which NCCL asks before
+ * its API events (enqueue.cc: ncclPlannerSetCapturingGraph, then isGraphCaptured). */
+static bool capturing(CUstream s)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void *fn_prof_api_start(const struct fn_op *op)
 {
     struct fn_comm *c = op->comm;
     int m = cur_mask();
     if (load_state != 1 || !c->prof_live) return NULL;
+    bool captured = capturing(op->stream);
     struct p_descr_v5 d;
     if (!group_api &&
         (m & P_ON_GROUP_API)) { /* the outermost group, or the call's implicit one (group.cc) */
@@ -301,6 +330,7 @@ void *fn_prof_api_start(const struct fn_op *op)
         d.type = P_GROUP_API;
         d.rank = c->rank;
         d.group_api.group_depth = group_api_depth;
+        d.group_api.graph_captured = captured;
         group_api = start(c, &d);
     }
     memset(&d, 0, sizeof d);
@@ -310,12 +340,14 @@ void *fn_prof_api_start(const struct fn_op *op)
     if (is_p2p(op)) {
         d.type = P_P2P_API;
         d.p2p_api.func = func_name(op), d.p2p_api.count = op->count;
-        d.p2p_api.dtype = fn_type_name(op->dtype), d.p2p_api.stream = op->stream;
+        d.p2p_api.dtype = dtype_name(op->dtype), d.p2p_api.stream = op->stream;
+        d.p2p_api.graph_captured = captured;
     } else {
         d.type = P_COLL_API;
         d.coll_api.func = func_name(op), d.coll_api.count = op->count;
-        d.coll_api.dtype = fn_type_name(op->dtype), d.coll_api.root = op->root;
+        d.coll_api.dtype = dtype_name(op->dtype), d.coll_api.root = op->root;
         d.coll_api.stream = op->stream;
+        d.coll_api.graph_captured = captured;
     }
     return start(c, &d);
 }
@@ -347,7 +379,7 @@ void fn_prof_launch(struct fn_op *ops, int nops)
             d.type = P_P2P;
             d.p2p.v4.func = func_name(op),
             d.p2p.v4.buff = op->kind == FN_OP_SEND ? (void *)op->sendbuff : op->recvbuff;
-            d.p2p.v4.dtype = fn_type_name(op->dtype), d.p2p.v4.count = op->count;
+            d.p2p.v4.dtype = dtype_name(op->dtype), d.p2p.v4.count = op->count;
             d.p2p.v4.peer = op->root, d.p2p.v4.nchannels = 1, d.p2p.parent_group = group;
         } else {
             d.type = P_COLL;
@@ -356,8 +388,7 @@ void fn_prof_launch(struct fn_op *ops, int nops)
             d.coll.v4.func = func_name(op), d.coll.v4.sendbuff = op->sendbuff;
             d.coll.v4.recvbuff = op->recvbuff, d.coll.v4.count = op->count,
             d.coll.v4.root = op->root;
-            d.coll.v4.dtype = fn_type_name(op->dtype), d.coll.v4.nchannels = 1,
-            d.coll.v4.nwarps = 1;
+            d.coll.v4.dtype = dtype_name(op->dtype), d.coll.v4.nchannels = 1, d.coll.v4.nwarps = 1;
             d.coll.v4.algo = "RING", d.coll.v4.proto = "SIMPLE", d.coll.parent_group = group;
         }
         int want = is_p2p(op) ? P_P2P : P_COLL;

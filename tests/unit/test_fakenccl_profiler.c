@@ -63,17 +63,20 @@ static void job_rank(int rank, int n, void *arg)
     char want[128];
     snprintf(want, sizeof want, "init rank=%d nranks=2", rank);
     FNT_CHECK(strstr(t, want), "init with rank and size: %s", t);
-    const char *parent = a->version >= 5 ? "CollApi" : "Group";
+    /* v5 on: the API event is the parent, the Group the parentGroup; v4: the Group is
+     * the parent. The data type by NCCL's name (ncclDatatypeToString). */
+    const char *parent = a->version >= 5 ? "CollApi group=Group" : "Group";
     for (int i = 0; i < 3; i++) {
-        snprintf(want, sizeof want, "start Coll func=AllReduce seq=%d rank=%d parent=%s\n", i, rank,
+        snprintf(want, sizeof want,
+                 "start Coll func=AllReduce seq=%d rank=%d parent=%s dtype=ncclFloat32\n", i, rank,
                  parent);
         FNT_CHECK(strstr(t, want), "missing '%s' in %s", want, t);
     }
-    snprintf(want, sizeof want, "start Coll func=Broadcast seq=0 rank=%d parent=%s\n", rank,
-             parent);
+    snprintf(want, sizeof want,
+             "start Coll func=Broadcast seq=0 rank=%d parent=%s dtype=ncclFloat32\n", rank, parent);
     FNT_CHECK(strstr(t, want), "seqNumber per type: missing '%s' in %s", want, t);
-    snprintf(want, sizeof want, "start P2p func=Send peer=%d rank=%d parent=%s\n", 1 - rank, rank,
-             a->version >= 5 ? "P2pApi" : "Group");
+    snprintf(want, sizeof want, "start P2p func=Send peer=%d rank=%d parent=%s dtype=ncclFloat32\n",
+             1 - rank, rank, a->version >= 5 ? "P2pApi group=Group" : "Group");
     FNT_CHECK(strstr(t, want), "missing '%s' in %s", want, t);
     FNT_CHECK(count(t, "start KernelCh parent=Coll\n") == 4, "4 KernelCh under Coll: %s", t);
     FNT_CHECK(count(t, "start KernelCh parent=P2p\n") == 2, "2 KernelCh under P2p: %s", t);
