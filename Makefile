@@ -81,6 +81,7 @@ tsan: deps
 
 # What tests/e2e/tsan.sh runs, and nothing else (it fails on a program missing here).
 TSAN_TARGETS = $(B)/libncclguard.so $(APPS_FAKE_LIBS) $(B)/apps/launch $(B)/apps/trainloop \
+    $(B)/apps/trainloop_static \
     $(addprefix $(B)/tests/unit/test_shim_,flight observer markers stacks threads output) \
     $(addprefix $(E2E_BIN)/,ring_wrap dump_stall libslowfs.so idle_wakes)
 .PHONY: tsan-targets

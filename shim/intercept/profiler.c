@@ -143,7 +143,7 @@ static void at_exit_report(void)
  * each event and added to NCCL's, so that it can widen it as it could under NCCL. */
 static const struct prof_v5 *chain;
 static int chain_mask;
-static int *nccl_mask;
+static ng_atomic(int *) nccl_mask; /* the same int for every communicator, set by each init */
 
 static bool in_ring(const void *p)
 {
@@ -195,8 +195,9 @@ static void install(void)
 static void add_chain_mask(void)
 {
     int m = __atomic_load_n(&chain_mask, __ATOMIC_RELAXED);
-    if (nccl_mask && (__atomic_load_n(nccl_mask, __ATOMIC_RELAXED) | m) != *nccl_mask)
-        __atomic_or_fetch(nccl_mask, m, __ATOMIC_RELAXED);
+    int *nm = ng_atomic_load_relaxed(&nccl_mask);
+    if (nm && (__atomic_load_n(nm, __ATOMIC_RELAXED) | m) != __atomic_load_n(nm, __ATOMIC_RELAXED))
+        __atomic_or_fetch(nm, m, __ATOMIC_RELAXED);
 }
 
 static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name, int nnodes,
@@ -217,7 +218,7 @@ static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name
     comms[i].nranks = nranks;
     comms[i].comm = ncclguard_reported_comm(comm_id, rank, nranks, comm_name, &comms[i].wrapped);
     *ctx = &comms[i];
-    nccl_mask = mask;
+    ng_atomic_store_relaxed(&nccl_mask, mask);
     if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes, nranks,
                              rank, log) != 0)
         comms[i].chain_ctx = NULL; /* as NCCL: that plugin goes without this communicator */

@@ -2,7 +2,7 @@
 # ThreadSanitizer over the threaded parts (make tsan builds everything with
 # -fsanitize=thread into build-tsan): the flight recorder under concurrent
 # writers, the observer's lanes beside one, jobs whose watchdog polls while
-# application threads enqueue, the writer thread of the log files, a ring
+# application threads enqueue (and, in plugin mode, NCCL's threads report), the writer thread of the log files, a ring
 # that overflows while the watchdog polls, and the dump thread's wake-ups.
 source "$(dirname "$0")/lib.sh"
 if [ "${SANITIZE:-}" != thread ]; then
@@ -52,6 +52,17 @@ for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --gra
         fail "trainloop $args under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/job.out" | head -n 60
     fi
 done
+# plugin mode: NCCL's proxy thread moves kernel marks on while the observer polls them
+(cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 NCCL_PROFILER_PLUGIN="$SHIM" \
+    LD_PRELOAD="$(gcc -print-file-name=libtsan.so)" with_fakes "$APPS/launch" -n 2 --timeout 300 \
+    -- "$APPS/trainloop_static" --steps 10 --threads 2 --quiet >"$TMP/plugin.out" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && [ "$(reports "$TMP/plugin.out")" = 0 ] &&
+    grep -q 'seen by the profiler plugin only' "$TMP/plugin.out"; then
+    pass "plugin mode, the watchdog polling every 1 ms: no race"
+else
+    fail "plugin mode under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/plugin.out" | head -n 60
+fi
 # the writer thread of the log and event files, fed by application threads and the
 # watchdog at the debug level; and stuck in write(2) while callers go on
 "$ROOT/$B/tests/unit/test_shim_output" >"$TMP/output.out" 2>&1
