@@ -17,12 +17,13 @@
 #include "base/atomic.h"
 #include "base/log.h"
 #include "policy/config.h"
+#include "policy/policy.h"
 #include "base/ops.h"
 #include "intercept/real.h"
-#include "intercept/start.h"
 #include "track/comm.h"
 #include "track/kmarks.h"
 #include "track/reported.h"
+#include "track/track.h"
 
 /* Event type bits and the KernelCh stop state (nccl_profiler.h). */
 #define EV_COLL (1 << 1)
@@ -173,12 +174,21 @@ static void *open_chain(const char *name)
     return h;
 }
 
+/* The plugin the job named itself in NCCL_PROFILER_PLUGIN, or NCCL's default name
+ * when it named none, which the constructor replaced with this library (see
+ * ncclguard_profiler_take_env); `quiet`: not there is no news. */
+static char job_plugin[256];
+static int job_plugin_quiet;
+static void (*start_machinery)(void); /* ncclguard_start, handed over by the constructor */
+
 static void install(void)
 {
     atexit(at_exit_report);
     const char *name = ncclguard_settings()->profiler_chain;
+    if (!name[0]) name = job_plugin;
     if (!name[0]) return;
     void *h = open_chain(name);
+    if (!h && job_plugin_quiet && name == job_plugin) return;
     const struct prof_v5 *p = h ? dlsym(h, "ncclProfiler_v6") : NULL;
     if (h && !p) p = dlsym(h, "ncclProfiler_v5");
     if (!p || p == &ncclProfiler_v5) {
@@ -211,19 +221,24 @@ static int p_init(void **ctx, uint64_t comm_id, int *mask, const char *comm_name
         return 0; /* NCCL goes on; our events for it are ignored */
     }
     pthread_once(&exit_once, install);
-    ncclguard_real_as_plugin(); /* before the start resolves the wrappers' NCCL */
-    ncclguard_start();          /* loaded as a plugin only: the machinery starts here */
     comms[i].hash = comm_id;
     comms[i].rank = rank;
     comms[i].nranks = nranks;
-    comms[i].comm = ncclguard_reported_comm(comm_id, rank, nranks, comm_name, &comms[i].wrapped);
+    if (start_machinery && ng_atomic_load_acquire(&ncclguard_tracking)) {
+        ncclguard_real_as_plugin(); /* before the start resolves the wrappers' NCCL */
+        start_machinery();          /* loaded as a plugin only: the machinery starts here */
+        comms[i].comm = ncclguard_reported_comm(comm_id, rank, nranks, comm_name,
+                                                &comms[i].wrapped);
+    }
     *ctx = &comms[i];
     ng_atomic_store_relaxed(&nccl_mask, mask);
     if (chain && chain->init(&comms[i].chain_ctx, comm_id, &chain_mask, comm_name, nnodes, nranks,
                              rank, log) != 0)
         comms[i].chain_ctx = NULL; /* as NCCL: that plugin goes without this communicator */
-    /* one int for the whole process: ask only for what is cheap (issue 21) */
-    __atomic_or_fetch(mask, DEFAULT_MASK, __ATOMIC_RELAXED);
+    /* One int for the whole process: ask only for what follows the ops the wrappers
+     * do not see, and only once there are some (a communicator of the wrappers needs
+     * no event: NCCL then makes none for ncclguard). */
+    if (comms[i].comm && !comms[i].wrapped) __atomic_or_fetch(mask, DEFAULT_MASK, __ATOMIC_RELAXED);
     add_chain_mask();
     return 0;
 }
@@ -432,4 +447,39 @@ void ncclguard_profiler_report(void)
                     "private handle on a communicator they created): they are not tracked",
                     (unsigned long long)c->hash, (unsigned long long)unseen);
     }
+}
+
+/* Whether NCCL_PROFILER_PLUGIN's value v loads this library (its path, or the
+ * global scope, where the preloaded library is found first). */
+static bool names_self(const char *v, const char *self)
+{
+    if (!strncasecmp(v, "STATIC_PLUGIN", strlen(v))) return true;
+    char a[4096], b[4096];
+    if (!strchr(v, '/')) return strstr(v, "ncclguard") != NULL;
+    return realpath(v, a) && realpath(self, b) && !strcmp(a, b);
+}
+
+void ncclguard_profiler_init(void (*start)(void))
+{
+    start_machinery = start;
+    Dl_info info;
+    const struct ng_env_change *site = ncclguard_policy_change_of("NCCL_PROFILER_PLUGIN");
+    if (!ncclguard_settings()->profiler_plugin || site ||
+        !dladdr((const void *)&ncclProfiler_v5, &info) || !info.dli_fname || !info.dli_fname[0])
+        return; /* off, or the site decided the variable */
+    const char *v = getenv("NCCL_PROFILER_PLUGIN");
+    if (v && (!strcasecmp(v, "none") || names_self(v, info.dli_fname))) return;
+    if (v && !ncclguard_settings()->profiler_chain[0]) {
+        snprintf(job_plugin, sizeof job_plugin, "%s", v);
+        setenv("NCCLGUARD_PROFILER_CHAIN", job_plugin, 0); /* a child chains it too */
+    } else if (!v) {
+        snprintf(job_plugin, sizeof job_plugin, "libnccl-profiler.so"); /* NCCL's default */
+        job_plugin_quiet = 1;
+    }
+    if (setenv("NCCL_PROFILER_PLUGIN", info.dli_fname, 1) != 0) return;
+    if (ncclguard_policy_talks())
+        NG_INFO("NCCL_PROFILER_PLUGIN=%s (ncclguard as NCCL's profiler plugin, to follow "
+                "communicators the wrappers cannot see; %s%s%s)",
+                info.dli_fname, v ? "the job's plugin " : "was unset", v ? v : "",
+                v ? " is chained behind it" : "");
 }

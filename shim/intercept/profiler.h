@@ -34,4 +34,17 @@
  * plugin's own atexit when the library was loaded only as a plugin). */
 void ncclguard_profiler_report(void);
 
+/*
+ * The constructor's step, after the site policy. `start` is how the plugin's
+ * init starts the shim's machinery (ncclguard_start: the library may be loaded
+ * only as the plugin), unless tracking is off. With profiler_plugin on, it names this
+ * library in NCCL_PROFILER_PLUGIN, so that communicators the wrappers cannot see
+ * (a private handle, in a process that also calls NCCL through them) reach it.
+ * A plugin the job named itself is chained behind it (and NCCLGUARD_PROFILER_CHAIN
+ * set, for its children); with none, NCCL's default libnccl-profiler.so is, where
+ * it exists. Left alone: a value the site policy set, forced or removed; none; a
+ * value that already loads this library. Before any thread (setenv).
+ */
+void ncclguard_profiler_init(void (*start)(void));
+
 #endif

@@ -35,6 +35,7 @@
 #include "evidence/verdict.h"
 #include "intercept/exports.h"
 #include "intercept/loader.h"
+#include "intercept/profiler.h"
 #include "intercept/real.h"
 #include "policy/config.h"
 #include "policy/config_json.h"
@@ -63,6 +64,7 @@ void ncclguard_process_init(void)
     ncclguard_policy_apply_at_start();
     ncclguard_loader_watch();
     const struct ng_settings *s = ncclguard_settings();
+    if (!s->disable) ncclguard_profiler_init(ncclguard_start);
     ncclguard_log_configure(s->log_level, s->log);
     ng_atomic_store_release(&ncclguard_tracking, !s->disable);
 }

@@ -42,16 +42,41 @@ else
     fail "both ranks saw the same collectives" "$world"
 fi
 
-mkdir -p "$TMP/preload"
-(cd "$TMP/preload" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
-    NCCLGUARD_DUMP_DIR="$TMP/preload/dumps" \
-    -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 3 --quiet \
-    >"$TMP/preload/out" 2>&1)
-if ! grep -q 'seen by the profiler plugin' "$TMP/preload/out"; then
-    pass "preloaded without NCCL_PROFILER_PLUGIN, the shim is not loaded as a plugin"
+# preloaded, the shim names itself in NCCL_PROFILER_PLUGIN (profiler_plugin): NCCL loads
+# it as its plugin too, and it asks for no event while the wrappers see every communicator
+preload_job() {
+    local name=$1; shift
+    mkdir -p "$TMP/$name"
+    (cd "$TMP/$name" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+        NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" COUNTPROF_LOG="$TMP/$name/trace" "$@" \
+        -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 3 --quiet \
+        >"$TMP/$name/out" 2>&1)
+}
+preload_job preload
+if grep -q 'NCCL_PROFILER_PLUGIN=.*libncclguard.so (ncclguard as NCCL.s profiler plugin.*was unset)' "$TMP/preload/out" &&
+    [ "$(grep -c '2 communicators seen by the profiler plugin, 2 through the wrappers, 2 of them by both' "$TMP/preload/out")" = 2 ] &&
+    grep -qE 'seen by the profiler plugin: 0 collectives and 0 sends and receives enqueued, 0 kernels' "$TMP/preload/out"; then
+    pass "preloaded, the shim is NCCL's profiler plugin too, and asks for no event"
 else
-    fail "preloaded without NCCL_PROFILER_PLUGIN" "$(grep 'profiler plugin' "$TMP/preload/out")"
+    fail "preloaded, the shim is NCCL's profiler plugin too" "$(grep 'profiler' "$TMP/preload/out" | head -n 4)"
 fi
+preload_job preload_off NCCLGUARD_PROFILER_PLUGIN=0
+check "with profiler_plugin off, the preloaded shim is not NCCL's plugin" \
+    test "$(grep -c 'profiler plugin' "$TMP/preload_off/out")" = 0
+# the job's own plugin is chained behind the shim, and gets every event it asks for
+preload_job preload_own NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so"
+if grep -q "the job's plugin .*libnccl-profiler-count.so is chained behind it" "$TMP/preload_own/out" &&
+    grep -q 'chained behind ncclguard' "$TMP/preload_own/out" &&
+    [ "$(cat "$TMP"/preload_own/trace.* 2>/dev/null | grep -c '^start Coll ')" -gt 0 ]; then
+    pass "preloaded, a plugin the job names is chained behind the shim's"
+else
+    fail "preloaded, the job's plugin is chained" "$(grep 'profiler' "$TMP/preload_own/out" | head -n 4)"
+fi
+# a site's value of NCCL_PROFILER_PLUGIN stays
+printf '[env.force]\nNCCL_PROFILER_PLUGIN = none\n' >"$TMP/none.conf"
+preload_job preload_site NCCLGUARD_CONFIG="$TMP/none.conf"
+check "a value the site forces for NCCL_PROFILER_PLUGIN stays" \
+    test "$(grep -c 'seen by the profiler plugin' "$TMP/preload_site/out")" = 0
 
 # --- chaining: countprof alone, then behind ncclguard; its traces must be the same ---------
 # plugin_job NAME VAR=value...: 2 ranks of trainloop with no preload but the sanitizer's

@@ -97,15 +97,23 @@ verdict private "2:missing"
 where private private_stall
 
 # --- both paths at once: one record per op ------------------------------------------------
-plugin_hang both "$(preload)" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop" \
+# countprof chained behind the shim asks for every event, so that NCCL reports each op of
+# the wrappers' communicators to the plugin too (alone, the shim asks for none of them)
+chain=NCCLGUARD_PROFILER_CHAIN=$FAKES/libnccl-profiler-count.so
+plugin_hang both "$(preload)" "$chain" "$APPS/launch" -n 4 --timeout 120 -- "$APPS/trainloop" \
     --steps 100 --hang-rank 1 --hang-step 3 --quiet
 verdict both "1:missing"
 same_ops both wrappers
 # a healthy run says at exit that both paths saw each communicator
 mkdir -p "$TMP/both_ok"
-(cd "$TMP/both_ok" && LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+(cd "$TMP/both_ok" && env LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" "$chain" \
     NCCL_PROFILER_PLUGIN="$SHIM" "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" \
     --steps 5 --quiet >"$TMP/both_ok/out" 2>&1)
-check "both paths: each rank says its communicators were seen by both" test \
-    "$(grep -cE 'communicators seen by the profiler plugin, ([0-9]+) through the wrappers, \1 of them by both' "$TMP/both_ok/out")" = 2
+if [ "$(grep -cE 'communicators seen by the profiler plugin, ([0-9]+) through the wrappers, \1 of them by both' "$TMP/both_ok/out")" = 2 ] &&
+    grep -qE 'rank 0/2 seen by the profiler plugin: [1-9][0-9]* collectives' "$TMP/both_ok/out" &&
+    ! grep -q 'without the wrappers' "$TMP/both_ok/out"; then
+    pass "both paths: each rank says both saw its communicators, and no op passed the wrappers"
+else
+    fail "both paths: the exit lines" "$(grep profiler "$TMP/both_ok/out" | head -n 4)"
+fi
 finish
