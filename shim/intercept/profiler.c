@@ -183,7 +183,7 @@ static void (*start_machinery)(void); /* ncclguard_start, handed over by the con
 
 static void install(void)
 {
-    atexit(at_exit_report);
+    if (ng_atomic_load_acquire(&ncclguard_tracking)) atexit(at_exit_report); /* off: silent */
     const char *name = ncclguard_settings()->profiler_chain;
     if (!name[0]) name = job_plugin;
     if (!name[0]) return;
@@ -477,9 +477,13 @@ void ncclguard_profiler_init(void (*start)(void))
         job_plugin_quiet = 1;
     }
     if (setenv("NCCL_PROFILER_PLUGIN", info.dli_fname, 1) != 0) return;
-    if (ncclguard_policy_talks())
+    /* said when it changes what the job asked for; the usual case only at debug */
+    if (v && ncclguard_policy_talks())
         NG_INFO("NCCL_PROFILER_PLUGIN=%s (ncclguard as NCCL's profiler plugin, to follow "
-                "communicators the wrappers cannot see; %s%s%s)",
-                info.dli_fname, v ? "the job's plugin " : "was unset", v ? v : "",
-                v ? " is chained behind it" : "");
+                "communicators the wrappers cannot see; the job's plugin %s is chained behind it)",
+                info.dli_fname, v);
+    else if (!v)
+        NG_DEBUG("NCCL_PROFILER_PLUGIN=%s (ncclguard as NCCL's profiler plugin, to follow "
+                 "communicators the wrappers cannot see; was unset)",
+                 info.dli_fname);
 }

@@ -36,6 +36,22 @@ void ncclguard_comm_announce(struct ng_comm *c)
     if (!ng_atomic_exchange_relaxed(&c->announced, 1)) comm_event("comm_created", c);
 }
 
+/* The record this thread is creating, between a creation's hooks, and the creations
+ * through the wrappers in flight in the process: what tells NCCL's profiler plugin
+ * which of the communicators it announces are the wrappers' (track/reported.c). */
+static NG_TLS struct ng_comm *creating;
+static ng_atomic(int) creations;
+
+struct ng_comm *ncclguard_comm_creating(void)
+{
+    return creating;
+}
+
+int ncclguard_creations_in_flight(void)
+{
+    return ng_atomic_load_acquire(&creations);
+}
+
 static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t id, int rank,
                            int nranks, uint64_t parent, const ncclConfig_t *config)
 {
@@ -43,6 +59,9 @@ static void start_creation(struct ng_init_ticket *t, ncclComm_t *out, uint64_t i
     if (ncclguard_track_mode != NG_TRACK_OFF) ncclguard_markers_prepare_current();
     t->out = out;
     t->comm = ncclguard_comm_new(id, rank, nranks, parent, config);
+    if (!t->comm) return;
+    creating = t->comm;
+    ng_atomic_add_seq_cst(&creations, 1);
 }
 
 void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, int rank, int nids,
@@ -56,6 +75,7 @@ void ncclguard_init_pre(struct ng_init_ticket *t, ncclComm_t *out, int nranks, i
 void ncclguard_init_all_pre(struct ng_init_ticket *t, ncclComm_t *out, int ndev)
 {
     (void)ndev;
+    ng_atomic_add_seq_cst(&creations, 1); /* its records come in the post hook */
     ncclguard_altstack_ensure();
     t->out = out;
     t->comm = NULL; /* one record per device is made in the post hook */
@@ -125,6 +145,8 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
 {
     struct ng_comm *c = t->comm;
     if (!c) return;
+    creating = NULL;
+    ng_atomic_add_seq_cst(&creations, -1);
     if (r == ncclInProgress && c->parent_id && npending < PENDING_CHILDREN) {
         pending[npending++] = c;
         return;
@@ -143,6 +165,7 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r)
 
 void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, const int *devlist, ncclResult_t r)
 {
+    ng_atomic_add_seq_cst(&creations, -1);
     if (r != ncclSuccess || !t->out) return;
     /* Communicator i runs on device devlist[i] (i without a list), in that
      * device's primary context, which the current one is only for one of them. */

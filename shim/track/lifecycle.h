@@ -44,6 +44,12 @@ void ncclguard_init_post(struct ng_init_ticket *t, ncclResult_t r);
 void ncclguard_init_all_post(struct ng_init_ticket *t, int ndev, const int *devlist,
                              ncclResult_t r);
 
+/* The record this thread is creating (between a creation's pre and post hooks),
+ * else NULL; and how many creations through the wrappers are in flight in the
+ * process (ncclCommInitAll's included, whose records come after). Any thread. */
+struct ng_comm *ncclguard_comm_creating(void);
+int ncclguard_creations_in_flight(void);
+
 void ncclguard_end_pre(struct ng_end_ticket *t, ncclComm_t comm, int kind);
 void ncclguard_end_post(struct ng_end_ticket *t, ncclResult_t r);
 

@@ -17,15 +17,18 @@
 #include "track/stacks.h"
 #include "track/track.h"
 
-/* A wrappers' record being created with this rank and size, not yet claimed by the
- * plugin: the newest such, claimed now; or NULL. */
+/* The oldest wrappers' record of this rank and size that the plugin has not announced
+ * yet, claimed now; or NULL. With the plugin loaded from the start, each record of
+ * the wrappers is announced at its own creation, so one not yet announced is one
+ * whose announcement is coming: a grouped creation announces its communicators
+ * from NCCL's threads, at ncclGroupEnd, after the calls returned. */
 static struct ng_comm *claim_wrapped(int rank, int nranks)
 {
-    for (int i = ncclguard_comm_count() - 1; i >= 0; i--) {
+    for (int i = 0; i < ncclguard_comm_count(); i++) {
         struct ng_comm *c = ncclguard_comm_at(i);
-        int r = ng_comm_rank(c), n = ng_comm_nranks(c);
+        int r = ng_comm_rank(c), n = ng_comm_nranks(c), st = ng_comm_state(c);
         int seen = NG_SEEN_WRAPPERS;
-        if (ng_comm_state(c) != NG_COMM_INITIALIZING || (r >= 0 && r != rank) ||
+        if ((st != NG_COMM_INITIALIZING && st != NG_COMM_READY) || (r >= 0 && r != rank) ||
             (n > 0 && n != nranks))
             continue;
         if (ng_atomic_cas_acq_rel(&c->seen, &seen, NG_SEEN_WRAPPERS | NG_SEEN_PLUGIN)) return c;
@@ -36,9 +39,19 @@ static struct ng_comm *claim_wrapped(int rank, int nranks)
 struct ng_comm *ncclguard_reported_comm(uint64_t nccl_hash, int rank, int nranks, const char *name,
                                         int *wrapped)
 {
-    struct ng_comm *c = claim_wrapped(rank, nranks);
-    *wrapped = c != NULL;
+    /* this thread's creation through the wrappers (NCCL creates a lone blocking
+     * communicator on the caller's thread), else one of theirs of this rank and
+     * size (its own thread: a group, a nonblocking one) */
+    struct ng_comm *c = ncclguard_comm_creating();
+    int seen = NG_SEEN_WRAPPERS;
+    if (!c || !ng_atomic_cas_acq_rel(&c->seen, &seen, NG_SEEN_WRAPPERS | NG_SEEN_PLUGIN))
+        c = claim_wrapped(rank, nranks);
+    *wrapped = 1;
     if (c) return c;
+    /* none, while the wrappers create one (ncclCommInitAll makes its records after):
+     * theirs, not followed here; the plugin follows no op of it */
+    if (ncclguard_creations_in_flight() > 0) return NULL;
+    *wrapped = 0;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.commName = name;
     c = ncclguard_comm_new(nccl_hash, rank, nranks, 0, &config);

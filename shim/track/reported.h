@@ -28,10 +28,12 @@
 
 struct ng_comm;
 
-/* The communicator that NCCL's plugin init announced: the wrappers' record of
- * it when one of theirs with this rank and size is being created (*wrapped =
- * 1), else a new record, ready, with NCCL's commHash as its id. NULL when the
- * registry is full. */
+/* The communicator that NCCL's plugin init announced: the wrappers' record of it
+ * (*wrapped = 1), found as the one this thread is creating, else their oldest of
+ * this rank and size not announced yet; NULL with *wrapped = 1 when the
+ * wrappers are creating communicators but none matches (ncclCommInitAll's
+ * records come after it); else a new record, ready, with NCCL's commHash as its
+ * id (*wrapped = 0), or NULL when the registry is full. */
 struct ng_comm *ncclguard_reported_comm(uint64_t nccl_hash, int rank, int nranks, const char *name,
                                         int *wrapped);
 
