@@ -450,13 +450,13 @@ void ncclguard_profiler_report(void)
 }
 
 /* Whether NCCL_PROFILER_PLUGIN's value v loads this library (its path, or the
- * global scope, where the preloaded library is found first). */
+ * global scope, where the preloaded library is found first). A bare name is
+ * searched by dlopen: another copy of ncclguard, maybe (replaced, never chained). */
 static bool names_self(const char *v, const char *self)
 {
     if (!strncasecmp(v, "STATIC_PLUGIN", strlen(v))) return true;
     char a[4096], b[4096];
-    if (!strchr(v, '/')) return strstr(v, "ncclguard") != NULL;
-    return realpath(v, a) && realpath(self, b) && !strcmp(a, b);
+    return strchr(v, '/') && realpath(v, a) && realpath(self, b) && !strcmp(a, b);
 }
 
 void ncclguard_profiler_init(void (*start)(void))
@@ -469,6 +469,8 @@ void ncclguard_profiler_init(void (*start)(void))
         return; /* off, or the site decided the variable */
     const char *v = getenv("NCCL_PROFILER_PLUGIN");
     if (v && (!strcasecmp(v, "none") || names_self(v, info.dli_fname))) return;
+    const char *base = v ? strrchr(v, '/') : NULL;
+    if (v && strstr(base ? base + 1 : v, "ncclguard")) v = NULL; /* another copy: replaced */
     if (v && !ncclguard_settings()->profiler_chain[0]) {
         snprintf(job_plugin, sizeof job_plugin, "%s", v);
         setenv("NCCLGUARD_PROFILER_CHAIN", job_plugin, 0); /* a child chains it too */
