@@ -4,6 +4,8 @@
 #include "intercept/profiler.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -180,6 +182,8 @@ static void *open_chain(const char *name)
 static char job_plugin[256];
 static int job_plugin_quiet;
 static void (*start_machinery)(void); /* ncclguard_start, handed over by the constructor */
+static int plugin_on; /* NCCL_PROFILER_PLUGIN names this library (the constructor's view) */
+static void take_env(const char *self);
 
 static void install(void)
 {
@@ -459,16 +463,57 @@ static bool names_self(const char *v, const char *self)
     return strchr(v, '/') && realpath(v, a) && realpath(self, b) && !strcmp(a, b);
 }
 
+/* dl_iterate_phdr: the path of a loaded libnccl.so* into ctx (PATH_MAX bytes). */
+static int find_nccl(struct dl_phdr_info *m, size_t size, void *ctx)
+{
+    (void)size;
+    const char *base = m->dlpi_name ? strrchr(m->dlpi_name, '/') : NULL;
+    if (!base || strncmp(base + 1, "libnccl.so", 10)) return 0;
+    snprintf(ctx, PATH_MAX, "%s", m->dlpi_name);
+    return 1;
+}
+
+/*
+ * No silence, at exit. With the plugin off, a process that loaded NCCL and created no
+ * communicator through the wrappers may have used one they cannot see. With it named,
+ * NCCL that never announced the wrappers' communicators to it did not load it (older
+ * than 2.28.3, without profiler API v5, or a NCCL_PROFILER_PLUGIN changed before NCCL
+ * read it), and would not announce a private handle's either.
+ */
+static void silence_check(void)
+{
+    char path[PATH_MAX];
+    int wrapped = ncclguard_comm_count();
+    if (!plugin_on && !wrapped && dl_iterate_phdr(find_nccl, path))
+        NG_INFO("%s is loaded, but no communicator was created through the wrappers and the "
+                "profiler plugin is off: communicators of a private dlopen handle (pynccl) are "
+                "not followed; NCCLGUARD_PROFILER_PLUGIN=1 with NCCL_PROFILER_PLUGIN unset "
+                "follows them",
+                path);
+    else if (plugin_on && wrapped && !ng_atomic_load_relaxed(&ncomms))
+        NG_INFO("NCCL never loaded ncclguard as its profiler plugin (it needs NCCL 2.28.3 or "
+                "later, profiler API v5): communicators of a private dlopen handle, if any, "
+                "were not followed");
+}
+
 void ncclguard_profiler_init(void (*start)(void))
 {
     start_machinery = start;
     Dl_info info;
-    const struct ng_env_change *site = ncclguard_policy_change_of("NCCL_PROFILER_PLUGIN");
-    if (!ncclguard_settings()->profiler_plugin || site ||
-        !dladdr((const void *)&ncclProfiler_v5, &info) || !info.dli_fname || !info.dli_fname[0])
-        return; /* off, or the site decided the variable */
+    if (!dladdr((const void *)&ncclProfiler_v5, &info) || !info.dli_fname || !info.dli_fname[0])
+        return;
+    take_env(info.dli_fname);
     const char *v = getenv("NCCL_PROFILER_PLUGIN");
-    if (v && (!strcasecmp(v, "none") || names_self(v, info.dli_fname))) return;
+    plugin_on = v && names_self(v, info.dli_fname);
+    atexit(silence_check);
+}
+
+static void take_env(const char *self)
+{
+    const struct ng_env_change *site = ncclguard_policy_change_of("NCCL_PROFILER_PLUGIN");
+    if (!ncclguard_settings()->profiler_plugin || site) return; /* off, or the site's */
+    const char *v = getenv("NCCL_PROFILER_PLUGIN");
+    if (v && (!strcasecmp(v, "none") || names_self(v, self))) return;
     const char *base = v ? strrchr(v, '/') : NULL;
     if (v && strstr(base ? base + 1 : v, "ncclguard")) v = NULL; /* another copy: replaced */
     if (v && !ncclguard_settings()->profiler_chain[0]) {
@@ -478,14 +523,14 @@ void ncclguard_profiler_init(void (*start)(void))
         snprintf(job_plugin, sizeof job_plugin, "libnccl-profiler.so"); /* NCCL's default */
         job_plugin_quiet = 1;
     }
-    if (setenv("NCCL_PROFILER_PLUGIN", info.dli_fname, 1) != 0) return;
+    if (setenv("NCCL_PROFILER_PLUGIN", self, 1) != 0) return;
     /* said when it changes what the job asked for; the usual case only at debug */
     if (v && ncclguard_policy_talks())
         NG_INFO("NCCL_PROFILER_PLUGIN=%s (ncclguard as NCCL's profiler plugin, to follow "
                 "communicators the wrappers cannot see; the job's plugin %s is chained behind it)",
-                info.dli_fname, v);
+                self, v);
     else if (!v)
         NG_DEBUG("NCCL_PROFILER_PLUGIN=%s (ncclguard as NCCL's profiler plugin, to follow "
                  "communicators the wrappers cannot see; was unset)",
-                 info.dli_fname);
+                 self);
 }

@@ -71,11 +71,17 @@ if grep -q "the job's plugin .*libnccl-profiler-count.so is chained behind it" "
 else
     fail "preloaded, the job's plugin is chained" "$(grep 'profiler' "$TMP/preload_own/out" | head -n 4)"
 fi
-# a site's value of NCCL_PROFILER_PLUGIN stays
+# a site's value of NCCL_PROFILER_PLUGIN stays: none, or a plugin of its own
 printf '[env.force]\nNCCL_PROFILER_PLUGIN = none\n' >"$TMP/none.conf"
-preload_job preload_site NCCLGUARD_CONFIG="$TMP/none.conf"
-check "a value the site forces for NCCL_PROFILER_PLUGIN stays" \
-    test "$(grep -c 'seen by the profiler plugin' "$TMP/preload_site/out")" = 0
+preload_job preload_none NCCLGUARD_CONFIG="$TMP/none.conf"
+printf '[env.force]\nNCCL_PROFILER_PLUGIN = %s\n' "$FAKES/libnccl-profiler-count.so" >"$TMP/site.conf"
+preload_job preload_site NCCLGUARD_CONFIG="$TMP/site.conf"
+if [ "$(cat "$TMP/preload_none/out" "$TMP/preload_site/out" | grep -c 'seen by the profiler plugin')" = 0 ] &&
+    [ "$(cat "$TMP"/preload_site/trace.* 2>/dev/null | grep -c '^start Coll ')" -gt 0 ]; then
+    pass "a value the site forces for NCCL_PROFILER_PLUGIN stays (none, or its own plugin)"
+else
+    fail "a value the site forces for NCCL_PROFILER_PLUGIN stays" "$(grep profiler "$TMP/preload_site/out" | head -n 3)"
+fi
 
 # --- chaining: countprof alone, then behind ncclguard; its traces must be the same ---------
 # plugin_job NAME VAR=value...: 2 ranks of trainloop with no preload but the sanitizer's
@@ -138,6 +144,21 @@ else
 fi
 
 # --- env plugin: a forced value holds at NCCL's read time --------------------------------
+# the plugin a lone process names itself (no launcher passed it on) is chained too
+ph_job private_own NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so" \
+    COUNTPROF_LOG="$TMP/private_own/trace"
+if grep -q 'rank 0/1 seen by the profiler plugin: 7 collectives' "$TMP/private_own/out" &&
+    [ "$(cat "$TMP"/private_own/trace.* 2>/dev/null | grep -c '^start Coll ')" = 7 ]; then
+    pass "a lone process's own plugin is chained behind the shim's, and gets all 7 Coll"
+else
+    fail "a lone process's own plugin is chained" "$(tail -n 3 "$TMP/private_own/out")"
+fi
+# no silence: with the plugin off, a private handle's process says what it misses
+ph_job private_off NCCLGUARD_PROFILER_PLUGIN=0
+check "plugin off: a process that loaded NCCL and made no communicator through the wrappers says so" \
+    grep -q 'libnccl.so.2 is loaded, but no communicator was created through the wrappers and the profiler plugin is off' "$TMP/private_off/out"
+check "plugin on: no such line" \
+    test "$(grep -c 'profiler plugin is off' "$TMP/private/out")" = 0
 # env_after_start sets NCCL_PROFILER_PLUGIN=countprof in main, after the constructor; the
 # job's config forces it to none. Without the env plugin the process's value wins (countprof
 # traces); with NCCL_ENV_PLUGIN naming the shim, NCCL reads the forced none.
@@ -162,6 +183,12 @@ if grep -q 'env_after_start: ok' "$TMP/env_on/out" && ! ls "$TMP"/env_on/trace.*
 then pass "with the env plugin, the forced value holds at NCCL's read time"
 else fail "with the env plugin, the forced value holds at NCCL's read time" "countprof ran"
     show env_on; fi
+# the shim named itself, and the process named another plugin before NCCL read it
+mkdir -p "$TMP/renamed"
+(cd "$TMP/renamed" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
+    -- "$E2E/env_after_start" "$FAKES/libnccl-profiler-count.so" >"$TMP/renamed/out" 2>&1)
+check "a NCCL_PROFILER_PLUGIN the process changed before NCCL read it: the shim says NCCL never loaded it" \
+    grep -q 'NCCL never loaded ncclguard as its profiler plugin' "$TMP/renamed/out"
 check "the env plugin names the NCCL variables set and never read" \
     grep -q 'through the env plugin; 1 set and never read: NCCL_NEVER_READ_X$' "$TMP/env_on/out"
 
