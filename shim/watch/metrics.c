@@ -441,9 +441,11 @@ static void write_file(ng_metrics_watch_fn watch)
     int64_t now_mono = ng_clock_ns(CLOCK_MONOTONIC), now_real = ng_clock_ns(CLOCK_REALTIME);
     make_rows();
     ncclguard_flight_walk(count_in_flight, NULL);
-    int fd = openat(dir_fd, tmp_name, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST && unlinkat(dir_fd, tmp_name, 0) == 0)
-        fd = openat(dir_fd, tmp_name, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
+    const char *target = tmp_name; /* written whole, then renamed over name */
+    const int flags = O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC;
+    int fd = openat(dir_fd, target, flags, 0644);
+    if (fd < 0 && errno == EEXIST && unlinkat(dir_fd, target, 0) == 0)
+        fd = openat(dir_fd, target, flags, 0644); /* a stale one, or one planted */
     if (fd < 0) {
         stop("creating its temporary file", errno);
         return;
@@ -457,9 +459,9 @@ static void write_file(ng_metrics_watch_fn watch)
     out_flush();
     int err = out.failed ? (errno ? errno : EIO) : 0;
     if (close(fd) != 0 && !err) err = errno;
-    if (!err && renameat(dir_fd, tmp_name, dir_fd, name) != 0) err = errno;
+    if (!err && renameat(dir_fd, target, dir_fd, name) != 0) err = errno;
     if (err) {
-        unlinkat(dir_fd, tmp_name, 0);
+        unlinkat(dir_fd, target, 0);
         stop("writing it", err);
         return;
     }
