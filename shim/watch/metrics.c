@@ -398,6 +398,10 @@ static void put_process_families(int64_t now_real, ng_metrics_watch_fn watch)
            "Communicators of the process; those past the first " NG_STR(
                NG_METRICS_COMMS) " are added up under comm=\"other\".");
     put("ncclguard_communicators{%s} %d\n", labels, ncclguard_comm_count());
+    family("ncclguard_op_timeout_seconds", "gauge",
+           "The timeout setting: an op in flight this long times out (0: off; per-op "
+           "settings and floor_bandwidth can lengthen it).");
+    put("ncclguard_op_timeout_seconds{%s} %g\n", labels, ncclguard_settings()->timeout);
     family("ncclguard_slow_ops_total", "counter", "Ops logged as slow.");
     put("ncclguard_slow_ops_total{%s} %llu\n", labels, (unsigned long long)w.slow);
     family("ncclguard_timeouts_total", "counter",

@@ -14,7 +14,7 @@ import sys
 # every family of shim/watch/metrics.c, each written with its # TYPE line in every file
 FAMILIES = {
     "ncclguard_info", "ncclguard_metrics_written_timestamp_seconds", "ncclguard_communicators",
-    "ncclguard_slow_ops_total", "ncclguard_timeouts_total", "ncclguard_dumps_total",
+    "ncclguard_op_timeout_seconds", "ncclguard_slow_ops_total", "ncclguard_timeouts_total", "ncclguard_dumps_total",
     "ncclguard_async_errors_total", "ncclguard_records_total",
     "ncclguard_records_overwritten_total", "ncclguard_records_dropped_total",
     "ncclguard_flight_records", "ncclguard_cpu_seconds_total", "ncclguard_ops_total",
