@@ -28,6 +28,23 @@ if out=$(promtool check rules "$RULES" 2>&1); then
 else
     fail "promtool check rules" "$out"
 fi
+# The Grafana dashboard's queries parse (as rules: promtool has no other parser), once its
+# variables are given values.
+python3 - "$ROOT/docs/examples/ncclguard.grafana.json" >"$TMP/dashboard.rules.yml" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("groups:\n  - name: dashboard\n    rules:")
+for i, p in enumerate(d["panels"]):
+    for t in p.get("targets", []):
+        e = t["expr"].replace("$job", "771234").replace("$__range", "1h")
+        print("      - record: dashboard:panel%d:%s" % (p["id"], t["refId"]))
+        print("        expr: %s" % json.dumps(e))
+PY
+if out=$(promtool check rules "$TMP/dashboard.rules.yml" 2>&1); then
+    pass "every query of the Grafana dashboard parses: $(grep -o '[0-9]* rules found' <<<"$out")"
+else
+    fail "the Grafana dashboard's queries" "$out"
+fi
 FAMILIES=(ncclguard_timed_gpu_seconds_total ncclguard_progress_age_seconds
     ncclguard_ops_in_flight ncclguard_op_timeout_seconds)
 
