@@ -37,6 +37,7 @@
 #include "policy/config.h"
 #include "track/comm.h"
 #include "track/flight.h"
+#include "track/markers.h"
 #include "track/ops.h"
 
 NG_HIDDEN ng_atomic(int) ncclguard_metrics_active;
@@ -425,6 +426,20 @@ static void put_process_families(int64_t now_real, ng_metrics_watch_fn watch)
         (unsigned long long)f.dropped_inflight);
     family("ncclguard_flight_records", "gauge", "Capacity of the flight recorder, in records.");
     put("ncclguard_flight_records{%s} %llu\n", labels, (unsigned long long)f.capacity);
+    family("ncclguard_flight_recorder_bytes", "gauge",
+           "Memory mapped for the flight recorder (its pages are touched as records arrive).");
+    put("ncclguard_flight_recorder_bytes{%s} %llu\n", labels, (unsigned long long)f.bytes);
+    struct ng_marker_stats g;
+    ncclguard_markers_stats(&g);
+    family("ncclguard_marker_pools", "gauge", "CUDA event pools (one per CUDA context).");
+    put("ncclguard_marker_pools{%s} %d\n", labels, g.pools);
+    family("ncclguard_ops_captured_total", "counter",
+           "Ops enqueued while their stream was being captured into a CUDA graph.");
+    put("ncclguard_ops_captured_total{%s} %llu\n", labels, (unsigned long long)g.captured);
+    family(
+        "ncclguard_ops_without_marker_total", "counter",
+        "Ops that got no CUDA event pair (pool empty, unknown context): not followed on the GPU.");
+    put("ncclguard_ops_without_marker_total{%s} %llu\n", labels, (unsigned long long)g.no_marker);
     put_cpu();
 }
 

@@ -3,7 +3,7 @@
 # real runs: the metrics files of a job are copied while it runs (tests/e2e/prom_series.py
 # snap: what successive scrapes of node_exporter would serve) and handed to `promtool test
 # rules` as its input series.
-#  - straggler: rank 2's GPU is late at each step (trainloop --late-gpu-rank 2); the
+#  - straggler: rank 2's GPU is 50 ms late at each step (trainloop --late-gpu-rank 2); the
 #    straggler alert names rank 2 on the world communicator, and nothing else. The
 #    snapshots are placed one scrape interval (15 s) apart: the rule compares rates of the
 #    ranks of one communicator, which the spacing scales alike.
@@ -62,7 +62,7 @@ $SERIES snap "$S/metrics" "$S/snaps" 0.1 &
 snapper=$!
 NCCLGUARD_METRICS=textfile:$S/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
     NCCLGUARD_METRICS_KEEP_AT_EXIT=1 NCCLGUARD_TIMING_SAMPLE=1 \
-    job straggler -n 4 -- --steps 400 --late-gpu-rank 2 --quiet
+    job straggler -n 4 -- --steps 150 --late-gpu-rank 2 --late-gpu-ms 50 --quiet
 sleep 0.3 # a last snapshot of the files kept at exit
 kill -TERM $snapper
 wait $snapper
