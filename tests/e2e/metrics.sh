@@ -64,6 +64,25 @@ else
     fail "reader in a loop" "$(cat "$TMP/reader.out" 2>/dev/null)"
 fi
 
+# --- bounded cardinality: 9 threads of 2 communicators each, 18 per process: the first 16
+# have series of their own, the other 2 are added up under comm="other"
+M3=$TMP/many/metrics
+mkdir -p "$M3"
+NCCLGUARD_METRICS=textfile:$M3 NCCLGUARD_METRICS_INTERVAL=0.1 NCCLGUARD_METRICS_KEEP_AT_EXIT=1 \
+    job many -n 2 -- --steps 5 --threads 9 --quiet
+f=$(ls "$M3"/ncclguard-local-r0-*.prom 2>/dev/null)
+labels=$(grep -v '^#' "$f" 2>/dev/null | grep -o 'comm="[^"]*"' | sort -u)
+want=$(grep -o 'rank 0 host [^]]*\] summary: [0-9]* communicators, [0-9]* ops' "$TMP/many/out" |
+    grep -o '[0-9]* ops' | cut -d' ' -f1)
+got=$(grep '^ncclguard_ops_total{.*state="completed"' "$f" 2>/dev/null | awk '{s += $2} END {print s + 0}')
+if [ $rc = 0 ] && [ "$(wc -l <<<"$labels")" = 17 ] && grep -qx 'comm="other"' <<<"$labels" &&
+    [ -n "$want" ] && [ "$got" = "$want" ]; then
+    pass "18 communicators in a process: 16 with series of their own and comm=\"other\"; their completed ops add up to the summary's $want"
+else
+    fail "communicators past the first 16" "rc=$rc, $(wc -l <<<"$labels") comm labels, completed $got, summary '$want'"
+fi
+promtool_all "promtool check metrics with 18 communicators" "$f"
+
 # --- node_exporter's textfile collector serves the files; curl scrapes it
 if [ -z "$EXPORTER" ]; then
     skip "node_exporter scrape" "prometheus-node-exporter not installed (scripts/install-deps)"
