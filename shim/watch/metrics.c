@@ -7,7 +7,8 @@
  * number. A histogram's buckets are written cumulative from the bucket counts,
  * and its _count is their sum, so that the +Inf bucket and _count always agree.
  *
- * The file is composed in a static buffer and written through it with
+ * The dump thread writes it (watch/dumper.c), so that a file system that
+ * hangs holds up no timeout. The file is composed in a static buffer and written through it with
  * write(2), into "<name>.tmp" (created O_EXCL | O_NOFOLLOW, mode 0644: the
  * collector runs as another user), then renamed over "<name>". No fsync: the
  * file is current for one interval only. Every name is relative to the
@@ -83,6 +84,7 @@ static char where[NG_STR_MAX];   /* the directory, for messages */
 static char labels[1024];        /* job_id="..",rank="..",host=".." */
 static int64_t interval_ns, due; /* CLOCK_MONOTONIC */
 static int keep_at_exit, closed;
+static ng_metrics_watch_fn watch_counters;
 static uint64_t writes;
 
 static int slot_of(int comm_slot)
@@ -384,11 +386,11 @@ static void put_cpu(void)
             (double)seen[k].ticks / (double)(hz > 0 ? hz : 100));
 }
 
-static void put_process_families(int64_t now_real, ng_metrics_watch_fn watch)
+static void put_process_families(int64_t now_real)
 {
     struct ng_metrics_watch w = {0};
     struct ng_flight_stats f;
-    watch(&w);
+    watch_counters(&w);
     ncclguard_flight_stats(&f);
     family("ncclguard_info", "gauge", "1, with the version of ncclguard in a label.");
     put("ncclguard_info{%s,version=\"%s\"} 1\n", labels, NCCLGUARD_VERSION);
@@ -455,7 +457,7 @@ static void stop(const char *what, int err)
 }
 
 /* Writes the file now; under file_lock. */
-static void write_file(ng_metrics_watch_fn watch)
+static void write_file(void)
 {
     int64_t now_mono = ng_clock_ns(CLOCK_MONOTONIC), now_real = ng_clock_ns(CLOCK_REALTIME);
     make_rows();
@@ -473,7 +475,7 @@ static void write_file(ng_metrics_watch_fn watch)
     out.fd = fd;
     out.failed = 0;
     out.len = 0;
-    put_process_families(now_real, watch);
+    put_process_families(now_real);
     put_comm_families(now_mono, now_real);
     out_flush();
     int err = out.failed ? (errno ? errno : EIO) : 0;
@@ -487,11 +489,12 @@ static void write_file(ng_metrics_watch_fn watch)
     writes++;
 }
 
-void ncclguard_metrics_init(void)
+void ncclguard_metrics_init(ng_metrics_watch_fn watch)
 {
     const struct ng_settings *s = ncclguard_settings();
     if (!s->metrics[0]) return;
     pthread_mutex_lock(&file_lock);
+    watch_counters = watch;
     if (strncmp(s->metrics, PREFIX, strlen(PREFIX)) || !s->metrics[strlen(PREFIX)]) {
         NG_WARN("metrics = %s is not understood (textfile:DIR is): no metrics", s->metrics);
         goto out;
@@ -522,7 +525,7 @@ void ncclguard_metrics_init(void)
     interval_ns = (int64_t)(s->metrics_interval * 1e9);
     if (interval_ns < 1000000) interval_ns = 1000000;
     keep_at_exit = s->metrics_keep_at_exit;
-    due = ng_clock_ns(CLOCK_MONOTONIC); /* the first at the enforcer's first pass */
+    due = ng_clock_ns(CLOCK_MONOTONIC); /* the first at the dump thread's first tick */
     closed = 0;
     ng_atomic_store_relaxed(&ncclguard_metrics_active, 1);
     NG_DEBUG("metrics every %.1f s into %s/%s", s->metrics_interval, where, name);
@@ -530,14 +533,14 @@ out:
     pthread_mutex_unlock(&file_lock);
 }
 
-int64_t ncclguard_metrics_tick(int64_t now_mono, ng_metrics_watch_fn watch)
+int64_t ncclguard_metrics_tick(int64_t now_mono)
 {
     if (!ncclguard_metrics_on()) return INT64_MAX;
     pthread_mutex_lock(&file_lock);
     int64_t next = INT64_MAX;
     if (!closed) {
         if (now_mono >= due) {
-            write_file(watch);
+            write_file();
             due = now_mono + interval_ns;
         }
         if (!closed) next = due;
@@ -546,13 +549,13 @@ int64_t ncclguard_metrics_tick(int64_t now_mono, ng_metrics_watch_fn watch)
     return next;
 }
 
-void ncclguard_metrics_at_exit(ng_metrics_watch_fn watch)
+void ncclguard_metrics_at_exit(void)
 {
     if (!ncclguard_metrics_on()) return;
     pthread_mutex_lock(&file_lock);
     if (!closed) {
         if (keep_at_exit)
-            write_file(watch);
+            write_file();
         else if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT)
             NG_WARN("cannot remove the metrics file %s/%s (%s)", where, name, strerror(errno));
         closed = 1;

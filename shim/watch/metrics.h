@@ -20,9 +20,14 @@
  * At most NG_METRICS_COMMS communicators of a process get series of their own
  * (the first ones created); the others are added up under comm="other".
  *
+ * The file is written by the dump thread, which owns the shim's file I/O: a
+ * directory on a file system that hangs holds up that thread only, never the
+ * enforcer's timeouts.
+ *
  * Threads: ncclguard_metrics_op_end on whoever runs an observer pass (under
  * the observer's pass lock: one at a time); ncclguard_metrics_tick on the
- * enforcer; ncclguard_metrics_init at the start of the watchdog;
+ * dump thread (or the enforcer, when that thread could not start);
+ * ncclguard_metrics_init at the start of the watchdog;
  * ncclguard_metrics_at_exit on the exiting thread. Not for signal handlers.
  */
 #ifndef NCCLGUARD_METRICS_H
@@ -43,10 +48,17 @@ static inline int ncclguard_metrics_on(void)
     return ng_atomic_load_relaxed(&ncclguard_metrics_active);
 }
 
+/* The watchdog's counters, handed in by watchdog.c (which this module does
+ * not include: the watchdog includes it). Called on the thread that writes. */
+struct ng_metrics_watch {
+    uint64_t slow, timeouts, init_timeouts, dumps, async_errors;
+};
+typedef void (*ng_metrics_watch_fn)(struct ng_metrics_watch *out);
+
 /* Reads the settings and checks the directory: one line and no metrics when
- * `metrics` names no usable one. The first file is written at the enforcer's
- * first pass. */
-void ncclguard_metrics_init(void);
+ * `metrics` names no usable one. `watch` gives the watchdog's counters. The
+ * first file is written at the dump thread's first tick. */
+void ncclguard_metrics_init(ng_metrics_watch_fn watch);
 
 /* The op of record r ended in `state` (completed, failed, aborted; others are
  * ignored), with the GPU times the observer learnt (0: unknown), seen at
@@ -54,21 +66,14 @@ void ncclguard_metrics_init(void);
 void ncclguard_metrics_op_end(const struct ng_op_record *r, int state, int64_t gpu_start,
                               int64_t gpu_end, int64_t now_mono);
 
-/* The watchdog's counters, handed in by watchdog.c (which this module does
- * not include: the watchdog includes it). */
-struct ng_metrics_watch {
-    uint64_t slow, timeouts, init_timeouts, dumps, async_errors;
-};
-typedef void (*ng_metrics_watch_fn)(struct ng_metrics_watch *out);
-
-/* The enforcer, after each pass: writes the file when it is due, with the
- * counters that `watch` gives. Returns when the next write is due
- * (CLOCK_MONOTONIC), INT64_MAX when none will be. */
-int64_t ncclguard_metrics_tick(int64_t now_mono, ng_metrics_watch_fn watch);
+/* The dump thread (watch/dumper.c), each time it wakes: writes the file when
+ * it is due. Returns when the next write is due (CLOCK_MONOTONIC), which
+ * bounds its sleep; INT64_MAX when none will be. */
+int64_t ncclguard_metrics_tick(int64_t now_mono);
 
 /* At a clean exit: the last file when metrics_keep_at_exit is on, else the
  * file is removed. No file is written after it. */
-void ncclguard_metrics_at_exit(ng_metrics_watch_fn watch);
+void ncclguard_metrics_at_exit(void);
 
 /* fork(): the child keeps no file of the parent's; its first communicator
  * starts its own. */

@@ -533,8 +533,6 @@ static void *enforcer_main(void *arg)
     while (ng_atomic_load_acquire(&running)) {
         enforcer_sleep(next);
         next = enforcer_pass();
-        int64_t metrics_due = ncclguard_metrics_tick(ng_clock_ns(CLOCK_MONOTONIC), metrics_watch);
-        if (metrics_due < next) next = metrics_due; /* the file is due before the pass */
     }
     return NULL;
 }
@@ -572,7 +570,7 @@ void ncclguard_watchdog_start(void)
     pthread_cond_init(&sleep_cond, &ca);
     pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
-    ncclguard_metrics_init();
+    ncclguard_metrics_init(metrics_watch);
     ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_start();
     ncclguard_dumper_start();
@@ -607,7 +605,7 @@ void ncclguard_watchdog_at_exit(void)
             NG_WARN("the exit dump has not finished after %d s: the process ends without it",
                     NG_DUMPER_WAIT_S);
     }
-    ncclguard_metrics_at_exit(metrics_watch); /* after the exit dump: the last file counts it */
+    ncclguard_metrics_at_exit(); /* after the exit dump: the last file counts it */
 }
 
 void ncclguard_watchdog_atfork_child(void)
