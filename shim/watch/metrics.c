@@ -226,6 +226,23 @@ static void count_in_flight(uint64_t index, const struct ng_op_record *r, void *
     if (!w->oldest_mono || r->enqueue_mono_ns < w->oldest_mono) w->oldest_mono = r->enqueue_mono_ns;
 }
 
+/* The ring's records in flight, to count_in_flight: a record's state word is
+ * read first, and only those not final are copied, so that a write costs a
+ * load per record of the ring and a copy per op in flight. */
+static void walk_in_flight(void)
+{
+    struct ng_flight_stats f;
+    ncclguard_flight_stats(&f);
+    uint64_t end = ncclguard_flight_head();
+    for (uint64_t i = end > f.capacity ? end - f.capacity : 0; i < end; i++) {
+        int state = ncclguard_flight_state(i);
+        if (state < 0 || ng_op_state_final(state)) continue;
+        struct ng_op_record r;
+        if (ncclguard_flight_copy(i, &r) == 0 && !ng_op_state_final(ng_record_state(&r)))
+            count_in_flight(i, &r, NULL);
+    }
+}
+
 static struct mcomm *row_counts(int i)
 {
     return &comms[rows[i].c ? i : NG_METRICS_COMMS];
@@ -461,7 +478,7 @@ static void write_file(void)
 {
     int64_t now_mono = ng_clock_ns(CLOCK_MONOTONIC), now_real = ng_clock_ns(CLOCK_REALTIME);
     make_rows();
-    ncclguard_flight_walk(count_in_flight, NULL);
+    walk_in_flight();
     const char *target = tmp_name; /* written whole, then renamed over name */
     const int flags = O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC;
     int fd = openat(dir_fd, target, flags, 0644);
