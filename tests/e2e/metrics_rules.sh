@@ -6,7 +6,8 @@
 #  - straggler: rank 2's GPU is 50 ms late at each step (trainloop --late-gpu-rank 2); the
 #    straggler alert names rank 2 on the world communicator, and nothing else. The
 #    snapshots are placed one scrape interval (15 s) apart: the rule compares rates of the
-#    ranks of one communicator, which the spacing scales alike.
+#    ranks of one communicator, which the spacing scales alike. A job whose ranks take
+#    turns (host jitter) raises no straggler alert.
 #  - hang: 4 steps of 1 s, then rank 1 blocks in host code (trainloop --hang-rank 1); the
 #    alert does not fire while the steps complete (the last snapshot before rank 0's world
 #    count stops growing, 2 s or more into the job); the snapshots,
@@ -96,6 +97,41 @@ EOF
         pass "promtool test rules on $n scrapes of a straggler job: the straggler alert names rank 2 (comm $comm), and only it"
     else
         fail "straggler rule on a real run" "$(head -40 <<<"$out")"
+    fi
+fi
+
+# --- a healthy job whose ranks take turns (host jitter of up to 20 ms per step): no straggler
+J=$TMP/jitter
+mkdir -p "$J/metrics" "$J/snaps"
+$SERIES snap "$J/metrics" "$J/snaps" 0.1 &
+snapper=$!
+NCCLGUARD_METRICS=textfile:$J/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
+    NCCLGUARD_METRICS_KEEP_AT_EXIT=1 NCCLGUARD_TIMING_SAMPLE=1 \
+    job jitter -n 4 -- --steps 250 --jitter-ms 20 --quiet
+sleep 0.3
+kill -TERM $snapper
+wait $snapper
+n=$(ls "$J/snaps" | wc -l)
+if [ $rc != 0 ] || [ "$n" -lt 24 ]; then
+    fail "jittered run" "rc=$rc, $n snapshots (24 needed)"; show jitter
+else
+    cat >"$J/test.yml" <<EOF
+rule_files:
+  - $RULES
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+$($SERIES series "$J/snaps" "${FAMILIES[@]}")
+    alert_rule_test:
+      - eval_time: $(((n - 1) * 15))s
+        alertname: NcclguardStraggler
+        exp_alerts: []
+EOF
+    if out=$(promtool test rules "$J/test.yml" 2>&1); then
+        pass "promtool test rules on $n scrapes of a job whose ranks take turns (jitter): no straggler alert"
+    else
+        fail "straggler rule on a jittered run" "$(head -30 <<<"$out")"
     fi
 fi
 
