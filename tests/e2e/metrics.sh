@@ -119,6 +119,25 @@ else
     fail "files removed at exit" "rc=$rc, left: $(ls -A "$M2")"; show removed
 fi
 
+# --- fork: 20 children of a process with a communicator (forked while threads are inside
+# NCCL calls) keep no file of the parent's and write none of their own
+if [ -x "$E2E/fork_in_call" ]; then
+    M4=$TMP/fork/metrics
+    mkdir -p "$M4"
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 NCCLGUARD_METRICS=textfile:$M4 \
+        NCCLGUARD_METRICS_INTERVAL=0.1 NCCLGUARD_METRICS_KEEP_AT_EXIT=1 \
+        NCCLGUARD_DUMP_DIR=$TMP/fork/dumps under_shim timeout 120 "$E2E/fork_in_call" \
+        >"$TMP/fork/out" 2>&1
+    rc=$?
+    files=$(ls "$M4")
+    if [ $rc = 0 ] && [ "$(grep -c 'fork_in_call: child ok' "$TMP/fork/out")" = 20 ] &&
+        [ "$(wc -w <<<"$files")" = 1 ] && [ -z "$(ls -a "$M4" | grep '\.tmp$')" ]; then
+        pass "fork: 20 children write no metrics file; the parent's is the only one"
+    else
+        fail "metrics across fork" "rc=$rc, files: $files"
+    fi
+fi
+
 # --- bad directories: one line per process, no metrics, the job goes on
 bad() {
     local name=$1 dir=$2 reason=$3 n
