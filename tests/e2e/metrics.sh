@@ -46,6 +46,11 @@ else
     fail "metrics files of a healthy job" "rc=$rc, files: $(ls "$M")"; show healthy
 fi
 promtool_all "promtool check metrics on the files kept at exit" "${files[@]}"
+if out=$(python3 "$ROOT/tests/e2e/prom_hist.py" "${files[@]}" 2>&1); then
+    pass "the GPU-duration histograms agree with the timed collectives' counters (${out##*: })"
+else
+    fail "GPU-duration histograms" "$(head -5 <<<"$out")"
+fi
 for r in 0 1 2 3; do
     f=$(ls "$M"/ncclguard-local-r$r-*.prom 2>/dev/null)
     # the summary line counts AllReduce calls over both communicators; the world has them all
