@@ -72,3 +72,44 @@ int ncclguard_outfile_write(int fd, const char *line, size_t len)
     }
     return n == (ssize_t)len ? 0 : -1;
 }
+
+int ncclguard_outdir_open(const char *path, char *why, size_t whylen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            snprintf(why, whylen, "does not exist");
+        else
+            snprintf(why, whylen, "cannot see it (%s)", strerror(errno));
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        snprintf(why, whylen, "a symbolic link, which is not followed");
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, whylen, "%s, not a directory",
+                 S_ISREG(st.st_mode) ? "a regular file" : ncclguard_file_kind(st.st_mode));
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot open it (%s)", strerror(errno));
+        return -1;
+    }
+    uid_t me = geteuid();
+    if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, whylen, "cannot check it (%s)", strerror(errno));
+    } else if (st.st_uid != me) {
+        snprintf(why, whylen, "owned by uid %u, not by you (uid %u)", (unsigned)st.st_uid,
+                 (unsigned)me);
+    } else if ((st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR)) {
+        snprintf(why, whylen, "not writable (mode %04o)", (unsigned)(st.st_mode & 07777));
+    } else if (faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+        snprintf(why, whylen, "not writable (%s)", strerror(errno));
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
+}

@@ -37,4 +37,15 @@ int ncclguard_outfile_open(const char *path, char *why, size_t whylen);
  * written, -1 when some or all of it was not (the line is lost). */
 int ncclguard_outfile_write(int fd, const char *line, size_t len);
 
+/*
+ * Opens directory path for files that the shim replaces whole (a temporary file
+ * in it, then a rename: the metrics). It must be a directory, not a symbolic
+ * link (O_NOFOLLOW), owned by the effective user, with its owner's write and
+ * search bits set, and writable (a read-only mount is not). Never blocks: a
+ * FIFO is refused from lstat() before any open. Returns the descriptor
+ * (O_DIRECTORY | O_CLOEXEC), or -1 with the reason in why ("does not exist", "a
+ * FIFO, not a directory", "owned by uid 0, not by you (uid 1000)").
+ */
+int ncclguard_outdir_open(const char *path, char *why, size_t whylen);
+
 #endif

@@ -398,6 +398,7 @@ void ncclguard_flight_stats(struct ng_flight_stats *out)
     uint64_t h = ncclguard_flight_head();
     out->recorded = h;
     out->capacity = capacity;
+    out->bytes = capacity * (sizeof(struct slot) + sizeof(struct side));
     out->overwritten = h > capacity ? h - capacity : 0;
     out->dropped_inflight = ng_atomic_load_relaxed(&dropped_inflight);
 }

@@ -118,6 +118,7 @@ struct ng_flight_stats {
     uint64_t overwritten;      /* records lost to wrap-around */
     uint64_t dropped_inflight; /* of which still unfinished when overwritten */
     uint64_t capacity;
+    uint64_t bytes; /* the ring's mapping and what is kept beside it (metrics) */
 };
 
 #define NG_FLIGHT_NONE UINT64_MAX

@@ -36,6 +36,7 @@
 #include "evidence/trigger.h"
 #include "evidence/verdict.h"
 #include "policy/config.h"
+#include "watch/metrics.h"
 
 static pthread_t thread;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -125,10 +126,10 @@ static void wake(void)
     errno = e;
 }
 
-/* Sleeps until woken, a change of the fan-out or the trigger's next check;
- * not at all when a request or the signal's flag is there. Called with lock
- * held; drops it while it sleeps. */
-static void wait_for_work(int64_t period_ns)
+/* Sleeps until woken, a change of the fan-out, the trigger's next check or
+ * the next metrics file (metrics_at); not at all when a request or the
+ * signal's flag is there. Called with lock held; drops it while it sleeps. */
+static void wait_for_work(int64_t period_ns, int64_t metrics_at)
 {
     if (pending || ng_atomic_load_relaxed(&signal_asked)) return;
     pthread_mutex_unlock(&lock);
@@ -136,6 +137,7 @@ static void wait_for_work(int64_t period_ns)
     int64_t at = ncclguard_trigger_next_ns(now, period_ns);
     int fd = ng_atomic_load_relaxed(&wake_fd);
     if (fd < 0 && now + period_ns < at) at = now + period_ns;
+    if (metrics_at < at) at = metrics_at;
     struct timespec left = mono_ts(at > now ? at - now : 0);
     struct pollfd p[2] = {{fd, POLLIN, 0}, {ncclguard_trigger_wait_fd(), POLLIN, 0}};
     ppoll(p, 2, &left, NULL); /* a negative fd is left out */
@@ -150,14 +152,16 @@ static void *dumper_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "ncclguard-dump");
     int64_t period = (int64_t)ncclguard_settings()->poll_ms * 1000000;
+    int64_t metrics_at = ncclguard_metrics_tick(ng_clock_ns(CLOCK_MONOTONIC));
     pthread_mutex_lock(&lock);
     for (;;) {
-        wait_for_work(period);
+        wait_for_work(period, metrics_at);
         unsigned what = pending;
         uint64_t upto = posted;
         pending = 0;
         pthread_mutex_unlock(&lock);
         carry_out(what);
+        metrics_at = ncclguard_metrics_tick(ng_clock_ns(CLOCK_MONOTONIC)); /* when due */
         pthread_mutex_lock(&lock);
         if (upto > done) done = upto;
         pthread_cond_broadcast(&finished);
@@ -220,7 +224,10 @@ int ncclguard_dumper_tick(void)
     pthread_mutex_lock(&lock);
     int threaded = running;
     pthread_mutex_unlock(&lock);
-    if (!threaded) ncclguard_dumper_post(0);
+    if (!threaded) {
+        ncclguard_dumper_post(0);
+        ncclguard_metrics_tick(ng_clock_ns(CLOCK_MONOTONIC)); /* the pass is every period */
+    }
     return !threaded;
 }
 

@@ -34,6 +34,7 @@
 #include "track/track.h"
 #include "watch/describe.h"
 #include "watch/lanes.h"
+#include "watch/metrics.h"
 #include "watch/nccl_calls.h"
 #include "watch/stats.h"
 
@@ -218,6 +219,7 @@ static inline __attribute__((always_inline)) int move_on(struct pass *p, const s
             ncclguard_marker_release(o->marker);
     }
     if (to == NG_OP_COMPLETED) completed(r, o->index, gs, ge, p->now_mono);
+    if (ncclguard_metrics_on()) ncclguard_metrics_op_end(r, to, gs, ge, p->now_mono);
     return 0;
 }
 
@@ -354,7 +356,12 @@ static void take(uint64_t index, const struct ng_op_record *r, void *ctx)
     struct pass *p = ctx;
     struct op o;
     ncclguard_lanes_vacate(index); /* the slot's last record, dropped in flight */
-    if (prepare(index, r, &o) != 0) return;
+    if (prepare(index, r, &o) != 0) {
+        /* failed at enqueue: appended final, never moved on */
+        if (o.state == NG_OP_FAILED && ncclguard_metrics_on())
+            ncclguard_metrics_op_end(r, o.state, 0, 0, p->now_mono);
+        return;
+    }
     if (r->marker == NG_NO_MARKER && !r->group_id && o.state != NG_OP_UNTRACKED) {
         int end = end_state(&o);
         if (end >= 0) move_on(p, &o, end, 0, 0);

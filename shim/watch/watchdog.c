@@ -48,6 +48,7 @@
 #include "watch/due.h"
 #include "watch/dumper.h"
 #include "watch/escalation.h"
+#include "watch/metrics.h"
 #include "watch/observer.h"
 #include "policy/timeouts.h"
 
@@ -516,6 +517,14 @@ void ncclguard_watchdog_async_error(struct ng_comm *c, int err)
     ncclguard_observer_async_error(c, err);
 }
 
+/* The counters of the metrics file (watch/metrics.h); not under pass_lock. */
+static void metrics_watch(struct ng_metrics_watch *out)
+{
+    struct ng_watchdog_stats w;
+    ncclguard_watchdog_stats(&w);
+    *out = (struct ng_metrics_watch){w.slow, w.timeouts, w.init_timeouts, w.dumps, w.async_errors};
+}
+
 static void *enforcer_main(void *arg)
 {
     (void)arg;
@@ -561,6 +570,7 @@ void ncclguard_watchdog_start(void)
     pthread_cond_init(&sleep_cond, &ca);
     pthread_condattr_destroy(&ca);
     install_dump_signal(ncclguard_settings()->dump_signal);
+    ncclguard_metrics_init(metrics_watch);
     ncclguard_observer_on_arrival(ops_arrived);
     ncclguard_observer_start();
     ncclguard_dumper_start();
@@ -588,11 +598,14 @@ void ncclguard_watchdog_request_ras_dump(void)
 void ncclguard_watchdog_at_exit(void)
 {
     ncclguard_watchdog_settle();
-    if (!ncclguard_settings()->dump_at_exit) return;
-    uint64_t t = ncclguard_dumper_post(NG_DUMPER_EXIT);
-    if (!ncclguard_dumper_wait(t, ng_clock_ns(CLOCK_MONOTONIC) + NG_DUMPER_WAIT_S * 1000000000LL))
-        NG_WARN("the exit dump has not finished after %d s: the process ends without it",
-                NG_DUMPER_WAIT_S);
+    if (ncclguard_settings()->dump_at_exit) {
+        uint64_t t = ncclguard_dumper_post(NG_DUMPER_EXIT);
+        if (!ncclguard_dumper_wait(t,
+                                   ng_clock_ns(CLOCK_MONOTONIC) + NG_DUMPER_WAIT_S * 1000000000LL))
+            NG_WARN("the exit dump has not finished after %d s: the process ends without it",
+                    NG_DUMPER_WAIT_S);
+    }
+    ncclguard_metrics_at_exit(); /* after the exit dump: the last file counts it */
 }
 
 void ncclguard_watchdog_atfork_child(void)
@@ -605,6 +618,7 @@ void ncclguard_watchdog_atfork_child(void)
     ng_atomic_store_relaxed(&nkicks, 0);
     ntaken = 0;
     ncclguard_dumper_atfork_child();
+    ncclguard_metrics_atfork_child();
     ng_atomic_store_relaxed(&running, 0);
     dump_due = 0;
     memset(&reader, 0, sizeof reader);

@@ -26,6 +26,27 @@ else
     fail "idle wake-ups" "rc=$rc $out"
 fi
 
+# The same with a metrics file every 0.1 s (10 periods): the dump thread, which writes
+# it, wakes for it once an interval and no more; the enforcer not at all.
+mkdir -p "$TMP/metrics"
+out=$(NCCLGUARD_POLL_MS=10 NCCLGUARD_LOG_LEVEL=error NCCLGUARD_DUMP_DIR=$TMP/wakes \
+    NCCLGUARD_METRICS=textfile:$TMP/metrics NCCLGUARD_METRICS_INTERVAL=0.1 NCCLGUARD_METRICS_KEEP_AT_EXIT=1 \
+    under_shim timeout 120 "$E2E/idle_wakes" wakes 2>&1)
+rc=$?
+if [ $rc = 3 ]; then
+    skip "idle wake-ups with metrics" "no /proc/<pid>/task/<tid>/schedstat"
+elif [[ $rc = 0 && "$out" =~ observer\ ([0-9]+)\ enforcer\ ([0-9]+)\ dump\ ([0-9]+) ]]; then
+    obs=${BASH_REMATCH[1]} enf=${BASH_REMATCH[2]} dmp=${BASH_REMATCH[3]}
+    if [ "$obs" -ge 200 ] && [ $((enf * 2)) -le "$obs" ] && [ $((dmp * 2)) -le "$obs" ] &&
+        ls "$TMP/metrics"/*.prom >/dev/null 2>&1; then
+        pass "idle with metrics every 0.1 s: the dump thread woke $dmp and the enforcer $enf times while the observer polled $obs"
+    else
+        fail "idle wake-ups with metrics" "observer $obs, enforcer $enf, dump thread $dmp (at most half each); files: $(ls "$TMP/metrics")"
+    fi
+else
+    fail "idle wake-ups with metrics" "rc=$rc $out"
+fi
+
 d=$TMP/signal
 mkdir -p "$d"
 out=$(NCCLGUARD_POLL_MS=60000 NCCLGUARD_TRIGGER_POLL_S=3600 NCCLGUARD_LOG_LEVEL=error \

@@ -42,12 +42,19 @@ CK_RUN_CASE=threads unit stacks "enqueue stacks: threads making and using cached
 # The stack signal: threads unwind themselves into slots that the dumping thread reads.
 unit threads "all-thread stacks: handler slots and the collector, no race"
 
+# The live metrics file too, written every 0.1 s by the dump thread while the observer
+# counts the ops it ends (watch/metrics.c).
+mkdir -p "$TMP/metrics"
 for args in "--steps 10 --threads 4" "--steps 10 --nonblocking" "--steps 6 --graph"; do
-    (cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 under_shim "$APPS/launch" \
-        -n 2 --timeout 300 -- "$APPS/trainloop" $args --quiet >"$TMP/job.out" 2>&1)
+    (cd "$TMP" && NCCLGUARD_POLL_MS=1 NCCLGUARD_DUMP_AT_EXIT=1 \
+        NCCLGUARD_METRICS=textfile:$TMP/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
+        NCCLGUARD_METRICS_KEEP_AT_EXIT=1 \
+        under_shim "$APPS/launch" -n 2 --timeout 300 -- "$APPS/trainloop" $args --quiet \
+        >"$TMP/job.out" 2>&1)
     rc=$?
-    if [ $rc -eq 0 ] && [ "$(reports "$TMP/job.out")" = 0 ]; then
-        pass "watchdog polling every 1 ms during trainloop $args: no race"
+    if [ $rc -eq 0 ] && [ "$(reports "$TMP/job.out")" = 0 ] && ls "$TMP"/metrics/*.prom >/dev/null; then
+        pass "watchdog polling every 1 ms during trainloop $args, metrics every 0.1 s: no race"
+        rm -f "$TMP"/metrics/*.prom
     else
         fail "trainloop $args under TSan" "rc=$rc"; grep -A 30 'WARNING: ThreadSanitizer' "$TMP/job.out" | head -n 60
     fi
