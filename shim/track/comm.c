@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mem.h"
 #include "base/clock.h"
 #include "base/log.h"
 
@@ -62,6 +63,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
             free(m);
             records = NULL;
         } else {
+            ncclguard_mem_add(NG_MAX_COMMS * sizeof *records + MAP_SLOTS * sizeof *m);
             ng_atomic_store_release(&map, m);
         }
     }
@@ -80,6 +82,7 @@ struct ng_comm *ncclguard_comm_new(uint64_t id, int rank, int nranks, uint64_t p
         c->parent_id = parent_id;
         c->created_ns = ng_clock_ns(CLOCK_REALTIME);
         c->npeers = peers ? nranks : 0;
+        ncclguard_mem_add((size_t)c->npeers * sizeof *peers);
         ng_atomic_store_relaxed(&c->peers, peers);
         pthread_mutex_init(&c->poll_lock, NULL);
         peers = NULL;
@@ -185,6 +188,7 @@ void ncclguard_comm_reserve_peers(struct ng_comm *c, int npeers)
     if (!c || ng_atomic_load_relaxed(&c->peers) || npeers <= 0) return;
     struct ng_peer *peers = calloc((size_t)npeers, sizeof *peers);
     if (!peers) return;
+    ncclguard_mem_add((size_t)npeers * sizeof *peers);
     c->npeers = npeers;
     ng_atomic_store_release(&c->peers, peers); /* a dump may be reading */
 }

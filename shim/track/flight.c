@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
 #include "base/atomic.h"
 #include "track/comm.h"
 
@@ -68,6 +69,7 @@ int ncclguard_flight_init(uint64_t cap)
     void *p = mmap(NULL, cap * (sizeof(struct slot) + sizeof(struct side)), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
+    ncclguard_mem_add(cap * (sizeof(struct slot) + sizeof(struct side)));
     /* Slot i starts out as a finished record of index i - capacity. */
     struct slot *slots = p;
     for (uint64_t i = 0; i < cap; i++) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
 #include "base/atomic.h"
 #include "track/markers.h"
 
@@ -26,6 +27,7 @@ void ncclguard_groups_init(uint64_t cap)
     void *p = mmap(NULL, cap * sizeof(struct entry), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return;
+    ncclguard_mem_add(cap * sizeof(struct entry));
     capacity = cap;
     ng_atomic_store_release(&table, (struct entry *)p);
 }

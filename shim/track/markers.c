@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/mem.h"
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -267,6 +268,8 @@ static int create_pairs(struct pairs *k, int n, unsigned flags)
     k->next = calloc((size_t)n, sizeof *k->next);
     k->home = calloc((size_t)n, sizeof *k->home);
     if (!k->start || !k->end || !k->next || !k->home) return -1;
+    ncclguard_mem_add((size_t)n *
+                      (sizeof *k->start + sizeof *k->end + sizeof *k->next + sizeof *k->home));
     for (int i = 0; i < n; i++)
         if (cu.event_create(&k->start[i], flags) || cu.event_create(&k->end[i], flags)) return -1;
     for (int i = n - 1; i >= 0; i--) push(k, SHARED, (uint32_t)i);

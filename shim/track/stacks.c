@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
 #include "base/atomic.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -129,6 +130,7 @@ void ncclguard_stacks_init(int want)
         return;
     }
     dl_iterate_phdr(find_self, NULL);
+    ncclguard_mem_add(bytes);
     frames = m;
     size_t ssize = sizeof(struct site) + 2 * (size_t)want * sizeof(struct check);
     ssize = (ssize + 63) & ~(size_t)63;
@@ -136,6 +138,7 @@ void ncclguard_stacks_init(int want)
         void *c = mmap(NULL, SITES_MAX * ssize, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (c != MAP_FAILED) {
+            ncclguard_mem_add(SITES_MAX * ssize);
             sites = c;
             site_size = ssize;
         }

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
+
 static struct ng_due *heap;
 static uint64_t room, count;
 
@@ -13,6 +15,7 @@ int ncclguard_due_init(uint64_t n)
     void *p = mmap(NULL, n * sizeof *heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
                    0);
     if (p == MAP_FAILED) return -1;
+    ncclguard_mem_add(n * sizeof *heap);
     heap = p;
     room = n;
     return 0;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
+
 struct node {
     uint64_t index;
     uint32_t lane; /* 0: in none */
@@ -34,6 +36,7 @@ int ncclguard_lanes_init(uint64_t capacity)
     size_t len = (capacity + 1) * (sizeof *nodes + sizeof *lanes);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
+    ncclguard_mem_add(len);
     nodes = p;
     lanes = (struct ng_lane *)(nodes + capacity + 1);
     mapped = len;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/mem.h"
 #include "base/identity.h"
 #include "base/log.h"
 #include "base/outfile.h"
@@ -448,6 +449,10 @@ static void put_process_families(int64_t now_real)
     family("ncclguard_flight_recorder_bytes", "gauge",
            "Memory mapped for the flight recorder (its pages are touched as records arrive).");
     put("ncclguard_flight_recorder_bytes{%s} %llu\n", labels, (unsigned long long)f.bytes);
+    family("ncclguard_memory_bytes", "gauge",
+           "Memory of ncclguard's own tables (base/mem.h; mapped ones whole, though their "
+           "pages are touched as used), the flight recorder included.");
+    put("ncclguard_memory_bytes{%s} %llu\n", labels, (unsigned long long)ncclguard_mem_bytes());
     struct ng_marker_stats g;
     ncclguard_markers_stats(&g);
     family("ncclguard_marker_pools", "gauge", "CUDA event pools (one per CUDA context).");

@@ -51,6 +51,16 @@ if out=$(python3 "$ROOT/tests/e2e/prom_hist.py" "${files[@]}" 2>&1); then
 else
     fail "GPU-duration histograms" "$(head -5 <<<"$out")"
 fi
+# the memory of all the shim's tables: the flight recorder and more (the registry, the
+# lanes, the marker pools), and not absurd (under 1 GiB at the default sizes)
+value() { awk -v m="$1" '$1 ~ "^"m"[{]" {print $2}' "$2"; }
+f0=${files[0]}
+mem=$(value ncclguard_memory_bytes "$f0") ring=$(value ncclguard_flight_recorder_bytes "$f0")
+if [ -n "$mem" ] && [ -n "$ring" ] && [ "$mem" -gt "$ring" ] && [ "$mem" -lt $((1 << 30)) ]; then
+    pass "the shim's memory, $mem bytes, counts more than the flight recorder's $ring"
+else
+    fail "ncclguard_memory_bytes" "memory '$mem', flight recorder '$ring'"
+fi
 for r in 0 1 2 3; do
     f=$(ls "$M"/ncclguard-local-r$r-*.prom 2>/dev/null)
     # the summary line counts AllReduce calls over both communicators; the world has them all
