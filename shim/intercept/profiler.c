@@ -21,6 +21,7 @@
 #include "policy/config.h"
 #include "policy/policy.h"
 #include "base/ops.h"
+#include "intercept/pluginlib.h"
 #include "intercept/real.h"
 #include "track/comm.h"
 #include "track/kmarks.h"
@@ -159,23 +160,6 @@ static void *chained(void *ours)
     return ours && in_ring(ours) ? ((struct handle *)ours)->chain : NULL;
 }
 
-/* NCCL's plugin_open.cc rule: as given (STATIC_PLUGIN: the global scope), then
- * libnccl-profiler-<name>.so for a bare name. */
-static void *open_chain(const char *name)
-{
-    if (!strncasecmp(name, "STATIC_PLUGIN", strlen(name)))
-        return dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
-    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    size_t n = strlen(name);
-    if (!h && !strchr(name, '/') &&
-        !(n >= 6 && !strncmp(name, "lib", 3) && !strcmp(name + n - 3, ".so"))) {
-        char buf[300];
-        snprintf(buf, sizeof buf, "libnccl-profiler-%s.so", name);
-        h = dlopen(buf, RTLD_NOW | RTLD_LOCAL);
-    }
-    return h;
-}
-
 /* The plugin the job named itself in NCCL_PROFILER_PLUGIN, or NCCL's default name
  * when it named none, which the constructor replaced with this library (see
  * ncclguard_profiler_take_env); `quiet`: not there is no news. */
@@ -191,7 +175,7 @@ static void install(void)
     const char *name = ncclguard_settings()->profiler_chain;
     if (!name[0]) name = job_plugin;
     if (!name[0]) return;
-    void *h = open_chain(name);
+    void *h = ncclguard_plugin_open("libnccl-profiler", name);
     if (!h && job_plugin_quiet && name == job_plugin) return;
     const struct prof_v5 *p = h ? dlsym(h, "ncclProfiler_v6") : NULL;
     if (h && !p) p = dlsym(h, "ncclProfiler_v5");
@@ -453,16 +437,6 @@ void ncclguard_profiler_report(void)
     }
 }
 
-/* Whether NCCL_PROFILER_PLUGIN's value v loads this library (its path, or the
- * global scope, where the preloaded library is found first). A bare name is
- * searched by dlopen: another copy of ncclguard, maybe (replaced, never chained). */
-static bool names_self(const char *v, const char *self)
-{
-    if (!strncasecmp(v, "STATIC_PLUGIN", strlen(v))) return true;
-    char a[4096], b[4096];
-    return strchr(v, '/') && realpath(v, a) && realpath(self, b) && !strcmp(a, b);
-}
-
 /* dl_iterate_phdr: the path of a loaded libnccl.so* into ctx (PATH_MAX bytes). */
 static int find_nccl(struct dl_phdr_info *m, size_t size, void *ctx)
 {
@@ -504,7 +478,7 @@ void ncclguard_profiler_init(void (*start)(void))
         return;
     take_env(info.dli_fname);
     const char *v = getenv("NCCL_PROFILER_PLUGIN");
-    plugin_on = v && names_self(v, info.dli_fname);
+    plugin_on = v && ncclguard_plugin_names_self(v, info.dli_fname);
     atexit(silence_check);
 }
 
@@ -513,9 +487,8 @@ static void take_env(const char *self)
     const struct ng_env_change *site = ncclguard_policy_change_of("NCCL_PROFILER_PLUGIN");
     if (!ncclguard_settings()->profiler_plugin || site) return; /* off, or the site's */
     const char *v = getenv("NCCL_PROFILER_PLUGIN");
-    if (v && (!strcasecmp(v, "none") || names_self(v, self))) return;
-    const char *base = v ? strrchr(v, '/') : NULL;
-    if (v && strstr(base ? base + 1 : v, "ncclguard")) v = NULL; /* another copy: replaced */
+    if (v && (!strcasecmp(v, "none") || ncclguard_plugin_names_self(v, self))) return;
+    if (v && ncclguard_plugin_names_ncclguard(v)) v = NULL; /* another copy: replaced */
     if (v && !ncclguard_settings()->profiler_chain[0]) {
         snprintf(job_plugin, sizeof job_plugin, "%s", v);
         setenv("NCCLGUARD_PROFILER_CHAIN", job_plugin, 0); /* a child chains it too */

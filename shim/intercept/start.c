@@ -33,6 +33,7 @@
 #include "evidence/threads.h"
 #include "evidence/trigger.h"
 #include "evidence/verdict.h"
+#include "intercept/envplugin.h"
 #include "intercept/exports.h"
 #include "intercept/loader.h"
 #include "intercept/profiler.h"
@@ -64,7 +65,10 @@ void ncclguard_process_init(void)
     ncclguard_policy_apply_at_start();
     ncclguard_loader_watch();
     const struct ng_settings *s = ncclguard_settings();
-    if (!s->disable) ncclguard_profiler_init(ncclguard_start);
+    if (!s->disable) {
+        ncclguard_profiler_init(ncclguard_start);
+        ncclguard_envplugin_take_env();
+    }
     ncclguard_log_configure(s->log_level, s->log);
     ng_atomic_store_release(&ncclguard_tracking, !s->disable);
 }

@@ -160,8 +160,9 @@ check "plugin off: a process that loaded NCCL and made no communicator through t
 check "plugin on: no such line" \
     test "$(grep -c 'profiler plugin is off' "$TMP/private/out")" = 0
 # env_after_start sets NCCL_PROFILER_PLUGIN=countprof in main, after the constructor; the
-# job's config forces it to none. Without the env plugin the process's value wins (countprof
-# traces); with NCCL_ENV_PLUGIN naming the shim, NCCL reads the forced none.
+# job's config forces it to none. Without the env plugin (env_plugin off) the process's value
+# wins (countprof traces); with the shim as NCCL's env plugin, by default or named in
+# NCCL_ENV_PLUGIN, NCCL reads the forced none.
 printf '[env.force]\nNCCL_PROFILER_PLUGIN = none\n' >"$TMP/force.conf"
 env_job() {
     local name=$1; shift
@@ -171,18 +172,32 @@ env_job() {
         NCCL_NEVER_READ_X=1 "$@" -- "$E2E/env_after_start" "$FAKES/libnccl-profiler-count.so" \
         >"$TMP/$name/out" 2>&1)
 }
-env_job env_off
+env_job env_off NCCLGUARD_ENV_PLUGIN=0
 env_job env_on NCCL_ENV_PLUGIN="$SHIM"
+env_job env_default
 if ls "$TMP"/env_off/trace.* >/dev/null 2>&1; then
     pass "without the env plugin, a value the process set after start wins"
 else
     fail "without the env plugin, a value the process set after start wins" "no trace"
     show env_off
 fi
-if grep -q 'env_after_start: ok' "$TMP/env_on/out" && ! ls "$TMP"/env_on/trace.* >/dev/null 2>&1
-then pass "with the env plugin, the forced value holds at NCCL's read time"
-else fail "with the env plugin, the forced value holds at NCCL's read time" "countprof ran"
-    show env_on; fi
+for n in env_on env_default; do
+    if grep -q 'env_after_start: ok' "$TMP/$n/out" && ! ls "$TMP"/$n/trace.* >/dev/null 2>&1
+    then pass "$n: with the env plugin, the forced value holds at NCCL's read time"
+    else fail "$n: with the env plugin, the forced value holds at NCCL's read time" "countprof ran"
+        show $n; fi
+done
+# the job's own env plugin is chained: it answers the reads the site's rules leave alone
+# (its log), and the site's forced value still wins over its answer
+env_job env_chain NCCL_ENV_PLUGIN="$FAKES/libnccl-env-test.so" ENVPLUG_LOG="$TMP/envplug.log" \
+    ENVPLUG_FORCE="NCCL_PROFILER_PLUGIN=$FAKES/libnccl-profiler-count.so"
+if grep -q 'env_after_start: ok' "$TMP/env_chain/out" && grep -q ' init 2\.28' "$TMP/envplug.log" &&
+    grep -q ' get NCCL_' "$TMP/envplug.log" && ! ls "$TMP"/env_chain/trace.* >/dev/null 2>&1 &&
+    grep -q 'env plugin envplug chained behind ncclguard' "$TMP/env_chain/out"; then
+    pass "the job's own env plugin is chained, and the site's forced value holds over it"
+else
+    fail "the job's env plugin chained" "$(tail -n 3 "$TMP/env_chain/out"; head -n 3 "$TMP/envplug.log" 2>&1)"
+fi
 # the shim named itself, and the process named another plugin before NCCL read it
 mkdir -p "$TMP/renamed"
 (cd "$TMP/renamed" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
