@@ -16,6 +16,7 @@
 #include "intercept/pluginlib.h"
 #include "policy/config.h"
 #include "policy/policy.h"
+#include "track/track.h"
 
 extern char **environ;
 
@@ -86,7 +87,8 @@ static void load_chain(uint8_t major, uint8_t minor, uint8_t patch, const char *
 static ncclResult_t e_init(uint8_t major, uint8_t minor, uint8_t patch, const char *suffix)
 {
     load_chain(major, minor, patch, suffix);
-    if (ncclguard_policy_talks()) atexit(ncclguard_envplugin_report);
+    if (ng_atomic_load_acquire(&ncclguard_tracking) && ncclguard_policy_talks())
+        atexit(ncclguard_envplugin_report); /* disabled: silent */
     return ncclSuccess;
 }
 
