@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -31,6 +32,7 @@
 #include "evidence/dump_format.h"
 #include "evidence/nodedir.h"
 #include "policy/config.h"
+#include "policy/testswitch.h"
 
 #define TRIGGER_JOIN_S 600 /* a timeout this soon after an incident joins it */
 #define ID_MAX 96
@@ -52,6 +54,12 @@ static int lock_fd = -1;
  * by whichever thread runs the atexit handlers (acquire). */
 static ng_atomic(int) is_poller;
 static ng_atomic(int) leaving; /* ncclguard_trigger_exit has run: take no lock */
+/* The dump thread is between its look at `leaving` and the end of its try at the
+ * lock: the exit waits for it, since the try may have made the lock file, which
+ * the process would leave behind if it ended meanwhile. */
+static ng_atomic(int) taking;
+#define EXIT_WAIT_MS 2000  /* the most the exit waits for a try, which takes microseconds */
+static long lock_delay_ms; /* NCCLGUARD_TEST_LOCK_DELAY_MS: a try held open, for the test */
 static char fanout_name[32], lock_name[32];
 static char shared_path[PATH_MAX];
 static int64_t start_ns; /* CLOCK_REALTIME at init: older triggers are history */
@@ -84,6 +92,9 @@ void ncclguard_trigger_init(void)
     next_poll_mono = 0;
     fanout_looked = 0;
     ng_atomic_store_relaxed(&leaving, 0);
+    const char *delay = ncclguard_test_switch("NCCLGUARD_TEST_LOCK_DELAY_MS");
+    lock_delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+    if (lock_delay_ms < 0 || lock_delay_ms > 10000) lock_delay_ms = 0;
     const char *dir = ncclguard_dump_dir();
     snprintf(shared_path, sizeof shared_path, "%s/" NG_TRIGGER_NAME, dir);
     unsigned long long h = (unsigned long long)ng_hash_str(dir);
@@ -292,6 +303,7 @@ static int take_lock(void)
             lock_fd = openat(shm_dfd, lock_name,
                              O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
         if (lock_fd < 0) return 0;
+        if (lock_delay_ms) nanosleep(&(struct timespec){0, lock_delay_ms * 1000000L}, NULL);
         int got = flock(lock_fd, LOCK_EX | LOCK_NB) == 0;
         struct stat held, named;
         int same = fstat(lock_fd, &held) == 0 && S_ISREG(held.st_mode) &&
@@ -358,6 +370,8 @@ void ncclguard_trigger_exit(void)
      * exit): leaving and is_poller are stored and read in one total order, here and
      * in ncclguard_trigger_check, so either this or that drops a lock taken meanwhile. */
     ng_atomic_store_seq_cst(&leaving, 1);
+    for (int ms = 0; ms < EXIT_WAIT_MS && ng_atomic_load_seq_cst(&taking); ms++)
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
     if (ng_atomic_exchange_seq_cst(&is_poller, 0)) drop_lock_file();
 }
 
@@ -374,13 +388,16 @@ int ncclguard_trigger_check(void)
     int timed = now >= next_poll_mono;
     if (timed) next_poll_mono = now + poll_ns;
     /* a try at the lock at the first check, then when the directory changed */
-    if ((timed || changed) && !ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0 &&
-        !ng_atomic_load_relaxed(&leaving) && take_lock()) {
-        ng_atomic_store_seq_cst(&is_poller, 1);
-        if (!ng_atomic_load_seq_cst(&leaving))
-            sweep_locks();
-        else if (ng_atomic_exchange_seq_cst(&is_poller, 0))
-            drop_lock_file();
+    if ((timed || changed) && !ng_atomic_load_relaxed(&is_poller) && shm_dfd >= 0) {
+        ng_atomic_store_seq_cst(&taking, 1);
+        if (!ng_atomic_load_seq_cst(&leaving) && take_lock()) {
+            ng_atomic_store_seq_cst(&is_poller, 1);
+            if (!ng_atomic_load_seq_cst(&leaving))
+                sweep_locks();
+            else if (ng_atomic_exchange_seq_cst(&is_poller, 0))
+                drop_lock_file();
+        }
+        ng_atomic_store_seq_cst(&taking, 0);
     }
     if (timed) {
         /* The one metadata operation per node and period on the shared file system. */

@@ -482,6 +482,22 @@ else
     fail "poller lock files" "rc=$rc left: $locks"
 fi
 
+# A process that exits while its dump thread is trying the lock (held open 500 ms by the
+# test switch, after the file is made) leaves no lock file: its exit waits for the try.
+d=$TMP/lock_exit
+N=$d/node/ncclguard-$(id -u)
+mkdir -p "$N" && chmod 700 "$N"
+(cd "$d" && clean LD_LIBRARY_PATH="$FAKES" LD_PRELOAD="$(preload)" NCCLGUARD_NODE_DIR="$d/node" \
+    NCCLGUARD_TEST_LOCK_DELAY_MS=500 NCCLGUARD_DUMP_DIR="$d/dumps" -- "$E2E/call_each" \
+    >"$d/out" 2>&1)
+rc=$?
+locks=$(cd "$N" && ls poller-*.lock 2>/dev/null | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ -z "$locks" ]; then
+    pass "an exit during the dump thread's try at the lock leaves no lock file"
+else
+    fail "lock file of an exit during a try" "rc=$rc left: $locks"
+fi
+
 # Node markers that prove nothing: no start time, a signal of their own (9), a process
 # without the library, a FIFO, a symlink, an oversized or group-writable file. `dump --all`
 # signals none of them, says why for each, and does not hang; the targets live on.

@@ -56,18 +56,26 @@ world_comm() {
 }
 host_of() { $SERIES value "$1" -1 ncclguard_info | head -1 | grep -o 'host="[^"]*"' | cut -d'"' -f2; }
 
+# snapped NAME JOB_ARGS...: job NAME (4 ranks) with every op timed and a metrics file every
+# 0.1 s, kept at exit, while the series helper copies the files into $TMP/NAME/snaps every
+# 0.1 s; n: the snapshots taken
+snapped() {
+    local name=$1 d=$TMP/$1 snapper
+    shift
+    mkdir -p "$d/metrics" "$d/snaps"
+    $SERIES snap "$d/metrics" "$d/snaps" 0.1 &
+    snapper=$!
+    NCCLGUARD_METRICS=textfile:$d/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
+        NCCLGUARD_METRICS_KEEP_AT_EXIT=1 NCCLGUARD_TIMING_SAMPLE=1 job "$name" -n 4 -- "$@"
+    sleep 0.3 # a last snapshot of the files kept at exit
+    kill -TERM $snapper
+    wait $snapper
+    n=$(ls "$d/snaps" | wc -l)
+}
+
 # --- straggler
 S=$TMP/straggler
-mkdir -p "$S/metrics" "$S/snaps"
-$SERIES snap "$S/metrics" "$S/snaps" 0.1 &
-snapper=$!
-NCCLGUARD_METRICS=textfile:$S/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
-    NCCLGUARD_METRICS_KEEP_AT_EXIT=1 NCCLGUARD_TIMING_SAMPLE=1 \
-    job straggler -n 4 -- --steps 150 --late-gpu-rank 2 --late-gpu-ms 50 --quiet
-sleep 0.3 # a last snapshot of the files kept at exit
-kill -TERM $snapper
-wait $snapper
-n=$(ls "$S/snaps" | wc -l)
+snapped straggler --steps 150 --late-gpu-rank 2 --late-gpu-ms 50 --quiet
 comm=$(world_comm "$S/snaps")
 host=$(host_of "$S/snaps")
 if [ $rc != 0 ] || [ "$n" -lt 24 ] || [ -z "$comm" ]; then
@@ -102,16 +110,7 @@ fi
 
 # --- a healthy job whose ranks take turns (host jitter of up to 20 ms per step): no straggler
 J=$TMP/jitter
-mkdir -p "$J/metrics" "$J/snaps"
-$SERIES snap "$J/metrics" "$J/snaps" 0.1 &
-snapper=$!
-NCCLGUARD_METRICS=textfile:$J/metrics NCCLGUARD_METRICS_INTERVAL=0.1 \
-    NCCLGUARD_METRICS_KEEP_AT_EXIT=1 NCCLGUARD_TIMING_SAMPLE=1 \
-    job jitter -n 4 -- --steps 250 --jitter-ms 20 --quiet
-sleep 0.3
-kill -TERM $snapper
-wait $snapper
-n=$(ls "$J/snaps" | wc -l)
+snapped jitter --steps 250 --jitter-ms 20 --quiet
 if [ $rc != 0 ] || [ "$n" -lt 24 ]; then
     fail "jittered run" "rc=$rc, $n snapshots (24 needed)"; show jitter
 else

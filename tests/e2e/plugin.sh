@@ -44,13 +44,19 @@ fi
 
 # preloaded, the shim names itself in NCCL_PROFILER_PLUGIN (profiler_plugin): NCCL loads
 # it as its plugin too, and it asks for no event while the wrappers see every communicator
-preload_job() {
+# plugin_job NAME VAR=value...: 2 ranks of trainloop with no preload but the sanitizer's (a
+# VAR of the same name given later wins); preload_job: the same with the shim preloaded
+plugin_job() {
     local name=$1; shift
     mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && clean LD_PRELOAD="$(preload)" LD_LIBRARY_PATH="$FAKES" \
-        NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" COUNTPROF_LOG="$TMP/$name/trace" "$@" \
-        -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 3 --quiet \
+    (cd "$TMP/$name" && clean LD_PRELOAD="$asan" LD_LIBRARY_PATH="$FAKES" \
+        COUNTPROF_LOG="$TMP/$name/trace" NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" "$@" \
+        -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 4 --quiet \
         >"$TMP/$name/out" 2>&1)
+}
+preload_job() {
+    local name=$1; shift
+    plugin_job "$name" LD_PRELOAD="$(preload)" "$@"
 }
 preload_job preload
 if [ "$(grep -c '2 communicators seen by the profiler plugin, 2 through the wrappers, 2 of them by both' "$TMP/preload/out")" = 2 ] &&
@@ -84,15 +90,6 @@ else
 fi
 
 # --- chaining: countprof alone, then behind ncclguard; its traces must be the same ---------
-# plugin_job NAME VAR=value...: 2 ranks of trainloop with no preload but the sanitizer's
-plugin_job() {
-    local name=$1; shift
-    mkdir -p "$TMP/$name"
-    (cd "$TMP/$name" && clean LD_PRELOAD="$asan" LD_LIBRARY_PATH="$FAKES" \
-        COUNTPROF_LOG="$TMP/$name/trace" NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" "$@" \
-        -- "$APPS/launch" -n 2 --timeout 120 -- "$APPS/trainloop" --steps 4 --quiet \
-        >"$TMP/$name/out" 2>&1)
-}
 # every line of a run's traces, the communicator ids (random per run) left out, sorted
 traces() { cat "$TMP/$1"/trace.* 2>/dev/null | sed 's/ id=[0-9a-f]*$//' | sort; }
 plugin_job alone NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so"
