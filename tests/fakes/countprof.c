@@ -126,6 +126,8 @@ static int do_init(void **ctx, int *mask, const char *name, uint64_t id, int nra
     mask_ptr = mask;
     static int ctxs[64];
     *ctx = &ctxs[rank & 63];
+    const char *slow = getenv("COUNTPROF_INIT_SLEEP_MS"); /* an init that takes its time */
+    if (slow) usleep((useconds_t)atoi(slow) * 1000);
     out("init rank=%d nranks=%d name=%s id=%llx", rank, nranks, name ? name : "-",
         (unsigned long long)id);
     return 0;

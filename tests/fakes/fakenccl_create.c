@@ -294,6 +294,9 @@ static ncclResult_t job_run(struct fn_create_job *j)
         pthread_mutex_unlock(&c->mu);
     }
     r = j->kind == JOB_INIT ? join(c, j->key) : j->kind == JOB_SPLIT ? run_split(j) : run_shrink(j);
+    /* ncclProfilerPluginInit, inside the creation, before the communicator is ready
+     * (init.cc: initTransportsRank, before the proxy thread and initState) */
+    if (c && r == ncclSuccess) fn_prof_comm_init(c);
     if (c) {
         pthread_mutex_lock(&c->mu);
         int expected = FN_INITIALIZING;
@@ -304,8 +307,6 @@ static ncclResult_t job_run(struct fn_create_job *j)
         c->inflight--;
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
-        if (r == ncclSuccess)
-            fn_prof_comm_init(c); /* ncclProfilerPluginInit, at the end of init (init.cc) */
     }
     if (j->out && j->kind != JOB_INIT && r == ncclSuccess) *j->out = (ncclComm_t)c;
     if (j->out && r != ncclSuccess && j->blocking) *j->out = NULL;

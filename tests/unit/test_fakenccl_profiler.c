@@ -159,6 +159,36 @@ NG_TEST(short_name_gets_the_prefix_and_v5)
 }
 END_TEST
 
+/* The plugin's init runs inside the creation: a nonblocking communicator is not ready before
+ * init returned, however long it takes (init.cc: initTransportsRank, then initState). */
+static void slow_init_rank(int rank, int n, void *arg)
+{
+    const struct args *a = arg;
+    (void)fnt_setup_rank(rank);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, n, a->id, rank, &config);
+    FNT_CHECK(r == ncclSuccess || r == ncclInProgress, "init: %d", r);
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) FNT_NCCL(ncclCommGetAsyncError(comm, &state));
+    FNT_CHECK(state == ncclSuccess, "creation: %d", state);
+    char *t = rank_trace(a);
+    FNT_CHECK(t && strstr(t, "init rank=0 nranks=1"), "ready before the plugin's init: %s",
+              t ? t : "no trace");
+    free(t);
+    FNT_NCCL(ncclCommDestroy(comm));
+}
+
+NG_TEST(init_runs_before_the_communicator_is_ready)
+{
+    findable("libnccl-profiler-count.so");
+    struct args *a = prepare("count", 5);
+    setenv("COUNTPROF_INIT_SLEEP_MS", "300", 1);
+    ck_assert_int_eq(fnt_run(1, slow_init_rank, a), 0);
+}
+END_TEST
+
 NG_TEST(newest_version_first_v6)
 {
     findable("libnccl-profiler-count6.so");
