@@ -8,23 +8,16 @@ distinct files seen (by their ncclguard_metrics_written_timestamp_seconds line a
 
 usage: prom_reader.py DIR OUT"""
 import os
+import re
 import signal
 import sys
 
-# every family of shim/watch/metrics.c, each written with its # TYPE line in every file
-FAMILIES = {
-    "ncclguard_info", "ncclguard_metrics_written_timestamp_seconds", "ncclguard_communicators",
-    "ncclguard_op_timeout_seconds", "ncclguard_slow_ops_total", "ncclguard_timeouts_total", "ncclguard_dumps_total",
-    "ncclguard_async_errors_total", "ncclguard_records_total",
-    "ncclguard_records_overwritten_total", "ncclguard_records_dropped_total",
-    "ncclguard_flight_records", "ncclguard_flight_recorder_bytes", "ncclguard_memory_bytes",
-    "ncclguard_marker_pools",
-    "ncclguard_ops_captured_total", "ncclguard_ops_without_marker_total", "ncclguard_cpu_seconds_total", "ncclguard_ops_total",
-    "ncclguard_ops_enqueued_total", "ncclguard_ops_in_flight",
-    "ncclguard_oldest_in_flight_age_seconds", "ncclguard_progress_age_seconds",
-    "ncclguard_timed_gpu_seconds_total", "ncclguard_timed_collectives_total",
-    "ncclguard_op_gpu_duration_seconds",
-}
+# every family of shim/watch/metrics.c, each written with its # TYPE line in every file: the
+# names its family() calls give, read from the source so that a family added there is
+# expected here too
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shim", "watch",
+                      "metrics.c")
+FAMILIES = set(re.findall(r'family\(\s*"([a-z_]+)"', open(SOURCE).read()))
 
 
 def whole(text):
