@@ -81,7 +81,8 @@ fi
 printf '[env.force]\nNCCL_PROFILER_PLUGIN = none\n' >"$TMP/none.conf"
 preload_job preload_none NCCLGUARD_CONFIG="$TMP/none.conf"
 printf '[env.force]\nNCCL_PROFILER_PLUGIN = %s\n' "$FAKES/libnccl-profiler-count.so" >"$TMP/site.conf"
-preload_job preload_site NCCLGUARD_CONFIG="$TMP/site.conf"
+# (the env plugin off: it would hold the site's value at NCCL's read time by itself)
+preload_job preload_site NCCLGUARD_CONFIG="$TMP/site.conf" NCCLGUARD_ENV_PLUGIN=0
 if [ "$(cat "$TMP/preload_none/out" "$TMP/preload_site/out" | grep -c 'seen by the profiler plugin')" = 0 ] &&
     [ "$(cat "$TMP"/preload_site/trace.* 2>/dev/null | grep -c '^start Coll ')" -gt 0 ]; then
     pass "a value the site forces for NCCL_PROFILER_PLUGIN stays (none, or its own plugin)"
