@@ -2,7 +2,7 @@
 # How scripts/mutate finds a mutation's text: whitespace does not count (a
 # reformatted file keeps its mutations), and the text must be found exactly once.
 # The matching rules on small texts (--self-test), then --list on a copy of the
-# runner with a file of its own.
+# runner with a file of its own, and on the project's own mutations.
 source "$(dirname "$0")/lib.sh"
 
 if out=$(python3 "$ROOT/scripts/mutate" --self-test 2>&1) && grep -q '^OK$' <<<"$out"; then
@@ -62,5 +62,14 @@ if cmp -s "$tree/src/a.c" <(printf "$code"); then
     pass "mutate --list leaves the file alone"
 else
     fail "mutate --list leaves the file alone" "src/a.c changed"
+fi
+# The project's own mutations: each still finds its text in the code, exactly once (code
+# that moves leaves a mutation STALE, which a mutation run then skips unseen)
+all=$(cd "$ROOT" && python3 scripts/mutate --list 2>&1)
+stale=$(awk '$2 != "applies" && $2 != "equivalent" {print $1 " (" $2 ")"}' <<<"$all")
+if [ -n "$all" ] && [ -z "$stale" ]; then
+    pass "every mutation of tests/mutations applies ($(grep -c ' applies ' <<<"$all") of them)"
+else
+    fail "mutations that no longer apply" "$(head -n 5 <<<"$stale")"
 fi
 finish
