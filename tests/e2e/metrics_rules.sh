@@ -74,15 +74,20 @@ snapped() {
 }
 
 # --- straggler
-S=$TMP/straggler
-snapped straggler --steps 150 --late-gpu-rank 2 --late-gpu-ms 50 --quiet
-comm=$(world_comm "$S/snaps")
-host=$(host_of "$S/snaps")
-if [ $rc != 0 ] || [ "$n" -lt 24 ] || [ -z "$comm" ]; then
-    fail "straggler run" "rc=$rc, $n snapshots (24 needed: 5 min of 15 s scrapes), comm '$comm'"
-    show straggler
+# (the plain build only: under a sanitizer four ranks on two cores do not get fair host
+# time, and a rank 50 ms late on its GPU was not the slowest in one clean-clone ASan run)
+if [ -n "${SANITIZE:-}" ]; then
+    skip "straggler rule on a real run" "judged on the plain build (host time under a sanitizer)"
 else
-    cat >"$S/test.yml" <<EOF
+    S=$TMP/straggler
+    snapped straggler --steps 150 --late-gpu-rank 2 --late-gpu-ms 50 --quiet
+    comm=$(world_comm "$S/snaps")
+    host=$(host_of "$S/snaps")
+    if [ $rc != 0 ] || [ "$n" -lt 24 ] || [ -z "$comm" ]; then
+        fail "straggler run" "rc=$rc, $n snapshots (24 needed: 5 min of 15 s scrapes), comm '$comm'"
+        show straggler
+    else
+        cat >"$S/test.yml" <<EOF
 rule_files:
   - $RULES
 evaluation_interval: 15s
@@ -101,10 +106,11 @@ $($SERIES series "$S/snaps" "${FAMILIES[@]}")
         alertname: NcclguardNoProgress
         exp_alerts: []
 EOF
-    if out=$(promtool test rules "$S/test.yml" 2>&1); then
-        pass "promtool test rules on $n scrapes of a straggler job: the straggler alert names rank 2 (comm $comm), and only it"
-    else
-        fail "straggler rule on a real run" "$(head -40 <<<"$out")"
+        if out=$(promtool test rules "$S/test.yml" 2>&1); then
+            pass "promtool test rules on $n scrapes of a straggler job: the straggler alert names rank 2 (comm $comm), and only it"
+        else
+            fail "straggler rule on a real run" "$(head -40 <<<"$out")"
+        fi
     fi
 fi
 
