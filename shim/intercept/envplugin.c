@@ -105,8 +105,9 @@ void ncclguard_envplugin_take_env(void)
 {
     Dl_info info;
     if (!ncclguard_settings()->env_plugin || ncclguard_policy_change_of("NCCL_ENV_PLUGIN") ||
-        !dladdr((const void *)&ncclEnvPlugin_v1, &info) || !info.dli_fname || !info.dli_fname[0])
-        return; /* off, or the site decided the variable */
+        !dladdr((const void *)&ncclEnvPlugin_v1, &info) || !info.dli_fname || !info.dli_fname[0] ||
+        !ncclguard_plugin_preloaded(info.dli_fname))
+        return; /* off, the site decided the variable, or not preloaded (too late) */
     const char *v = getenv("NCCL_ENV_PLUGIN");
     if (v && (!strcasecmp(v, "none") || ncclguard_plugin_names_self(v, info.dli_fname))) return;
     if (v && !ncclguard_plugin_names_ncclguard(v) && !ncclguard_settings()->env_chain[0]) {

@@ -41,3 +41,13 @@ bool ncclguard_plugin_names_ncclguard(const char *v)
     const char *base = strrchr(v, '/');
     return strstr(base ? base + 1 : v, "ncclguard") != NULL;
 }
+
+bool ncclguard_plugin_preloaded(const char *self)
+{
+    const char *list = getenv("LD_PRELOAD"), *base = strrchr(self, '/');
+    base = base ? base + 1 : self;
+    size_t n = strlen(base);
+    for (const char *p = list; p && (p = strstr(p, base)); p += n) /* a whole entry's end */
+        if (p[n] == '\0' || p[n] == ':' || p[n] == ' ') return true;
+    return false;
+}

@@ -25,4 +25,9 @@ bool ncclguard_plugin_names_self(const char *v, const char *self);
  * never chained. */
 bool ncclguard_plugin_names_ncclguard(const char *v);
 
+/* Whether the library at path `self` was preloaded (named in LD_PRELOAD), and so started
+ * before any thread of the process: else NCCL loaded it as its plugin while its own
+ * threads may run, and the environment is not to be changed (setenv beside getenv). */
+bool ncclguard_plugin_preloaded(const char *self);
+
 #endif

@@ -476,7 +476,7 @@ void ncclguard_profiler_init(void (*start)(void))
     Dl_info info;
     if (!dladdr((const void *)&ncclProfiler_v5, &info) || !info.dli_fname || !info.dli_fname[0])
         return;
-    take_env(info.dli_fname);
+    if (ncclguard_plugin_preloaded(info.dli_fname)) take_env(info.dli_fname);
     const char *v = getenv("NCCL_PROFILER_PLUGIN");
     plugin_on = v && ncclguard_plugin_names_self(v, info.dli_fname);
     atexit(silence_check);

@@ -142,6 +142,18 @@ else
 fi
 
 # --- env plugin: a forced value holds at NCCL's read time --------------------------------
+# loaded by NCCL as its plugin only (not preloaded), while NCCL's threads run: the library
+# changes no environment variable (setenv beside their getenv); preloaded, it names itself
+mkdir -p "$TMP/late"
+(cd "$TMP/late" && clean LD_PRELOAD="$asan" LD_LIBRARY_PATH="$FAKES" NCCL_PROFILER_PLUGIN="$SHIM" \
+    -- "$E2E/private_handle" 3 >"$TMP/late/out" 2>&1)
+if grep -q 'private_handle: NCCL_ENV_PLUGIN unset' "$TMP/late/out" &&
+    grep -q 'seen by the profiler plugin: 3 collectives' "$TMP/late/out" &&
+    grep -q "private_handle: NCCL_ENV_PLUGIN .*libncclguard.so" "$TMP/private/out"; then
+    pass "loaded as NCCL's plugin only, the shim sets no variable; preloaded, it names itself"
+else
+    fail "the environment of a late-loaded shim" "$(grep 'NCCL_ENV_PLUGIN' "$TMP/late/out" "$TMP/private/out")"
+fi
 # the plugin a lone process names itself (no launcher passed it on) is chained too
 ph_job private_own NCCL_PROFILER_PLUGIN="$FAKES/libnccl-profiler-count.so" \
     COUNTPROF_LOG="$TMP/private_own/trace"

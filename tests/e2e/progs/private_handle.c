@@ -79,6 +79,8 @@ int main(int argc, char **argv)
         else if (all_reduce((void *)buf, (void *)buf, 16, ncclFloat32, ncclSum, comm, s))
             return 2;
     if (cuStreamSynchronize(s) || destroy(comm)) return 2;
+    const char *env_plugin = getenv("NCCL_ENV_PLUGIN");
+    printf("private_handle: NCCL_ENV_PLUGIN %s\n", env_plugin ? env_plugin : "unset");
     printf("private_handle: ok\n");
     return 0;
 }
