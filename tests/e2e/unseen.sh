@@ -11,17 +11,19 @@ source "$(dirname "$0")/lib.sh"
 needs_harness unseen "$APPS/trainloop_static"
 
 # under ASan the sanitizer's runtime comes first, as the shim is not preloaded
-asan=
-[ "${SANITIZE:-}" = 1 ] && asan=$(gcc -print-file-name=libasan.so)
+asan= timeout=2
+[ "${SANITIZE:-}" = 1 ] && asan=$(gcc -print-file-name=libasan.so) timeout=5
 
 # plugin_hang NAME PRELOAD CMD...: CMD with the shim as NCCL's profiler plugin (and PRELOAD
-# preloaded), a 2 s timeout, stopped once every rank dumped and the verdict is in the log
+# preloaded), a 2 s timeout (5 s under a sanitizer, where four ranks on two cores with every
+# profiler event on ran the hung rank's last op past 2 s once), stopped once every rank
+# dumped and the verdict is in the log
 plugin_hang() {
     local name=$1 pre=$2; shift 2
     mkdir -p "$TMP/$name"
     (cd "$TMP/$name" && exec setsid env LD_PRELOAD="$pre" LD_LIBRARY_PATH="$FAKES" \
         NCCL_PROFILER_PLUGIN="$SHIM" NCCLGUARD_DUMP_DIR="$TMP/$name/dumps" \
-        NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600 "$@" >"$TMP/$name/out" 2>&1) &
+        NCCLGUARD_TIMEOUT=$timeout NCCLGUARD_FIRST_TIMEOUT=600 "$@" >"$TMP/$name/out" 2>&1) &
     local pid=$!
     wait_for 120 bash -c "$(dumped "$name") && grep -q 'verdict (' $TMP/$name/out"
     kill -KILL -- -$pid 2>/dev/null
@@ -55,9 +57,11 @@ PY
 
 # the same hangs on the wrappers' path, to compare with: trainloop's, and with an AllReduce
 # captured into a CUDA graph and launched every step
-hang wrappers 4 "$(dumped wrappers) && grep -q 'verdict (' $TMP/wrappers/out"
+(export NCCLGUARD_TIMEOUT=$timeout NCCLGUARD_FIRST_TIMEOUT=600
+ UNTIL="$(dumped wrappers) && grep -q 'verdict (' $TMP/wrappers/out" job wrappers -n 4 \
+     --timeout 120 -- --steps 100 --hang-rank 1 --hang-step 3 --quiet)
 ops wrappers >"$TMP/wrappers.ops"
-(export NCCLGUARD_TIMEOUT=2 NCCLGUARD_FIRST_TIMEOUT=600
+(export NCCLGUARD_TIMEOUT=$timeout NCCLGUARD_FIRST_TIMEOUT=600
  UNTIL="$(dumped wgraph) && grep -q 'verdict (' $TMP/wgraph/out" job wgraph -n 4 --timeout 120 \
      -- --steps 100 --graph --hang-rank 1 --hang-step 3 --quiet)
 ops wgraph >"$TMP/wgraph.ops"
